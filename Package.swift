@@ -1,0 +1,101 @@
+// swift-tools-version:6.2
+import PackageDescription
+
+/// `SLEEPPROXY_STRICT=1` (set by `scripts/test` and CI) turns every warning in our own targets into an error.
+/// It is opt-in so that a user building a release on a newer compiler is not stopped by a new warning.
+let strict = Context.environment["SLEEPPROXY_STRICT"] == "1"
+let swiftSettings: [SwiftSetting] = strict ? [.treatAllWarnings(as: .error)] : []
+
+let package = Package(
+    name: "sleep-proxy",
+    products: [
+        .executable(name: "sleepproxyd", targets: ["sleepproxyd"]),
+        .executable(name: "sleepproxyctl", targets: ["sleepproxyctl"]),
+        // Exported so that the fuzzing package in Fuzz/ can link the codecs without building our executables.
+        .library(name: "SleepProxyWire", targets: ["SleepProxyWire"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+    ],
+    targets: [
+        // Codecs: bytes in, values out, and back. NIOCore only (ByteBuffer); no sockets, no clocks.
+        .target(
+            name: "SleepProxyWire",
+            dependencies: [.product(name: "NIOCore", package: "swift-nio")],
+            swiftSettings: swiftSettings
+        ),
+        // Pure logic: no sockets, no clocks; time comes in as `now:` and work goes out as actions.
+        .target(
+            name: "SleepProxyCore",
+            dependencies: ["SleepProxyWire"],
+            swiftSettings: swiftSettings
+        ),
+        // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).
+        .target(name: "CSleepProxyLinux"),
+        // Thin adapters between the kernel and the pure layers.
+        .target(
+            name: "SleepProxyIO",
+            dependencies: [
+                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The admin protocol spoken between sleepproxyd and sleepproxyctl.
+        .target(name: "SleepProxyControl", swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "sleepproxyd",
+            dependencies: [
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "sleepproxyctl",
+            dependencies: [
+                "SleepProxyControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // Prints throughput and latency figures; run with `swift run -c release sleepproxy-bench`.
+        .executableTarget(
+            name: "sleepproxy-bench",
+            dependencies: [
+                "SleepProxyWire", "SleepProxyCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyWireTests",
+            dependencies: ["SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")],
+            resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyCoreTests",
+            dependencies: ["SleepProxyCore", "SleepProxyWire"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyIOTests",
+            dependencies: ["SleepProxyIO", "CSleepProxyLinux"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyControlTests",
+            dependencies: ["SleepProxyControl"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,31 @@
+// Linux declarations that Swift's Glibc module does not export (see shared/docs/style.md §8 and
+// linux-notes.md §2, §7): packet sockets, classic BPF, Ethernet protocol numbers, interface flags, setns.
+#ifndef C_SLEEP_PROXY_LINUX_H
+#define C_SLEEP_PROXY_LINUX_H
+
+#ifdef __linux__
+#include <linux/filter.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/// Enters the network namespace open at `fd` on the calling thread only (setns is per-thread).
+int csp_setns_net(int fd);
+
+/// Makes stdout line-buffered so that log lines reach journald or a pipe as they happen
+/// (Swift 6 cannot touch the global `stdout` directly).
+void csp_line_buffer_stdout(void);
+
+static inline int csp_packet_ignore_outgoing(void) {
+#ifdef PACKET_IGNORE_OUTGOING
+    return PACKET_IGNORE_OUTGOING;
+#else
+    return 23;
+#endif
+}
+#endif
+
+#endif

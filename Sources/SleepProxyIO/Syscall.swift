@@ -1,0 +1,42 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An errno-carrying failure of a system call, naming the call so a log line says what failed.
+public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertible {
+    public var function: String
+    public var errno: Int32
+
+    public init(function: String, errno: Int32) {
+        self.function = function
+        self.errno = errno
+    }
+
+    public var description: String {
+        #if canImport(Glibc)
+        let message = String(cString: strerror(self.errno))
+        #else
+        let message = "errno"
+        #endif
+        return "\(self.function) failed: \(message) (errno \(self.errno))"
+    }
+}
+
+/// Runs a system call that returns -1 and sets errno on failure, retrying on EINTR (as NIOPosix's System.swift
+/// does) and throwing every other failure. `@inline(never)` keeps ARC traffic between the call and the read of
+/// errno from clobbering it.
+@inline(never)
+@discardableResult
+public func retryingSyscall<T: FixedWidthInteger>(_ function: String, _ body: () -> T) throws -> T {
+    while true {
+        let result = body()
+        if result != -1 { return result }
+        #if canImport(Glibc)
+        let code = Glibc.errno
+        if code == EINTR { continue }
+        #else
+        let code: Int32 = -1
+        #endif
+        throw SystemCallError(function: function, errno: code)
+    }
+}

@@ -1,0 +1,69 @@
+/// The RDATA of a resource record, one case per type this codec understands, and `.unknown` for the rest.
+public enum DNSRData: Hashable, Sendable {
+    case a(ARecord)
+    case aaaa(AAAARecord)
+    case ptr(PTRRecord)
+    case srv(SRVRecord)
+    case txt(TXTRecord)
+    case hinfo(HINFORecord)
+    case nsec(NSECRecord)
+    case null(NULLRecord)
+    case opt(OPTRecord)
+    case unknown(UnknownRecord)
+
+    public var recordType: DNSRecordType {
+        switch self {
+        case .a: return .a
+        case .aaaa: return .aaaa
+        case .ptr: return .ptr
+        case .srv: return .srv
+        case .txt: return .txt
+        case .hinfo: return .hinfo
+        case .nsec: return .nsec
+        case .null: return .null
+        case .opt: return .opt
+        case .unknown(let record): return record.type
+        }
+    }
+
+    /// Decodes RDATA of `type`; `reader` is limited to the RDATA window.
+    static func decode(type: DNSRecordType, from reader: inout ByteReader) throws(WireError) -> DNSRData {
+        switch type {
+        case .a: return .a(try ARecord(from: &reader))
+        case .aaaa: return .aaaa(try AAAARecord(from: &reader))
+        case .ptr: return .ptr(try PTRRecord(from: &reader))
+        case .srv: return .srv(try SRVRecord(from: &reader))
+        case .txt: return .txt(try TXTRecord(from: &reader))
+        case .hinfo: return .hinfo(try HINFORecord(from: &reader))
+        case .null: return .null(try NULLRecord(from: &reader))
+        case .opt: return .opt(try OPTRecord(from: &reader))
+        case .nsec:
+            // RFC 6762 §6.1: "receivers MUST NOT reject a whole message because of an NSEC they cannot parse".
+            // A malformed NSEC is kept as opaque bytes; the rest of the message still counts.
+            let start = reader.position
+            do throws(WireError) {
+                return .nsec(try NSECRecord(from: &reader))
+            } catch {
+                reader.position = start
+                return .unknown(try UnknownRecord(type: .nsec, from: &reader))
+            }
+        default:
+            return .unknown(try UnknownRecord(type: type, from: &reader))
+        }
+    }
+
+    func write(to writer: inout DNSWriter) {
+        switch self {
+        case .a(let record): record.write(to: &writer)
+        case .aaaa(let record): record.write(to: &writer)
+        case .ptr(let record): record.write(to: &writer)
+        case .srv(let record): record.write(to: &writer)
+        case .txt(let record): record.write(to: &writer)
+        case .hinfo(let record): record.write(to: &writer)
+        case .nsec(let record): record.write(to: &writer)
+        case .null(let record): record.write(to: &writer)
+        case .opt(let record): record.write(to: &writer)
+        case .unknown(let record): record.write(to: &writer)
+        }
+    }
+}

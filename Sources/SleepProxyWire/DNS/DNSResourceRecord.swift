@@ -1,0 +1,72 @@
+/// A resource record (RFC 1035 §4.1.3) as mDNS uses it.
+///
+/// The top bit of CLASS is the mDNS cache-flush bit (RFC 6762 §10.2) and is split out into `cacheFlush`, except
+/// for OPT, whose CLASS is a payload size (RFC 6891 §6.1.2; RFC 6762 §10.2 excludes it): for OPT `rrclass` keeps
+/// all 16 bits and `cacheFlush` is always false.
+public struct DNSResourceRecord: Hashable, Sendable {
+    public var name: DNSName
+    public var rrclass: DNSClass
+    public var cacheFlush: Bool
+    public var ttl: UInt32
+    public var rdata: DNSRData
+
+    public var type: DNSRecordType { self.rdata.recordType }
+
+    public init(name: DNSName, rrclass: DNSClass = .in, cacheFlush: Bool = false, ttl: UInt32, rdata: DNSRData) {
+        self.name = name
+        self.rrclass = rrclass
+        self.cacheFlush = cacheFlush
+        self.ttl = ttl
+        self.rdata = rdata
+    }
+
+    /// An OPT pseudo-record with the root name (RFC 6891 §6.1.2).
+    public static func opt(_ header: EDNSHeader, options: [EDNSOption]) -> DNSResourceRecord {
+        DNSResourceRecord(
+            name: .root,
+            rrclass: DNSClass(rawValue: header.udpPayloadSize),
+            cacheFlush: false,
+            ttl: header.ttl,
+            rdata: .opt(OPTRecord(options: options))
+        )
+    }
+
+    /// For an OPT record: its CLASS and TTL read as RFC 6891 §6.1.3 fields. Nil for any other type.
+    public var ednsHeader: EDNSHeader? {
+        guard case .opt = self.rdata else { return nil }
+        return EDNSHeader(rrclass: self.rrclass.rawValue, ttl: self.ttl)
+    }
+
+    /// Smallest encoding: root name (1) + type, class (4) + TTL (4) + RDLENGTH (2).
+    static let minimumWireLength = 11
+
+    init(from reader: inout ByteReader) throws(WireError) {
+        self.name = try reader.readName()
+        let type = DNSRecordType(rawValue: try reader.readUInt16("record type"))
+        let rawClass = try reader.readUInt16("record class")
+        if type == .opt {
+            self.rrclass = DNSClass(rawValue: rawClass)
+            self.cacheFlush = false
+        } else {
+            self.rrclass = DNSClass(rawValue: rawClass & 0x7FFF)
+            self.cacheFlush = rawClass & 0x8000 != 0
+        }
+        self.ttl = try reader.readUInt32("record TTL")
+        let length = Int(try reader.readUInt16("RDLENGTH"))
+        self.rdata = try reader.withWindow(length, "RDATA") { (window: inout ByteReader) throws(WireError) in
+            try DNSRData.decode(type: type, from: &window)
+        }
+    }
+
+    func write(to writer: inout DNSWriter) {
+        writer.writeName(self.name, compress: true)
+        writer.writeUInt16(self.type.rawValue)
+        if case .opt = self.rdata {
+            writer.writeUInt16(self.rrclass.rawValue)
+        } else {
+            writer.writeUInt16(self.rrclass.rawValue & 0x7FFF | (self.cacheFlush ? 0x8000 : 0))
+        }
+        writer.writeUInt32(self.ttl)
+        writer.writeLengthPrefixed { self.rdata.write(to: &$0) }
+    }
+}
