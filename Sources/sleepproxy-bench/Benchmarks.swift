@@ -1,4 +1,81 @@
+import NIOCore
+import SleepProxyWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Prints throughput figures for the hot paths. Run in release: `swift run -c release sleepproxy-bench`.
+/// Every figure is the median of several timed rounds on one thread, so it is a one-core number.
 @main
 enum Benchmarks {
-    static func main() {}
+    static func main() throws {
+        var arguments = Array(CommandLine.arguments.dropFirst())
+        if let index = arguments.firstIndex(of: "--filter"), index + 1 < arguments.count {
+            benchmarkFilter = arguments[index + 1]
+            arguments.removeSubrange(index...index + 1)
+        }
+        let groups = arguments.isEmpty ? ["wire"] : arguments
+        print("sleepproxy-bench (\(isDebugBuild ? "DEBUG build: figures are meaningless, use -c release" : "release build"))")
+        for group in groups {
+            switch group {
+            case "wire": try WireBenchmarks.run()
+            default:
+                print("unknown benchmark group '\(group)'; known: wire")
+                exit(2)
+            }
+        }
+    }
+
+    static var isDebugBuild: Bool {
+        #if DEBUG
+        return true
+        #else
+        return false
+        #endif
+    }
+}
+
+/// Only benchmarks whose label contains this run (`--filter TEXT`).
+nonisolated(unsafe) var benchmarkFilter: String? = nil
+
+/// Runs `body` `iterations` times per round for `rounds` rounds; returns operations per second (median round).
+func measure(_ label: String, iterations: Int, rounds: Int = 7, target: Double? = nil, _ body: () throws -> Int) rethrows -> Double {
+    if let filter = benchmarkFilter, !label.contains(filter) { return 0 }
+    var sink = 0
+    var rates: [Double] = []
+    let clock = ContinuousClock()
+    // Warm-up round, not counted.
+    for _ in 0..<max(1, iterations / 10) { sink &+= try body() }
+    for _ in 0..<rounds {
+        let start = clock.now
+        for _ in 0..<iterations { sink &+= try body() }
+        let elapsed = clock.now - start
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        rates.append(Double(iterations) / seconds)
+    }
+    rates.sort()
+    let median = rates[rates.count / 2]
+    var line = "  \(label + String(repeating: " ", count: max(0, 52 - label.count))) \(format(median)) ops/s  (\(format(1e9 / median)) ns/op)"
+    if let target {
+        line += median >= target ? "  target ≥ \(format(target)): met" : "  target ≥ \(format(target)): NOT MET"
+    }
+    print(line)
+    // Keep the optimiser from discarding the work.
+    if sink == 42 { print("") }
+    return median
+}
+
+func format(_ value: Double) -> String {
+    if value >= 100 {
+        let rounded = Int(value.rounded())
+        var text = String(rounded)
+        var index = text.count - 3
+        while index > 0 {
+            text.insert(",", at: text.index(text.startIndex, offsetBy: index))
+            index -= 3
+        }
+        return text
+    }
+    return String(Int(value * 10) / 10) + "." + String(Int(value * 10) % 10)
 }

@@ -7,8 +7,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         commandName: "sleepproxyd",
         abstract: "A Bonjour Sleep Proxy: keeps sleeping hosts discoverable on the LAN and wakes them on demand.",
         discussion: """
-            Sleeping hosts (Macs, Apple TVs, Linux hosts running sleepproxy-client) register their mDNS records
-            with the proxy before they suspend. The proxy answers for them, claims their addresses, and sends a
+            Sleeping hosts (Macs, Apple TVs, Linux hosts running sleepproxy-client) register their mDNS records \
+            with the proxy before they suspend. The proxy answers for them, claims their addresses, and sends a \
             Wake-on-LAN magic packet when a client connects to one of their services.
             """,
         version: "0.1.0 (control protocol \(ControlProtocol.version))"

@@ -105,12 +105,28 @@ struct DNSCodecTests {
         #expect(bytes[12 + owner.wireLength + 10] == 0xC0)
     }
 
-    @Test func malformedNSECIsKeptOpaqueNotFatal() throws {
-        // NSEC with next name root and a window of bitmap length 0 (invalid): the message still decodes.
-        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, 3, 0, 0, 0]
+    @Test func malformedNSECIsSkippedNotFatal() throws {
+        // An NSEC whose window has bitmap length 0 (invalid), then an A record: the message still decodes, without
+        // the NSEC (RFC 6762 §6.1), and nothing of its bytes is kept.
+        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+                              0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, 3, 0, 0, 0,
+                              0, 0, 1, 0x80, 1, 0, 0, 0, 120, 0, 4, 192, 0, 2, 1]
         let message = try DNSMessage(decoding: bytes)
-        #expect(message.answers[0].rdata == .unknown(try UnknownRecord(type: .nsec, data: [0, 0, 0])))
-        #expect(message.encoded() == bytes)
+        #expect(message.answers.map(\.type) == [.a])
+        // A malformed NSEC that is truncated on the outside (RDLENGTH past the end) still fails the message.
+        #expect(throws: WireError.self) { try DNSMessage(decoding: Array(bytes[..<24])) }
+    }
+
+    @Test func legacyCompressedTypesAreStoredDecompressed() throws {
+        // A CNAME whose target is a pointer to the question name: kept as an uncompressed name, so it can be
+        // written into any other message.
+        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 1, 0, 1, 0, 0, 0, 0,
+                              3, 0x77, 0x77, 0x77, 5] + Array("local".utf8) + [0, 0, 5, 0, 1,
+                              0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 120, 0, 2, 0xC0, 16]
+        let message = try DNSMessage(decoding: bytes)
+        let expected = Array(DNSName("local.").storage) + [0]
+        #expect(message.answers[0].rdata == .unknown(try UnknownRecord(type: .cname, data: expected)))
+        #expect(try DNSMessage(decoding: message.encoded()) == message)
     }
 
     @Test func ownerOptionLengths() throws {

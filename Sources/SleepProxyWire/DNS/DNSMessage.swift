@@ -110,7 +110,9 @@ public struct DNSMessage: Hashable, Sendable {
         guard count > 0 else { return [] }
         var records: [DNSResourceRecord] = []
         records.reserveCapacity(count)
-        for _ in 0..<count { records.append(try DNSResourceRecord(from: &reader)) }
+        for _ in 0..<count {
+            if let record = try DNSResourceRecord.read(from: &reader) { records.append(record) }
+        }
         return records
     }
 
@@ -124,8 +126,12 @@ public struct DNSMessage: Hashable, Sendable {
                 && self.additionals.count <= 0xFFFF,
             "a section with more than 65535 entries"
         )
-        var writer = DNSWriter(buffer: buffer, options: options)
-        buffer = ByteBuffer()  // hand the storage to the writer so it is not copied on write
+        let written = self.withEncodedBytes(options: options) { buffer.writeBytes($0) }
+        return written
+    }
+
+    private func withEncodedBytes(options: DNSEncodingOptions, _ body: ([UInt8]) -> Void) -> Int {
+        var writer = DNSWriter(options: options)
         writer.writeUInt16(self.id)
         writer.writeUInt16(self.flags.rawValue)
         writer.writeUInt16(UInt16(self.questions.count))
@@ -136,15 +142,14 @@ public struct DNSMessage: Hashable, Sendable {
         for record in self.answers { record.write(to: &writer) }
         for record in self.authorities { record.write(to: &writer) }
         for record in self.additionals { record.write(to: &writer) }
-        let written = writer.offset
-        buffer = writer.buffer
-        return written
+        body(writer.bytes)
+        return writer.bytes.count
     }
 
     /// The encoded message as bytes.
     public func encoded(options: DNSEncodingOptions = .mdns) -> [UInt8] {
-        var buffer = ByteBufferAllocator().buffer(capacity: 512)
-        self.write(to: &buffer, options: options)
-        return Array(buffer.readableBytesView)
+        var result: [UInt8] = []
+        _ = self.withEncodedBytes(options: options) { result = $0 }
+        return result
     }
 }

@@ -26,8 +26,9 @@ public enum DNSRData: Hashable, Sendable {
         }
     }
 
-    /// Decodes RDATA of `type`; `reader` is limited to the RDATA window.
-    static func decode(type: DNSRecordType, from reader: inout ByteReader) throws(WireError) -> DNSRData {
+    /// Decodes RDATA of `type`; `reader` is limited to the RDATA window. Returns nil for a record that is to be
+    /// skipped rather than fail the whole message.
+    static func decode(type: DNSRecordType, from reader: inout ByteReader) throws(WireError) -> DNSRData? {
         switch type {
         case .a: return .a(try ARecord(from: &reader))
         case .aaaa: return .aaaa(try AAAARecord(from: &reader))
@@ -38,16 +39,21 @@ public enum DNSRData: Hashable, Sendable {
         case .null: return .null(try NULLRecord(from: &reader))
         case .opt: return .opt(try OPTRecord(from: &reader))
         case .nsec:
-            // RFC 6762 §6.1: "receivers MUST NOT reject a whole message because of an NSEC they cannot parse".
-            // A malformed NSEC is kept as opaque bytes; the rest of the message still counts.
+            // RFC 6762 §6.1: receivers "MUST NOT reject a whole message" for an NSEC they cannot parse. The record
+            // is skipped, not kept as bytes: its next-name may hold a compression pointer that only means
+            // something at its original offset (found by fuzzing: copied elsewhere, it turned into a valid name).
             let start = reader.position
             do throws(WireError) {
                 return .nsec(try NSECRecord(from: &reader))
             } catch {
                 reader.position = start
-                return .unknown(try UnknownRecord(type: .nsec, from: &reader))
+                try reader.skip(reader.remaining, "NSEC RDATA")
+                return nil
             }
         default:
+            if UnknownRecord.compressibleLayouts[type] != nil {
+                return .unknown(try UnknownRecord(decompressing: type, from: &reader))
+            }
             return .unknown(try UnknownRecord(type: type, from: &reader))
         }
     }

@@ -40,22 +40,22 @@ public struct DNSResourceRecord: Hashable, Sendable {
     /// Smallest encoding: root name (1) + type, class (4) + TTL (4) + RDLENGTH (2).
     static let minimumWireLength = 11
 
-    init(from reader: inout ByteReader) throws(WireError) {
-        self.name = try reader.readName()
+    /// Reads one record; nil when the record is well-formed on the outside but is to be skipped (see
+    /// `DNSRData.decode`).
+    static func read(from reader: inout ByteReader) throws(WireError) -> DNSResourceRecord? {
+        let name = try reader.readName()
         let type = DNSRecordType(rawValue: try reader.readUInt16("record type"))
         let rawClass = try reader.readUInt16("record class")
-        if type == .opt {
-            self.rrclass = DNSClass(rawValue: rawClass)
-            self.cacheFlush = false
-        } else {
-            self.rrclass = DNSClass(rawValue: rawClass & 0x7FFF)
-            self.cacheFlush = rawClass & 0x8000 != 0
-        }
-        self.ttl = try reader.readUInt32("record TTL")
+        let ttl = try reader.readUInt32("record TTL")
         let length = Int(try reader.readUInt16("RDLENGTH"))
-        self.rdata = try reader.withWindow(length, "RDATA") { (window: inout ByteReader) throws(WireError) in
+        let rdata = try reader.withWindow(length, "RDATA") { (window: inout ByteReader) throws(WireError) in
             try DNSRData.decode(type: type, from: &window)
         }
+        guard let rdata else { return nil }
+        if type == .opt {
+            return DNSResourceRecord(name: name, rrclass: DNSClass(rawValue: rawClass), cacheFlush: false, ttl: ttl, rdata: rdata)
+        }
+        return DNSResourceRecord(name: name, rrclass: DNSClass(rawValue: rawClass & 0x7FFF), cacheFlush: rawClass & 0x8000 != 0, ttl: ttl, rdata: rdata)
     }
 
     func write(to writer: inout DNSWriter) {

@@ -20,11 +20,14 @@ public struct DNSEncodingOptions: Sendable, Hashable {
     public static let appleUpdate = DNSEncodingOptions(compressNames: true, compressSRVTarget: false)
 }
 
-/// Writes one DNS message into a `ByteBuffer`, remembering where each written label sits so later names can
-/// point at it.
+/// Writes one DNS message, remembering where each written label sits so later names can point at it.
 ///
-/// The table is a small trie flattened into an array: each entry is a label that starts at `offset` and is
-/// followed by the suffix that starts at `parent` (-1 for the root). A name is matched from its last label
+/// The message is assembled in a plain byte array and handed to the caller's `ByteBuffer` in one copy: every
+/// ByteBuffer write goes through a dynamic exclusivity check on its storage class, which profiling showed to be a
+/// sixth of encoding time when done per field.
+///
+/// The compression table is a small trie flattened into an array: each entry is a label that starts at `offset`
+/// and is followed by the suffix that starts at `parent` (-1 for the root). A name is matched from its last label
 /// towards its first, comparing the parent first (an integer) and the label bytes only on a parent match, so a
 /// typical response of a dozen names costs a few dozen integer comparisons. Labels are matched byte for byte,
 /// not case-insensitively: compressing "MyMac" into an earlier "mymac" would change the bytes a peer sees.
@@ -37,103 +40,105 @@ struct DNSWriter {
         var parent: Int32
     }
 
-    var buffer: ByteBuffer
-    let base: Int
+    var bytes: [UInt8]
     let options: DNSEncodingOptions
     var entries: [Entry] = []
 
-    init(buffer: ByteBuffer, options: DNSEncodingOptions) {
-        self.buffer = buffer
-        self.base = buffer.writerIndex
+    init(options: DNSEncodingOptions, capacity: Int = 512) {
+        self.bytes = []
+        self.bytes.reserveCapacity(capacity)
         self.options = options
         self.entries.reserveCapacity(32)
     }
 
     /// Offset of the next byte, relative to the start of the message.
-    var offset: Int { self.buffer.writerIndex - self.base }
+    var offset: Int { self.bytes.count }
 
     mutating func writeName(_ name: DNSName, compress: Bool) {
         let storage = name.storage
-        var labelStarts: [Int] = []
-        labelStarts.reserveCapacity(8)
-        var index = 0
-        while index < storage.count {
-            labelStarts.append(index)
-            index += 1 + Int(storage[index])
-        }
+        // A 255-byte name has at most 127 labels; their offsets live on the stack.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: 128) { labelStarts in
+            var count = 0
+            var index = 0
+            while index < storage.count {
+                labelStarts[count] = index
+                count += 1
+                index += 1 + Int(storage[index])
+            }
 
-        // Longest already-written suffix, found from the last label backwards.
-        var matchedFrom = labelStarts.count
-        var matchedOffset: Int32 = -1
-        if compress && self.options.compressNames && !labelStarts.isEmpty {
-            self.buffer.withUnsafeReadableBytes { written in
-                let writtenBase = self.base - self.buffer.readerIndex
+            // Longest already-written suffix, found from the last label backwards.
+            var matchedFrom = count
+            var matchedOffset: Int32 = -1
+            if compress && self.options.compressNames && count > 0 {
                 var parent: Int32 = -1
-                var k = labelStarts.count - 1
-                while k >= 0 {
+                var k = count - 1
+                search: while k >= 0 {
                     let start = labelStarts[k]
                     let length = Int(storage[start]) + 1
-                    var found: Int32 = -1
                     for entry in self.entries where entry.parent == parent {
-                        let at = writtenBase + Int(entry.offset)
-                        if written[at] == storage[start] {
-                            var same = true
+                        let at = Int(entry.offset)
+                        if self.bytes[at] == storage[start] {
                             var j = 1
-                            while j < length {
-                                if written[at + j] != storage[start + j] {
-                                    same = false
-                                    break
-                                }
-                                j += 1
-                            }
-                            if same {
-                                found = entry.offset
-                                break
+                            while j < length, self.bytes[at + j] == storage[start + j] { j += 1 }
+                            if j == length {
+                                parent = entry.offset
+                                matchedFrom = k
+                                matchedOffset = entry.offset
+                                k -= 1
+                                continue search
                             }
                         }
                     }
-                    if found < 0 { break }
-                    parent = found
-                    matchedFrom = k
-                    matchedOffset = found
-                    k -= 1
+                    break
                 }
             }
-        }
 
-        // Write the labels that were not matched; each becomes a target for later names.
-        for k in 0..<matchedFrom {
-            let start = labelStarts[k]
-            let length = Int(storage[start]) + 1
-            let here = self.offset
-            let next = here + length
-            // Only offsets a 14-bit pointer can hold become targets. A label's suffix is the next label
-            // written, or the matched earlier suffix, or the root.
-            if here <= DNSWriter.maximumPointerOffset {
-                let parent: Int32 = k + 1 < matchedFrom ? Int32(next) : matchedOffset
+            // Each label written becomes a target for later names, if a 14-bit pointer can reach it. Its suffix
+            // is the next label written, or the matched earlier suffix, or the root.
+            for k in 0..<matchedFrom {
+                let here = self.bytes.count + labelStarts[k]
+                guard here <= DNSWriter.maximumPointerOffset else { break }
+                let parent: Int32 =
+                    k + 1 < matchedFrom ? Int32(self.bytes.count + labelStarts[k + 1]) : matchedOffset
                 self.entries.append(Entry(offset: Int32(here), parent: parent))
             }
-            self.buffer.writeBytes(storage[start..<start + length])
-        }
-        if matchedFrom < labelStarts.count {
-            self.buffer.writeInteger(UInt16(0xC000) | UInt16(matchedOffset))
-        } else {
-            self.buffer.writeInteger(UInt8(0))
+            let prefixEnd = matchedFrom < count ? labelStarts[matchedFrom] : storage.count
+            self.bytes.append(contentsOf: storage[0..<prefixEnd])
+            if matchedFrom < count {
+                self.writeUInt16(UInt16(0xC000) | UInt16(matchedOffset))
+            } else {
+                self.bytes.append(0)
+            }
         }
     }
 
-    mutating func writeUInt8(_ value: UInt8) { self.buffer.writeInteger(value) }
-    mutating func writeUInt16(_ value: UInt16) { self.buffer.writeInteger(value) }
-    mutating func writeUInt32(_ value: UInt32) { self.buffer.writeInteger(value) }
-    mutating func writeBytes(_ bytes: [UInt8]) { self.buffer.writeBytes(bytes) }
+    mutating func writeUInt8(_ value: UInt8) { self.bytes.append(value) }
+
+    mutating func writeUInt16(_ value: UInt16) {
+        self.bytes.append(UInt8(value >> 8))
+        self.bytes.append(UInt8(truncatingIfNeeded: value))
+    }
+
+    mutating func writeUInt32(_ value: UInt32) {
+        self.writeUInt16(UInt16(value >> 16))
+        self.writeUInt16(UInt16(truncatingIfNeeded: value))
+    }
+
+    mutating func writeUInt64(_ value: UInt64) {
+        self.writeUInt32(UInt32(value >> 32))
+        self.writeUInt32(UInt32(truncatingIfNeeded: value))
+    }
+
+    mutating func writeBytes(_ bytes: [UInt8]) { self.bytes.append(contentsOf: bytes) }
 
     /// Writes a 16-bit length, then `body`, then patches the length (RDLENGTH).
     mutating func writeLengthPrefixed(_ body: (inout DNSWriter) -> Void) {
-        let lengthIndex = self.buffer.writerIndex
-        self.buffer.writeInteger(UInt16(0))
+        let lengthIndex = self.bytes.count
+        self.writeUInt16(0)
         body(&self)
-        let length = self.buffer.writerIndex - lengthIndex - 2
+        let length = self.bytes.count - lengthIndex - 2
         precondition(length <= Int(UInt16.max), "RDATA of \(length) bytes passed validation")
-        self.buffer.setInteger(UInt16(length), at: lengthIndex)
+        self.bytes[lengthIndex] = UInt8(length >> 8)
+        self.bytes[lengthIndex + 1] = UInt8(truncatingIfNeeded: length)
     }
 }

@@ -13,7 +13,7 @@ public struct AAAARecord: Hashable, Sendable {
     }
 
     func write(to writer: inout DNSWriter) {
-        writer.buffer.writeInteger(self.address.high)
-        writer.buffer.writeInteger(self.address.low)
+        writer.writeUInt64(self.address.high)
+        writer.writeUInt64(self.address.low)
     }
 }

@@ -1,0 +1,30 @@
+import Foundation
+import Testing
+
+@testable import SleepProxyWire
+
+/// Every input the fuzzers ever found a problem with (Fixtures/crashers/) is replayed with the fuzzers' own
+/// properties: decoding never traps, and what decodes re-encodes to an equal message.
+@Suite("Fuzzer findings")
+struct CrasherTests {
+    static var crashers: [String] {
+        let url = Bundle.module.url(forResource: "crashers", withExtension: nil, subdirectory: "Fixtures")!
+        return (try? FileManager.default.contentsOfDirectory(atPath: url.path))?.sorted() ?? []
+    }
+
+    @Test(arguments: CrasherTests.crashers)
+    func replay(name: String) throws {
+        let bytes = try Fixtures.bytes("crashers/\(name)")
+        guard let message = try? DNSMessage(decoding: bytes) else { return }
+        for options in [DNSEncodingOptions.mdns, .appleUpdate] {
+            let encoded = message.encoded(options: options)
+            guard encoded.count <= DNSMessage.maximumSize else { continue }
+            let again = try DNSMessage(decoding: encoded)
+            #expect(again == message)
+        }
+    }
+
+    @Test func thereAreCrashersToReplay() {
+        #expect(!CrasherTests.crashers.isEmpty)
+    }
+}
