@@ -78,11 +78,12 @@ struct ByteReader {
         let savedLimit = self.limit
         let end = self.position + count
         self.limit = end
+        // Restored on every exit, so a caller that recovers from an error inside the window keeps reading.
+        defer { self.limit = savedLimit }
         let value = try body(&self)
         guard self.position == end else {
             throw WireError(.trailingBytes, at: self.position, "\(what) has \(end - self.position) unused bytes")
         }
-        self.limit = savedLimit
         return value
     }
 }

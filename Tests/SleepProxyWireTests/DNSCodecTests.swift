@@ -204,3 +204,22 @@ struct DNSCodecTests {
         #expect(try DNSMessage(decoding: buffer) == m)
     }
 }
+
+@Suite("DNS UPDATE forms")
+struct DNSUpdateFormTests {
+    @Test func deletionsWithoutRDataDecode() throws {
+        // RFC 2136 §2.5.2 "delete an RRset": class ANY, TTL 0, RDLENGTH 0, for a type that normally has RDATA.
+        let message = DNSMessage(
+            flags: DNSHeaderFlags(response: false, opcode: .update),
+            questions: [DNSQuestion(name: "local.", type: .soa)],
+            authorities: [DNSResourceRecord(name: "vm.local.", rrclass: .any, ttl: 0, rdata: .unknown(try UnknownRecord(type: .a, data: [])))]
+        )
+        let decoded = try DNSMessage(decoding: message.encoded())
+        #expect(decoded == message)
+        #expect(decoded.updates[0].type == .a && decoded.updates[0].rrclass == .any)
+        // The same empty RDATA in class IN is still a malformed A record.
+        var inClass = message
+        inClass.updates[0].rrclass = .in
+        #expect(throws: WireError(.badRData, at: 0, "")) { try DNSMessage(decoding: inClass.encoded()) }
+    }
+}

@@ -173,6 +173,9 @@ public struct DNSName: Sendable, CustomStringConvertible, ExpressibleByStringLit
         DNSName(uncheckedStorage: self.storage.map(DNSName.lower))
     }
 
+    /// A label with its ASCII letters in lower case (RFC 6762 §16 folds ASCII only).
+    public static func asciiLowercased(label: [UInt8]) -> [UInt8] { label.map(DNSName.lower) }
+
     @inlinable
     static func lower(_ byte: UInt8) -> UInt8 { byte &- 0x41 < 26 ? byte | 0x20 : byte }
 

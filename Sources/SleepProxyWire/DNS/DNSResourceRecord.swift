@@ -48,8 +48,19 @@ public struct DNSResourceRecord: Hashable, Sendable {
         let rawClass = try reader.readUInt16("record class")
         let ttl = try reader.readUInt32("record TTL")
         let length = Int(try reader.readUInt16("RDLENGTH"))
-        let rdata = try reader.withWindow(length, "RDATA") { (window: inout ByteReader) throws(WireError) in
-            try DNSRData.decode(type: type, from: &window)
+        let rdata: DNSRData?
+        do throws(WireError) {
+            rdata = try reader.withWindow(length, "RDATA") { (window: inout ByteReader) throws(WireError) in
+                try DNSRData.decode(type: type, from: &window)
+            }
+        } catch {
+            // RFC 2136 §2.4, §2.5: prerequisites and deletions of class ANY/NONE carry no RDATA whatever the type,
+            // so an empty RDATA that its type cannot have is kept as such instead of failing the message.
+            let bareClass = rawClass & 0x7FFF
+            guard length == 0, type != .opt, bareClass == DNSClass.any.rawValue || bareClass == DNSClass.none.rawValue else {
+                throw error
+            }
+            rdata = .unknown(try UnknownRecord(type: type, data: []))
         }
         guard let rdata else { return nil }
         if type == .opt {
