@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // Codecs: bytes in, values out, and back. NIOCore only (ByteBuffer); no sockets, no clocks.
@@ -30,7 +31,7 @@ let package = Package(
         // Pure logic: no sockets, no clocks; time comes in as `now:` and work goes out as actions.
         .target(
             name: "SleepProxyCore",
-            dependencies: ["SleepProxyWire"],
+            dependencies: ["SleepProxyWire", .product(name: "HeapModule", package: "swift-collections")],
             swiftSettings: swiftSettings
         ),
         // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).
@@ -85,6 +86,7 @@ let package = Package(
         .testTarget(
             name: "SleepProxyCoreTests",
             dependencies: ["SleepProxyCore", "SleepProxyWire"],
+            resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,135 @@
+import HeapModule
+import SleepProxyWire
+
+/// The proxied records of every sleeping host, indexed for the responder (by name) and for the packet path (by
+/// claimed address), with lease expiry ordered in a heap so "what expires next" is O(1).
+///
+/// A pure value: no clocks, no I/O. Every change goes through `upsert` and `remove`, which keep the indexes and
+/// the counts consistent; `checkInvariants()` verifies that in tests.
+public struct RecordStore: Sendable {
+    public private(set) var owners: [OwnerKey: OwnerRegistration] = [:]
+    public private(set) var recordCount = 0
+    /// Name (compared case-insensitively, as `DNSName` is) → the owners with records at that name.
+    private var nameIndex: [DNSName: [OwnerKey]] = [:]
+    /// Claimed address on an interface → its owner.
+    private var addressIndex: [InterfaceAddress: OwnerKey] = [:]
+    private var expiryHeap = Heap<ExpiryEntry>()
+
+    public struct InterfaceAddress: Hashable, Sendable {
+        public var interface: String
+        public var address: IPAddress
+    }
+
+    private struct ExpiryEntry: Comparable {
+        var expiry: Timestamp
+        var key: OwnerKey
+        static func < (lhs: ExpiryEntry, rhs: ExpiryEntry) -> Bool { (lhs.expiry, lhs.key) < (rhs.expiry, rhs.key) }
+    }
+
+    public init() {}
+
+    public var hostCount: Int { self.owners.count }
+
+    public subscript(key: OwnerKey) -> OwnerRegistration? { self.owners[key] }
+
+    /// The owner that claims `address` on `interface`, if any.
+    public func owner(claiming address: IPAddress, on interface: String) -> OwnerKey? {
+        self.addressIndex[InterfaceAddress(interface: interface, address: address)]
+    }
+
+    /// Records named `name` (case-insensitively) registered on `interface`, with their owners.
+    public func records(named name: DNSName, on interface: String) -> [(OwnerKey, ProxiedRecord)] {
+        guard let keys = self.nameIndex[name] else { return [] }
+        var result: [(OwnerKey, ProxiedRecord)] = []
+        for key in keys where key.interface == interface {
+            guard let owner = self.owners[key] else { continue }
+            for record in owner.records where record.record.name == name { result.append((key, record)) }
+        }
+        return result
+    }
+
+    /// Adds or replaces one host's registration.
+    public mutating func upsert(_ registration: OwnerRegistration) {
+        self.remove(registration.key)
+        let key = registration.key
+        self.owners[key] = registration
+        self.recordCount += registration.records.count
+        var names = Set<DNSName>()
+        for record in registration.records where names.insert(record.record.name).inserted {
+            self.nameIndex[record.record.name, default: []].append(key)
+        }
+        for address in registration.summary.addresses {
+            self.addressIndex[InterfaceAddress(interface: key.interface, address: address)] = key
+        }
+        self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
+    }
+
+    /// Removes one host; returns what it held.
+    @discardableResult
+    public mutating func remove(_ key: OwnerKey) -> OwnerRegistration? {
+        guard let registration = self.owners.removeValue(forKey: key) else { return nil }
+        self.recordCount -= registration.records.count
+        var names = Set<DNSName>()
+        for record in registration.records where names.insert(record.record.name).inserted {
+            let name = record.record.name
+            self.nameIndex[name]?.removeAll { $0 == key }
+            if self.nameIndex[name]?.isEmpty == true { self.nameIndex[name] = nil }
+        }
+        for address in registration.summary.addresses {
+            let slot = InterfaceAddress(interface: key.interface, address: address)
+            if self.addressIndex[slot] == key { self.addressIndex[slot] = nil }
+        }
+        // The heap entry goes stale and is skipped when it surfaces (lazy deletion).
+        return registration
+    }
+
+    /// The earliest lease expiry among the hosts held.
+    public mutating func nextExpiry() -> Timestamp? {
+        self.dropStaleExpiries()
+        return self.expiryHeap.min?.expiry
+    }
+
+    /// Removes and returns every host whose lease ended at or before `now`, earliest first.
+    public mutating func removeExpired(now: Timestamp) -> [OwnerRegistration] {
+        var expired: [OwnerRegistration] = []
+        while true {
+            self.dropStaleExpiries()
+            guard let first = self.expiryHeap.min, first.expiry <= now else { break }
+            self.expiryHeap.removeMin()
+            if let registration = self.remove(first.key) { expired.append(registration) }
+        }
+        return expired
+    }
+
+    private mutating func dropStaleExpiries() {
+        while let first = self.expiryHeap.min, self.owners[first.key]?.leaseExpiry != first.expiry {
+            self.expiryHeap.removeMin()
+        }
+        // Stale entries that are not at the top stay until they surface; bound them so a host that renews every
+        // second for a year cannot grow the heap without limit.
+        if self.expiryHeap.count > 2 * self.owners.count + 64 {
+            self.expiryHeap = Heap(self.owners.values.map { ExpiryEntry(expiry: $0.leaseExpiry, key: $0.key) })
+        }
+    }
+
+    /// Verifies that indexes and counts agree with the owners (for tests).
+    public func checkInvariants() -> [String] {
+        var problems: [String] = []
+        let count = self.owners.values.reduce(0) { $0 + $1.records.count }
+        if count != self.recordCount { problems.append("recordCount \(self.recordCount) != \(count)") }
+        for (name, keys) in self.nameIndex {
+            for key in keys where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
+                problems.append("name index \(name) -> \(key) is stale")
+            }
+        }
+        for (slot, key) in self.addressIndex where self.owners[key]?.summary.addresses.contains(slot.address) != true {
+            problems.append("address index \(slot.address) -> \(key) is stale")
+        }
+        for (key, owner) in self.owners {
+            for record in owner.records where self.nameIndex[record.record.name]?.contains(key) != true {
+                problems.append("\(record.record.name) of \(key) is not indexed")
+            }
+        }
+        return problems
+    }
+}
