@@ -1,0 +1,239 @@
+import SleepProxyWire
+
+/// The on-disk form of registrations: an append-only journal of whole-host snapshots and removals.
+///
+/// Why a journal: an acknowledged registration must be on disk before the reply leaves, and many hosts often
+/// register within the same second (they all go to sleep at night). One append and one fdatasync commit every
+/// registration that arrived meanwhile; measured here, a batch costs ~0.1 ms where 100 per-host files with
+/// atomic rename cost 9-17 ms. Each entry is a whole host, so replay is "last entry per host wins", and the file
+/// is compacted (rewritten with one entry per live host, then atomically renamed) when it grows.
+///
+///     entry   = magic "SPJ1" (4) | payload length u32 | CRC-32 of payload u32 | payload
+///     payload = kind u8 (1 put, 2 remove) | version u8 | body
+///     put     = interface | primary MAC (6) | boot ID (16) | lease expiry, registered, updated: boot ns i64 and
+///               wall ns i64 each | written-at wall ns i64 | granted lease u32 | last message ID u16 |
+///               DNS UPDATE length u32 + bytes (the records in the update section, an OPT with the Owner option) |
+///               record count u16 + per-record registered-at boot ns i64
+///     remove  = interface | primary MAC (6)
+///     interface = length u8 + UTF-8 bytes
+///
+/// A damaged entry (bad magic, length or checksum) is reported and skipped: the reader looks for the next magic
+/// and carries on, so one bad entry costs at most that host's latest change, never the others.
+public enum RegistrationJournal {
+    static let magic: [UInt8] = Array("SPJ1".utf8)
+    static let headerLength = 12
+    static let formatVersion: UInt8 = 1
+    /// A payload larger than any registration could be (a 9000-byte UPDATE plus metadata) marks a damaged length.
+    public static let maximumPayloadLength = 64 * 1024
+
+    public enum Entry: Hashable, Sendable {
+        case put(OwnerRegistration)
+        case remove(OwnerKey)
+    }
+
+    public struct Problem: Hashable, Sendable, CustomStringConvertible {
+        public var offset: Int
+        public var reason: String
+        public var description: String { "journal entry at byte \(self.offset): \(self.reason)" }
+    }
+
+    public struct Replay: Sendable {
+        /// Hosts in the journal whose leases had not ended, with their remaining lease.
+        public var registrations: [OwnerRegistration]
+        /// Hosts whose leases ended while the proxy was down; not restored.
+        public var expired: [OwnerRegistration]
+        public var problems: [Problem]
+        /// Length of the journal up to the end of its last intact entry; anything after it is a torn write.
+        public var intactLength: Int
+        public var entryCount: Int
+    }
+
+    // MARK: Encoding
+
+    public static func encode(_ entry: Entry, timeBase: TimeBase) -> [UInt8] {
+        var payload: [UInt8] = []
+        switch entry {
+        case .put(let registration):
+            payload.append(1)
+            payload.append(formatVersion)
+            appendKey(registration.key, to: &payload)
+            payload += timeBase.bootID
+            for time in [registration.leaseExpiry, registration.registeredAt, registration.updatedAt] {
+                append(time.nanoseconds, to: &payload)
+                append(timeBase.wall(of: time), to: &payload)
+            }
+            append(timeBase.wallNanoseconds, to: &payload)
+            append(registration.grantedLease, to: &payload)
+            append(registration.lastMessageID, to: &payload)
+            let message = DNSMessage(
+                id: registration.lastMessageID,
+                flags: DNSHeaderFlags(response: false, opcode: .update),
+                authorities: registration.records.map(\.record),
+                additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(registration.owner)])]
+            ).encoded()
+            append(UInt32(message.count), to: &payload)
+            payload += message
+            append(UInt16(registration.records.count), to: &payload)
+            for record in registration.records { append(record.registeredAt.nanoseconds, to: &payload) }
+        case .remove(let key):
+            payload.append(2)
+            payload.append(formatVersion)
+            appendKey(key, to: &payload)
+        }
+        var entry = magic
+        append(UInt32(payload.count), to: &entry)
+        append(CRC32.checksum(payload), to: &entry)
+        return entry + payload
+    }
+
+    private static func appendKey(_ key: OwnerKey, to bytes: inout [UInt8]) {
+        let name = Array(key.interface.utf8.prefix(255))
+        bytes.append(UInt8(name.count))
+        bytes += name
+        bytes += key.primaryMAC.bytes
+    }
+
+    private static func append<T: FixedWidthInteger>(_ value: T, to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    // MARK: Replay
+
+    /// Replays a whole journal as read from disk, converting stored times to this run's timeline.
+    ///
+    /// Times: within the same boot the boot-clock values are exact. After a reboot the wall clock is the only
+    /// link; the time remaining is taken as the smaller of "expiry minus now" and "expiry minus when it was
+    /// written", so a wall clock that went backwards can never lengthen a lease.
+    public static func replay(_ bytes: [UInt8], timeBase: TimeBase) -> Replay {
+        var live: [OwnerKey: OwnerRegistration] = [:]
+        var problems: [Problem] = []
+        var offset = 0
+        var intactLength = 0
+        var entries = 0
+        while offset < bytes.count {
+            guard bytes.count - offset >= headerLength, Array(bytes[offset..<offset + 4]) == magic else {
+                let next = nextMagic(in: bytes, after: offset)
+                problems.append(Problem(offset: offset, reason: next == nil ? "incomplete entry at the end (torn write)" : "damaged entry header; skipped to byte \(next!)"))
+                guard let next else { break }
+                offset = next
+                continue
+            }
+            let length = Int(readInteger(bytes, offset + 4, as: UInt32.self))
+            let crc = readInteger(bytes, offset + 8, as: UInt32.self)
+            let start = offset + headerLength
+            guard length <= maximumPayloadLength, bytes.count - start >= length else {
+                let next = nextMagic(in: bytes, after: offset)
+                problems.append(Problem(offset: offset, reason: next == nil ? "incomplete entry at the end (torn write)" : "entry length \(length) runs past the end; skipped"))
+                guard let next else { break }
+                offset = next
+                continue
+            }
+            let payload = Array(bytes[start..<start + length])
+            guard CRC32.checksum(payload) == crc else {
+                problems.append(Problem(offset: offset, reason: "checksum mismatch; entry skipped"))
+                offset = nextMagic(in: bytes, after: offset) ?? bytes.count
+                continue
+            }
+            offset = start + length
+            intactLength = offset
+            entries += 1
+            do {
+                switch try decodePayload(payload, timeBase: timeBase) {
+                case .put(let registration): live[registration.key] = registration
+                case .remove(let key): live[key] = nil
+                }
+            } catch {
+                problems.append(Problem(offset: start - headerLength, reason: "unreadable entry (\(error)); skipped"))
+            }
+        }
+        var registrations: [OwnerRegistration] = []
+        var expired: [OwnerRegistration] = []
+        for registration in live.values.sorted(by: { $0.key < $1.key }) {
+            if registration.leaseExpiry > timeBase.now { registrations.append(registration) } else { expired.append(registration) }
+        }
+        return Replay(registrations: registrations, expired: expired, problems: problems, intactLength: intactLength, entryCount: entries)
+    }
+
+    private static func nextMagic(in bytes: [UInt8], after offset: Int) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        var index = offset + 1
+        while index <= bytes.count - 4 {
+            if bytes[index] == magic[0], bytes[index + 1] == magic[1], bytes[index + 2] == magic[2], bytes[index + 3] == magic[3] {
+                return index
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    private static func readInteger<T: FixedWidthInteger>(_ bytes: [UInt8], _ offset: Int, as: T.Type) -> T {
+        var value: T = 0
+        for index in 0..<MemoryLayout<T>.size { value = value << 8 | T(bytes[offset + index]) }
+        return value
+    }
+
+    struct DecodeError: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private static func decodePayload(_ payload: [UInt8], timeBase: TimeBase) throws -> Entry {
+        var cursor = 0
+        func take(_ count: Int) throws -> ArraySlice<UInt8> {
+            guard count >= 0, payload.count - cursor >= count else { throw DecodeError(description: "payload too short") }
+            defer { cursor += count }
+            return payload[cursor..<cursor + count]
+        }
+        func integer<T: FixedWidthInteger>(_ type: T.Type) throws -> T {
+            try take(MemoryLayout<T>.size).reduce(T(0)) { $0 << 8 | T($1) }
+        }
+        func key() throws -> OwnerKey {
+            let length = Int(try integer(UInt8.self))
+            let name = String(decoding: try take(length), as: UTF8.self)
+            guard let mac = MACAddress(bytes: try take(6)) else { throw DecodeError(description: "bad MAC") }
+            return OwnerKey(interface: name, primaryMAC: mac)
+        }
+        let kind = try integer(UInt8.self)
+        let version = try integer(UInt8.self)
+        guard version == formatVersion else { throw DecodeError(description: "format version \(version)") }
+        switch kind {
+        case 2:
+            return .remove(try key())
+        case 1:
+            let key = try key()
+            let bootID = Array(try take(16))
+            let sameBoot = bootID == timeBase.bootID
+            var times: [(boot: Int64, wall: Int64)] = []
+            for _ in 0..<3 { times.append((try integer(Int64.self), try integer(Int64.self))) }
+            let writtenWall = try integer(Int64.self)
+            let granted = try integer(UInt32.self)
+            let messageID = try integer(UInt16.self)
+            let messageLength = Int(try integer(UInt32.self))
+            let message = try DNSMessage(decoding: Array(try take(messageLength)))
+            guard let owner = message.ednsOptions?.owner else { throw DecodeError(description: "no owner") }
+            let recordCount = Int(try integer(UInt16.self))
+            guard recordCount == message.updates.count else { throw DecodeError(description: "record count mismatch") }
+            var recordTimes: [Int64] = []
+            for _ in 0..<recordCount { recordTimes.append(try integer(Int64.self)) }
+            // Rebase a stored time onto this run's timeline.
+            func rebase(boot: Int64, wall: Int64) -> Timestamp {
+                if sameBoot { return Timestamp(nanoseconds: boot) }
+                let sinceNow = wall &- timeBase.wallNanoseconds
+                let sinceWritten = wall &- writtenWall
+                return Timestamp(nanoseconds: timeBase.now.nanoseconds &+ min(sinceNow, sinceWritten))
+            }
+            let registeredAt = rebase(boot: times[1].boot, wall: times[1].wall)
+            let records = zip(message.updates, recordTimes).map { record, boot in
+                ProxiedRecord(record: record, registeredAt: sameBoot ? Timestamp(nanoseconds: boot) : registeredAt)
+            }
+            return .put(OwnerRegistration(
+                key: key, owner: owner, records: records,
+                registeredAt: registeredAt,
+                updatedAt: rebase(boot: times[2].boot, wall: times[2].wall),
+                leaseExpiry: rebase(boot: times[0].boot, wall: times[0].wall),
+                grantedLease: granted, lastMessageID: messageID
+            ))
+        default:
+            throw DecodeError(description: "entry kind \(kind)")
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Testing
+
+@testable import SleepProxyCore
+@testable import SleepProxyWire
+
+@Suite("Registration journal")
+struct JournalTests {
+    static let bootA: [UInt8] = Array(repeating: 0xAA, count: 16)
+    static let bootB: [UInt8] = Array(repeating: 0xBB, count: 16)
+    /// Boot clock at t0 corresponds to wall time 1,700,000,000 s.
+    static let wallAtT0: Int64 = 1_700_000_000 * 1_000_000_000
+
+    func timeBase(boot: [UInt8] = bootA, now: Timestamp, wall: Int64) -> TimeBase {
+        TimeBase(bootID: boot, now: now, wallNanoseconds: wall)
+    }
+
+    func registrations(_ count: Int) throws -> [OwnerRegistration] {
+        var registrar = Registrar()
+        return try (0..<count).map { n in
+            let address = IPAddress("192.0.2.\(10 + n)")!
+            let message = Lab.registration(id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_1000 + UInt64(n)), lease: 3600, addresses: [address])
+            guard case .accepted(let acceptance) = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: address, on: Lab.eth0, now: Lab.t0) else {
+                throw CancellationError()
+            }
+            return acceptance.registration
+        }
+    }
+
+    @Test func roundTripWithinTheSameBootIsExact() throws {
+        let hosts = try self.registrations(3)
+        let writeBase = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        var journal: [UInt8] = []
+        for host in hosts { journal += RegistrationJournal.encode(.put(host), timeBase: writeBase) }
+        journal += RegistrationJournal.encode(.remove(hosts[1].key), timeBase: writeBase)
+        // Restart 10 minutes later in the same boot, with the wall clock stepped back a day: irrelevant.
+        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 - 86_400_000_000_000))
+        #expect(replay.problems.isEmpty)
+        #expect(replay.entryCount == 4)
+        #expect(replay.intactLength == journal.count)
+        #expect(replay.registrations == [hosts[0], hosts[2]])
+    }
+
+    @Test func afterARebootTheWallClockGivesTheRemainingLease() throws {
+        let host = try self.registrations(1)[0]
+        let journal = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0, wall: Self.wallAtT0))
+        // New boot: the boot clock restarted near zero; 20 minutes of wall time passed.
+        let newNow = Timestamp.seconds(5)
+        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 + 1_200_000_000_000))
+        let restored = try #require(replay.registrations.first)
+        #expect(restored.leaseExpiry - newNow == .seconds(3600 - 1200))
+        #expect(restored.records.map(\.record) == host.records.map(\.record))
+        #expect(restored.owner == host.owner)
+        #expect(restored.summary == host.summary)
+    }
+
+    @Test func aWallClockStepBackNeverLengthensALease() throws {
+        let host = try self.registrations(1)[0]
+        // Written 10 minutes into the lease.
+        let written = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 + 600_000_000_000))
+        // After a reboot the wall clock reads two hours *earlier* than when it was written.
+        let newNow = Timestamp.seconds(1)
+        let replay = RegistrationJournal.replay(written, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 - 6_600_000_000_000))
+        let restored = try #require(replay.registrations.first)
+        // No more than what was left when it was written (3000 s), not 3000 s + 2 h.
+        #expect(restored.leaseExpiry - newNow == .seconds(3000))
+    }
+
+    @Test func expiredHostsAreNotRestored() throws {
+        let host = try self.registrations(1)[0]
+        let journal = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0, wall: Self.wallAtT0))
+        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(3600), wall: Self.wallAtT0))
+        #expect(replay.registrations.isEmpty)
+        #expect(replay.expired.map(\.key) == [host.key])
+    }
+
+    @Test func aCorruptEntryIsSkippedWithoutLosingTheOthers() throws {
+        let hosts = try self.registrations(3)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let entries = hosts.map { RegistrationJournal.encode(.put($0), timeBase: base) }
+        for damage in ["payload", "magic", "length"] {
+            var middle = entries[1]
+            switch damage {
+            case "payload": middle[middle.count / 2] ^= 0x40
+            case "magic": middle[0] = 0x00
+            default: middle[4] = 0x7F
+            }
+            let replay = RegistrationJournal.replay(entries[0] + middle + entries[2], timeBase: base)
+            #expect(replay.registrations.map(\.key) == [hosts[0].key, hosts[2].key], "\(damage)")
+            #expect(replay.problems.count == 1, "\(damage): \(replay.problems)")
+        }
+    }
+
+    @Test func aTornTailIsReportedAndMeasured() throws {
+        let hosts = try self.registrations(2)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let first = RegistrationJournal.encode(.put(hosts[0]), timeBase: base)
+        let second = RegistrationJournal.encode(.put(hosts[1]), timeBase: base)
+        for cut in [1, 4, 11, 12, second.count / 2, second.count - 1] {
+            let replay = RegistrationJournal.replay(first + second.prefix(cut), timeBase: base)
+            #expect(replay.registrations.map(\.key) == [hosts[0].key], "cut \(cut)")
+            #expect(replay.intactLength == first.count, "cut \(cut)")
+            #expect(replay.problems.count == 1, "cut \(cut)")
+        }
+    }
+
+    @Test func everyTruncationAndByteFlipIsSafe() throws {
+        let hosts = try self.registrations(2)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let journal = hosts.flatMap { RegistrationJournal.encode(.put($0), timeBase: base) }
+        for cut in 0..<journal.count {
+            let replay = RegistrationJournal.replay(Array(journal.prefix(cut)), timeBase: base)
+            #expect(replay.registrations.count <= 2)
+        }
+        for index in stride(from: 0, to: journal.count, by: 7) {
+            var damaged = journal
+            damaged[index] ^= 0xFF
+            let replay = RegistrationJournal.replay(damaged, timeBase: base)
+            // At most the damaged host is lost; whatever survives is intact.
+            #expect(replay.registrations.count >= 1)
+            for registration in replay.registrations { #expect(hosts.contains(registration)) }
+        }
+    }
+}
