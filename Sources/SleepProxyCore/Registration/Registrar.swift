@@ -7,6 +7,8 @@ public struct RegistrationStatistics: Hashable, Sendable {
     public var refused: [RegistrationRefusal: Int] = [:]
     public var notImplemented = 0
     public var ignored: [IgnoredDatagram: Int] = [:]
+
+    public init() {}
 }
 
 /// Turns registration datagrams into store changes and replies, the way Apple's proxy does

@@ -1,0 +1,94 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import SleepProxyCore
+import SleepProxyWire
+
+/// The proxy's view of the machine's interfaces: names, indexes, MACs and prefixes, read from the kernel.
+public struct InterfaceInventory: Sendable {
+    public struct Interface: Sendable {
+        public var context: InterfaceContext
+        public var isUp: Bool
+        public var isLoopback: Bool
+        public var supportsMulticast: Bool
+    }
+
+    public private(set) var interfaces: [Interface]
+
+    public init(interfaces: [Interface]) { self.interfaces = interfaces }
+
+    /// Reads every interface with its addresses (getifaddrs through NIO) and its MAC and flags (sysfs).
+    public static func read() throws -> InterfaceInventory {
+        var byName: [String: Interface] = [:]
+        for device in try System.enumerateDevices() {
+            let name = device.name
+            if byName[name] == nil {
+                let flags = Self.sysfsFlags(name)
+                byName[name] = Interface(
+                    context: InterfaceContext(name: name, index: device.interfaceIndex, macAddress: Self.sysfsMAC(name) ?? .zero, prefixes: []),
+                    isUp: flags & 0x1 != 0,
+                    isLoopback: flags & 0x8 != 0,
+                    supportsMulticast: device.multicastSupported
+                )
+            }
+            if let prefix = Self.prefix(address: device.address, netmask: device.netmask) {
+                byName[name]!.context.prefixes.append(prefix)
+            }
+        }
+        return InterfaceInventory(interfaces: byName.values.sorted { $0.context.index < $1.context.index })
+    }
+
+    public func interface(index: Int) -> Interface? { self.interfaces.first { $0.context.index == index } }
+    public func interface(named name: String) -> Interface? { self.interfaces.first { $0.context.name == name } }
+
+    /// The interfaces to serve when none are configured: up, multicast-capable, not loopback.
+    public var defaultServed: [Interface] {
+        self.interfaces.filter { $0.isUp && $0.supportsMulticast && !$0.isLoopback }
+    }
+
+    static func sysfsMAC(_ name: String) -> MACAddress? {
+        guard let text = try? String(contentsOfFile: "/sys/class/net/\(name)/address", encoding: .utf8) else { return nil }
+        return MACAddress(text.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    static func sysfsFlags(_ name: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/sys/class/net/\(name)/flags", encoding: .utf8) else { return 0 }
+        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst(2), radix: 16) ?? 0
+    }
+
+    static func prefix(address: SocketAddress?, netmask: SocketAddress?) -> IPPrefix? {
+        guard let address, let ip = IPAddress(address) else { return nil }
+        var length = 0
+        if let netmask, let mask = IPAddress(netmask) {
+            switch mask {
+            case .v4(let v4): length = v4.rawValue.nonzeroBitCount
+            case .v6(let v6): length = v6.high.nonzeroBitCount + v6.low.nonzeroBitCount
+            }
+        } else {
+            length = ip.isV4 ? 32 : 128
+        }
+        return IPPrefix(ip, length: length)
+    }
+}
+
+extension IPAddress {
+    /// The address of an IPv4 or IPv6 `SocketAddress` (scope and port dropped).
+    public init?(_ socketAddress: SocketAddress) {
+        switch socketAddress {
+        case .v4(let v4):
+            self = .v4(IPv4Address(rawValue: UInt32(bigEndian: v4.address.sin_addr.s_addr)))
+        case .v6(let v6):
+            var storage = v6.address.sin6_addr
+            let bytes = withUnsafeBytes(of: &storage) { Array($0) }
+            guard let address = IPv6Address(bytes: bytes) else { return nil }
+            self = .v6(address)
+        case .unixDomainSocket:
+            return nil
+        }
+    }
+
+    var isV4: Bool {
+        if case .v4 = self { return true }
+        return false
+    }
+}

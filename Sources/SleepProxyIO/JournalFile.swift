@@ -1,0 +1,135 @@
+import Foundation
+import SleepProxyCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The registration journal on disk (see `RegistrationJournal` for the format and why it is a journal).
+///
+/// Owns `<state directory>/registrations.journal` and a lock file that keeps a second daemon from sharing the
+/// directory. Not thread-safe: the engine thread is its only user.
+public final class JournalFile {
+    /// Compact when the journal is this many times larger than it was right after the last compaction (about
+    /// one entry per live host), so its size stays proportional to what it holds.
+    public static let compactionRatio = 4
+    /// …but never bother below this size.
+    public static let compactionMinimumBytes = 1 << 20
+
+    public let directory: URL
+    private var fd: Int32
+    private let lockFD: Int32
+    public private(set) var size: Int
+    /// Bytes right after opening or the last compaction.
+    private var baseline = 0
+
+    var path: String { self.directory.appendingPathComponent("registrations.journal").path }
+
+    public struct OpenError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Opens (creating if needed) the journal in `directory`, replays it, and truncates a torn tail so appends
+    /// continue after the last intact entry.
+    public static func open(directory: URL, timeBase: TimeBase) throws -> (JournalFile, RegistrationJournal.Replay) {
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+        } catch {
+            throw OpenError(description: "cannot create the state directory \(directory.path): \(error.localizedDescription)")
+        }
+        let lockPath = directory.appendingPathComponent("lock").path
+        let lockFD = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard lockFD >= 0 else {
+            throw OpenError(description: "cannot open \(lockPath): \(String(cString: strerror(errno)))")
+        }
+        guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
+            Glibc.close(lockFD)
+            throw OpenError(description: "the state directory \(directory.path) is in use by another sleepproxyd; stop it or choose another --state-directory")
+        }
+        let path = directory.appendingPathComponent("registrations.journal").path
+        let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            Glibc.close(lockFD)
+            throw OpenError(description: "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        let bytes = (try? Data(contentsOf: URL(fileURLWithPath: path))).map(Array.init) ?? []
+        let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
+        if replay.intactLength < bytes.count, replay.problems.last?.reason.contains("torn") == true {
+            // Only a torn tail is cut; damage in the middle stays for an operator to inspect until compaction.
+            _ = ftruncate(fd, off_t(replay.intactLength))
+        }
+        let size = Int(lseek(fd, 0, SEEK_END))
+        let journal = JournalFile(directory: directory, fd: fd, lockFD: lockFD, size: size)
+        journal.baseline = size
+        return (journal, replay)
+    }
+
+    private init(directory: URL, fd: Int32, lockFD: Int32, size: Int) {
+        self.directory = directory
+        self.fd = fd
+        self.lockFD = lockFD
+        self.size = size
+    }
+
+    deinit {
+        Glibc.close(self.fd)
+        Glibc.close(self.lockFD)
+    }
+
+    /// Appends entries in one write and makes them durable with one fdatasync (group commit).
+    public func append(_ entries: [RegistrationJournal.Entry], timeBase: TimeBase) throws {
+        guard !entries.isEmpty else { return }
+        var bytes: [UInt8] = []
+        for entry in entries { bytes += RegistrationJournal.encode(entry, timeBase: timeBase) }
+        try self.writeAll(bytes, to: self.fd)
+        try retryingSyscall("fdatasync") { fdatasync(self.fd) }
+        self.size += bytes.count
+    }
+
+    /// Whether the journal has grown enough to be rewritten.
+    public var needsCompaction: Bool {
+        self.size > JournalFile.compactionMinimumBytes && self.size > JournalFile.compactionRatio * self.baseline
+    }
+
+    /// Rewrites the journal with one entry per live host: written to a new file, synced, renamed over the old
+    /// one, and the directory synced, so a crash at any point leaves either the old or the new journal whole.
+    public func compact(_ live: [OwnerRegistration], timeBase: TimeBase) throws {
+        var bytes: [UInt8] = []
+        for registration in live { bytes += RegistrationJournal.encode(.put(registration), timeBase: timeBase) }
+        let temporary = self.path + ".new"
+        let newFD = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard newFD >= 0 else { throw SystemCallError(function: "open \(temporary)", errno: errno) }
+        do {
+            try self.writeAll(bytes, to: newFD)
+            try retryingSyscall("fsync") { fsync(newFD) }
+            try retryingSyscall("rename") { rename(temporary, self.path) }
+            try self.syncDirectory()
+        } catch {
+            Glibc.close(newFD)
+            unlink(temporary)
+            throw error
+        }
+        Glibc.close(self.fd)
+        self.fd = newFD
+        _ = lseek(self.fd, 0, SEEK_END)
+        self.size = bytes.count
+        self.baseline = bytes.count
+    }
+
+    private func writeAll(_ bytes: [UInt8], to fd: Int32) throws {
+        var written = 0
+        try bytes.withUnsafeBytes { raw in
+            while written < raw.count {
+                let result = try retryingSyscall("write") { Glibc.write(fd, raw.baseAddress! + written, raw.count - written) }
+                written += result
+            }
+        }
+    }
+
+    private func syncDirectory() throws {
+        let directoryFD = Glibc.open(self.directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard directoryFD >= 0 else { throw SystemCallError(function: "open \(self.directory.path)", errno: errno) }
+        defer { Glibc.close(directoryFD) }
+        try retryingSyscall("fsync") { fsync(directoryFD) }
+    }
+}

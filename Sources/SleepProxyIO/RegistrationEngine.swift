@@ -1,0 +1,239 @@
+import Foundation
+import Logging
+import NIOCore
+import SleepProxyCore
+import SleepProxyWire
+
+/// The single owner of registration state: a dedicated thread that takes datagrams in batches, runs them
+/// through the pure `Registrar`, makes every acceptance durable with one journal append, and only then sends
+/// the replies (an acknowledged registration survives a crash; sps-protocol §3.6 says what the reply holds).
+///
+/// A thread rather than a task because persisting means a blocking fdatasync, which must not stall the
+/// two-thread cooperative pool (linux-notes §7), and because a batch per wake-up is exactly group commit.
+public final class RegistrationEngine: @unchecked Sendable {
+    // @unchecked: `registrar`, `inventory` and `journal` are touched only on the engine thread; `status` is
+    // guarded by `statusLock`; `mailbox` is itself thread-safe.
+
+    public struct Configuration: Sendable {
+        public var registration: RegistrationConfiguration
+        /// Interfaces to serve; empty means every up, multicast-capable, non-loopback interface.
+        public var interfaces: [String]
+        public var stateDirectory: URL
+
+        public init(registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL) {
+            self.registration = registration
+            self.interfaces = interfaces
+            self.stateDirectory = stateDirectory
+        }
+    }
+
+    /// Datagrams queued for the engine at most; beyond it they are dropped (and counted).
+    static let mailboxCapacity = 4096
+    /// How often the interface list is re-read even when nothing asks for it.
+    static let inventoryRefreshInterval: Duration = .seconds(30)
+
+    enum Event {
+        case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
+    }
+
+    /// A copy of the interesting numbers, readable from any thread.
+    public struct Status: Sendable {
+        public var hosts: [OwnerRegistration] = []
+        public var statistics = RegistrationStatistics()
+        public var droppedDatagrams = 0
+        public var persistenceFailures = 0
+        public var batches = 0
+    }
+
+    private let configuration: Configuration
+    private let logger: Logger
+    private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity)
+    private var registrar: Registrar
+    private var inventory: InterfaceInventory
+    private var inventoryReadAt: Timestamp
+    private let journal: JournalFile
+    private let statusLock = NSLock()
+    private var status = Status()
+    private var thread: Thread?
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Opens the state directory and restores every unexpired registration, so they are served from the start.
+    public init(configuration: Configuration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.inventory = try InterfaceInventory.read()
+        self.inventoryReadAt = SystemClock.now()
+        for name in configuration.interfaces where self.inventory.interface(named: name) == nil {
+            throw RegistrationEngineError(description: "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface")
+        }
+        let (journal, replay) = try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
+        self.journal = journal
+        var registrar = Registrar(configuration: configuration.registration)
+        for problem in replay.problems {
+            logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
+        }
+        for registration in replay.registrations { registrar.restore(registration) }
+        for registration in replay.expired {
+            logger.info("state: not restoring \(registration.summary.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
+        }
+        logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(registrar.store.recordCount) records from \(journal.directory.path)")
+        self.registrar = registrar
+        self.publishStatus()
+    }
+
+    public func start() {
+        let thread = Thread { [self] in
+            self.run()
+            self.finished.signal()
+        }
+        thread.name = "sleepproxy-registration-engine"
+        self.thread = thread
+        thread.start()
+    }
+
+    /// Stops after the batch in progress; registrations stay in the journal for the next start.
+    public func stop() {
+        self.mailbox.stop()
+        if self.thread != nil { self.finished.wait() }
+    }
+
+    public var currentStatus: Status {
+        self.statusLock.lock()
+        defer { self.statusLock.unlock() }
+        var status = self.status
+        status.droppedDatagrams = self.mailbox.dropped
+        return status
+    }
+
+    func post(_ event: Event) { self.mailbox.post(event) }
+
+    // MARK: - The engine thread
+
+    private func run() {
+        while true {
+            let timeout: TimeInterval
+            if let deadline = self.registrar.nextDeadline() {
+                timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
+            } else {
+                timeout = 1
+            }
+            let (events, stopped) = self.mailbox.take(timeout: timeout)
+            if stopped { break }
+            self.process(events)
+        }
+    }
+
+    private func process(_ events: [Event]) {
+        let now = SystemClock.now()
+        if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
+        let before = self.registrar
+        var entries: [RegistrationJournal.Entry] = []
+        var replies: [(Channel, SocketAddress, [UInt8])] = []
+
+        for event in events {
+            switch event {
+            case .datagram(let bytes, let remote, let interfaceIndex, let channel):
+                guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
+                    continue  // Apple's proxy too drops what did not arrive on an interface it serves (sps-protocol §3.6).
+                }
+                let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface.context, now: now)
+                self.log(outcome, source: remote, interface: interface.context.name)
+                if case .accepted(let acceptance) = outcome { entries.append(.put(acceptance.registration)) }
+                if let reply = outcome.reply { replies.append((channel, remote, reply)) }
+            }
+        }
+        for expired in self.registrar.expire(now: now) {
+            entries.append(.remove(expired.key))
+            self.logger.notice("lease ended for \(expired.summary.hostName?.description ?? "?") (\(expired.key)); its records are dropped")
+        }
+
+        if !entries.isEmpty {
+            do {
+                try self.journal.append(entries, timeBase: SystemClock.timeBase())
+            } catch {
+                // Not durable, so not acknowledged: roll the state back and stay silent; the clients retry.
+                self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(entries.count) changes not acknowledged")
+                self.registrar = before
+                self.statusLock.withLock { self.status.persistenceFailures += 1 }
+                replies.removeAll()
+            }
+        }
+        for (channel, remote, reply) in replies {
+            channel.writeAndFlush(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)), promise: nil)
+        }
+        if self.journal.needsCompaction {
+            do {
+                try self.journal.compact(Array(self.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+            } catch {
+                self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
+            }
+        }
+        self.publishStatus()
+    }
+
+    private func servedInterface(index: Int?, now: Timestamp) -> InterfaceInventory.Interface? {
+        guard let index else { return nil }
+        if self.inventory.interface(index: index) == nil { self.refreshInventory(now: now) }
+        guard let interface = self.inventory.interface(index: index) else { return nil }
+        if self.configuration.interfaces.isEmpty {
+            return self.inventory.defaultServed.contains { $0.context.index == index } ? interface : nil
+        }
+        return self.configuration.interfaces.contains(interface.context.name) ? interface : nil
+    }
+
+    private func refreshInventory(now: Timestamp) {
+        do {
+            self.inventory = try InterfaceInventory.read()
+        } catch {
+            self.logger.warning("interfaces: cannot read the interface list: \(error)")
+        }
+        self.inventoryReadAt = now
+    }
+
+    private func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String) {
+        let source = socketAddress.logDescription
+        switch outcome {
+        case .accepted(let acceptance):
+            let summary = acceptance.registration.summary
+            let services = summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" }.joined(separator: ", ")
+            self.logger.notice("registered \(summary.hostName?.description ?? "?") (\(acceptance.registration.key)) from \(source) on \(interface): \(acceptance.registration.records.count) records, lease \(acceptance.grantedLease) s, addresses \(summary.addresses.map(\.description).joined(separator: " ")), services [\(services)]\(acceptance.startedNewEpoch ? "" : " (update)")")
+        case .malformed(let problem, _):
+            self.logger.warning("registration from \(source) on \(interface) malformed (\(problem.rawValue)); answered FORMERR")
+        case .refused(let reason, let reply):
+            self.logger.warning("registration from \(source) on \(interface) refused (\(reason.rawValue)); \(reply == nil ? "no reply sent" : "answered REFUSED")")
+        case .notImplemented(let opcode, _):
+            self.logger.info("\(opcode) from \(source) on \(interface) on the registration port; answered NOTIMP")
+        case .ignored(let reason):
+            self.logger.debug("ignored a datagram from \(source) on \(interface) (\(reason.rawValue))")
+        }
+    }
+
+    private func publishStatus() {
+        let hosts = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+        let statistics = self.registrar.statistics
+        self.statusLock.withLock {
+            self.status.hosts = hosts
+            self.status.statistics = statistics
+            self.status.batches += 1
+        }
+    }
+}
+
+public struct RegistrationEngineError: Error, CustomStringConvertible {
+    public var description: String
+}
+
+extension SocketAddress {
+    /// "192.0.2.2:5353" or "[fe80::2%eth0]:5353" for log lines.
+    var logDescription: String {
+        guard let ip = IPAddress(self), let port = self.port else { return "\(self)" }
+        switch ip {
+        case .v4: return "\(ip):\(port)"
+        case .v6:
+            if case .v6(let v6) = self, v6.address.sin6_scope_id != 0 {
+                return "[\(ip)%\(v6.address.sin6_scope_id)]:\(port)"
+            }
+            return "[\(ip)]:\(port)"
+        }
+    }
+}

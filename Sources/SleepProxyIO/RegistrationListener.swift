@@ -1,0 +1,95 @@
+import Logging
+import NIOCore
+import NIOPosix
+import SleepProxyCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// UDP sockets on the registration port, IPv4 and IPv6 (link-local included), handing every datagram with its
+/// arrival interface (IP_PKTINFO / IPV6_RECVPKTINFO) to the engine. Replies go out of the same socket to the
+/// exact source address and port, which may be 5353 or ephemeral (sps-protocol §2.2).
+public final class RegistrationListener: Sendable {
+    /// The fixed default port, advertised in the `_sleep-proxy._udp` SRV record. Apple's proxy picks a random
+    /// port each start (sps-protocol §1.1); a fixed one lets firewalls and our own client be configured once.
+    public static let defaultPort = 5599
+
+    public let port: Int
+    private let channels: [Channel]
+
+    private init(port: Int, channels: [Channel]) {
+        self.port = port
+        self.channels = channels
+    }
+
+    /// Binds both sockets. Fails with a sentence naming the cause when the port is taken or not permitted.
+    public static func bind(port: Int, engine: RegistrationEngine, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) async throws -> RegistrationListener {
+        var channels: [Channel] = []
+        do {
+            channels.append(try await self.bootstrap(group: group, engine: engine, v6: false).bind(host: "0.0.0.0", port: port).get())
+        } catch {
+            throw RegistrationEngineError(description: "cannot listen for registrations on UDP port \(port): \(Self.explain(error)); choose another with --registration-port")
+        }
+        do {
+            channels.append(try await self.bootstrap(group: group, engine: engine, v6: true).bind(host: "::", port: port).get())
+        } catch {
+            // A host without IPv6 still serves IPv4 clients.
+            logger.warning("registrations: no IPv6 socket on port \(port) (\(Self.explain(error))); serving IPv4 only")
+        }
+        let bound = channels.first?.localAddress?.port ?? port
+        return RegistrationListener(port: bound, channels: channels)
+    }
+
+    private static func bootstrap(group: EventLoopGroup, engine: RegistrationEngine, v6: Bool) -> DatagramBootstrap {
+        var bootstrap = DatagramBootstrap(group: group)
+            .channelOption(.socketOption(.so_reuseaddr), value: 1)
+            .channelOption(.receivePacketInfo, value: true)
+        if v6 {
+            // linux-notes §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
+            bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+        }
+        return bootstrap.channelInitializer { channel in
+            channel.eventLoop.makeCompletedFuture {
+                try channel.pipeline.syncOperations.addHandler(RegistrationInboundHandler(engine: engine))
+            }
+        }
+    }
+
+    private static func explain(_ error: Error) -> String {
+        if let io = error as? IOError {
+            switch io.errnoCode {
+            case EADDRINUSE: return "another program already uses it"
+            case EACCES: return "permission denied"
+            default: return io.description
+            }
+        }
+        return "\(error)"
+    }
+
+    public func close() async {
+        for channel in self.channels { try? await channel.close() }
+    }
+}
+
+private final class RegistrationInboundHandler: ChannelInboundHandler, Sendable {
+    typealias InboundIn = AddressedEnvelope<ByteBuffer>
+
+    private let engine: RegistrationEngine
+
+    init(engine: RegistrationEngine) { self.engine = engine }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let envelope = Self.unwrapInboundIn(data)
+        self.engine.post(.datagram(
+            bytes: Array(envelope.data.readableBytesView),
+            remote: envelope.remoteAddress,
+            interfaceIndex: envelope.metadata?.packetInfo.map { Int($0.interfaceIndex) },
+            channel: context.channel
+        ))
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // ICMP errors on a UDP socket (e.g. port unreachable after a reply) must not close it.
+    }
+}

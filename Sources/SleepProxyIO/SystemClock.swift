@@ -1,0 +1,36 @@
+import Foundation
+import SleepProxyCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The clocks the core's `Timestamp`s and the journal's `TimeBase` come from.
+public enum SystemClock {
+    /// CLOCK_BOOTTIME: monotonic, counts through suspend, never stepped by NTP or `date`.
+    public static func now() -> Timestamp {
+        var spec = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &spec)
+        return Timestamp(nanoseconds: Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec))
+    }
+
+    public static func wallNanoseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1_000_000_000 + Int64(spec.tv_nsec)
+    }
+
+    /// The kernel's random per-boot UUID; a restart within the same boot can trust CLOCK_BOOTTIME values.
+    public static func bootID() -> [UInt8] {
+        guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
+            return Array(repeating: 0, count: 16)
+        }
+        let hex = Array(text.filter(\.isHexDigit).utf8)
+        guard hex.count == 32 else { return Array(repeating: 0, count: 16) }
+        return stride(from: 0, to: 32, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
+    }
+
+    public static func timeBase() -> TimeBase {
+        TimeBase(bootID: self.bootID(), now: self.now(), wallNanoseconds: self.wallNanoseconds())
+    }
+}
