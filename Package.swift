@@ -48,6 +48,12 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Test-only: network namespaces, a bridged LAN, processes started and stopped by PID.
+        .target(
+            name: "SleepProxyTestSupport",
+            dependencies: ["SleepProxyWire"],
+            swiftSettings: swiftSettings
+        ),
         // The admin protocol spoken between sleepproxyd and sleepproxyctl.
         .target(name: "SleepProxyControl", swiftSettings: swiftSettings),
         .executableTarget(
@@ -85,13 +91,13 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyCoreTests",
-            dependencies: ["SleepProxyCore", "SleepProxyWire"],
+            dependencies: ["SleepProxyCore", "SleepProxyWire", "SleepProxyTestSupport"],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SleepProxyIOTests",
-            dependencies: ["SleepProxyIO", "CSleepProxyLinux"],
+            dependencies: ["SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyTestSupport", "CSleepProxyLinux"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -72,7 +72,11 @@ public final class RegistrationEngine: @unchecked Sendable {
         for problem in replay.problems {
             logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
         }
-        for registration in replay.registrations { registrar.restore(registration) }
+        let now = SystemClock.now()
+        for registration in replay.registrations {
+            registrar.restore(registration)
+            logger.info("state: restored \(registration.summary.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s")
+        }
         for registration in replay.expired {
             logger.info("state: not restoring \(registration.summary.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
         }

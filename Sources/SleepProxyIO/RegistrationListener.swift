@@ -42,8 +42,9 @@ public final class RegistrationListener: Sendable {
     }
 
     private static func bootstrap(group: EventLoopGroup, engine: RegistrationEngine, v6: Bool) -> DatagramBootstrap {
+        // No SO_REUSEADDR: on Linux it lets a second UDP socket bind the same port, and two daemons would then
+        // split the registrations between them. UDP has no TIME_WAIT, so a restart does not need it.
         var bootstrap = DatagramBootstrap(group: group)
-            .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(.receivePacketInfo, value: true)
         if v6 {
             // linux-notes §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.

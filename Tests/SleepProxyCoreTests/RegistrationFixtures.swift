@@ -1,5 +1,6 @@
 import Foundation
 import SleepProxyCore
+import SleepProxyTestSupport
 import SleepProxyWire
 
 /// The lab's addressing: the proxy is 192.0.2.1 / fe80::53:50ff:fe00:1 on "eth0", the Apple vector's host is
@@ -28,31 +29,6 @@ enum Lab {
         host: DNSName = "vm.local.", addresses: [IPAddress] = [hostV4, hostV6],
         services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = []
     ) -> DNSMessage {
-        var records: [DNSResourceRecord] = []
-        for address in addresses {
-            records.append(DNSResourceRecord(name: ReverseMapping.name(for: address), cacheFlush: true, ttl: 4500, rdata: .ptr(PTRRecord(target: host))))
-        }
-        for (instanceText, port) in services {
-            let instance = try! DNSName(parsing: instanceText + ".local.")
-            records.append(DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(.empty)))
-            records.append(DNSResourceRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: instance.parent))))
-            records.append(DNSResourceRecord(name: instance.parent, ttl: 4500, rdata: .ptr(PTRRecord(target: instance))))
-            records.append(DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .srv(SRVRecord(port: port, target: host))))
-        }
-        for address in addresses {
-            switch address {
-            case .v4(let v4): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .a(ARecord(address: v4))))
-            case .v6(let v6): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .aaaa(AAAARecord(address: v6))))
-            }
-        }
-        records += extra
-        return DNSMessage(
-            id: id,
-            flags: DNSHeaderFlags(response: false, opcode: .update),
-            authorities: records,
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, z: 0x1194), options: [
-                .updateLease(UpdateLeaseOption(lease: lease)), .owner(OwnerOption(sequence: sequence, primaryMAC: mac)),
-            ])]
-        )
+        SampleRegistration.message(id: id, mac: mac, sequence: sequence, lease: lease, host: host, addresses: addresses, services: services, extra: extra)
     }
 }

@@ -1,0 +1,133 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An anonymous network namespace that cannot outlive the test process.
+///
+/// It is held by `unshare --net` running `cat` on a pipe whose writing end only this process holds: when the
+/// test ends, or crashes, the pipe closes, `cat` exits and the namespace disappears with its interfaces
+/// (linux-notes §7: named namespaces leak on a crash, held anonymous ones do not). Processes started in it get
+/// SIGKILL when the test process dies (PR_SET_PDEATHSIG through setpriv), so they cannot keep it alive either.
+public final class NetworkNamespace: @unchecked Sendable {
+    // @unchecked: `holder`, `stdin` and `children` are guarded by `lock`.
+    public let pid: Int32
+    private let holder: Process
+    private let stdin: Pipe
+    private let lock = NSLock()
+    private var children: [ManagedProcess] = []
+    private var closed = false
+
+    public init() throws {
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
+        holder.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && echo ready && exec cat >/dev/null"]
+        let stdin = Pipe()
+        let stdout = Pipe()
+        holder.standardInput = stdin
+        holder.standardOutput = stdout
+        holder.standardError = FileHandle.nullDevice
+        try holder.run()
+        // Wait for "ready" (bounded), so the namespace exists and lo is up before anyone uses it.
+        let ready = DispatchSemaphore(value: 0)
+        let reader = stdout.fileHandleForReading
+        DispatchQueue.global().async {
+            _ = reader.availableData
+            ready.signal()
+        }
+        guard ready.wait(timeout: .now() + 10) == .success else {
+            holder.terminate()
+            throw CommandError("the namespace holder did not start")
+        }
+        self.pid = holder.processIdentifier
+        self.holder = holder
+        self.stdin = stdin
+    }
+
+    deinit { self.close() }
+
+    /// `nsenter` arguments that run a command inside this namespace.
+    public var enter: [String] { ["nsenter", "-t", "\(self.pid)", "-n", "--"] }
+
+    @discardableResult
+    public func run(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
+        try Command.run(self.enter + arguments, timeout: timeout)
+    }
+
+    @discardableResult
+    public func check(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
+        try Command.check(self.enter + arguments, timeout: timeout)
+    }
+
+    /// Starts a long-running process in the namespace; its output goes to `log`. Stop it by PID with
+    /// `ManagedProcess.stop()`; `close()` stops whatever is still running.
+    public func spawn(_ arguments: [String], log: URL) throws -> ManagedProcess {
+        let child = try ManagedProcess(arguments: self.enter + ["setpriv", "--pdeathsig", "KILL", "--"] + arguments, log: log)
+        self.lock.withLock { self.children.append(child) }
+        return child
+    }
+
+    /// Stops every process started here, then releases the namespace.
+    public func close() {
+        let children: [ManagedProcess] = self.lock.withLock {
+            guard !self.closed else { return [] }
+            self.closed = true
+            return self.children
+        }
+        for child in children { child.stop(signal: SIGKILL) }
+        try? self.stdin.fileHandleForWriting.close()
+        self.holder.waitUntilExit()
+    }
+}
+
+/// A process started by a test, tracked and stopped by its PID (never by name).
+public final class ManagedProcess: @unchecked Sendable {
+    // @unchecked: Process is thread-safe for the calls made here.
+    private let process: Process
+    public let log: URL
+
+    init(arguments: [String], log: URL) throws {
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: log)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardOutput = handle
+        process.standardError = handle
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        self.log = log
+    }
+
+    public var pid: Int32 { self.process.processIdentifier }
+    public var isRunning: Bool { self.process.isRunning }
+    public var exitStatus: Int32? { self.process.isRunning ? nil : self.process.terminationStatus }
+
+    /// Sends `signal` and waits (bounded) for the process to end.
+    public func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 10) {
+        guard self.process.isRunning else { return }
+        kill(self.process.processIdentifier, signal)
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while self.process.isRunning, Date() < deadline { usleep(10_000) }
+        if self.process.isRunning {
+            kill(self.process.processIdentifier, SIGKILL)
+            self.process.waitUntilExit()
+        }
+    }
+
+    public var output: String { (try? String(contentsOf: self.log, encoding: .utf8)) ?? "" }
+
+    /// Waits (bounded) until the log contains `text`.
+    @discardableResult
+    public func waitForOutput(_ text: String, timeout: TimeInterval = 10) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while Date() < deadline {
+            if self.output.contains(text) { return true }
+            if !self.process.isRunning { return self.output.contains(text) }
+            usleep(20_000)
+        }
+        return false
+    }
+}

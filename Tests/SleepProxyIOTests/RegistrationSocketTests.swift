@@ -1,0 +1,171 @@
+import Foundation
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// sleepproxyd in one lab host, a sleeping client in another, real sockets between them.
+@Suite("Registration over real sockets", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (unshare, nsenter, setpriv)"))
+final class RegistrationSocketTests {
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: LabHost
+    let state: URL
+
+    init() throws {
+        self.lab = try LabNetwork()
+        self.proxy = try self.lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"])
+        self.sleeper = try self.lab.addHost("sleeper", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
+        self.state = self.lab.directory.appendingPathComponent("state")
+    }
+
+    deinit { self.lab.close() }
+
+    static func vector() throws -> [UInt8] {
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../SleepProxyWireTests/Fixtures/apple-posix-registration.bin")
+        return Array(try Data(contentsOf: url))
+    }
+
+    /// sps-protocol §3.6 reply for a 7200 s lease, with `id`.
+    static func expectedReply(id: UInt16) -> [UInt8] {
+        [UInt8(id >> 8), UInt8(id & 0xFF), 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
+         0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20]
+    }
+
+    @Test func appleVectorFrom5353AndFromAnEphemeralPortOverIPv4() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        var second = try Self.vector()
+        second[0] = 0x42
+        second[1] = 0x43
+        let fromMDNSPort = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", sourcePort: 5353, payloads: [try Self.vector()])
+        #expect(fromMDNSPort == [Self.expectedReply(id: 0xDC65)])
+        let fromEphemeral = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [second])
+        #expect(fromEphemeral == [Self.expectedReply(id: 0x4243)])
+        #expect(daemon.waitForOutput("registered vm.local."))
+    }
+
+    @Test func appleVectorOverIPv6LinkLocal() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        // The vector claims fe80::53:50ff:fe00:2, the sleeper's own link-local address, and is sent from it.
+        let replies = try UDPClient.exchange(in: self.sleeper, to: self.proxy.linkLocal.description, port: 5599, from: self.sleeper.linkLocal.description, sourcePort: 5353, payloads: [try Self.vector()])
+        #expect(replies == [Self.expectedReply(id: 0xDC65)])
+    }
+
+    @Test func malformedGetsFormErrAndRefusedGetsSilence() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        var noOwner = SampleRegistration.message(id: 7, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
+        noOwner.additionals = [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])]
+        // Claims 192.0.2.77 but is sent from 192.0.2.2: refused by policy, so no reply.
+        let stranger = SampleRegistration.message(id: 8, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.77")!])
+        let replies = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1, payloads: [noOwner.encoded(), stranger.encoded()])
+        #expect(replies == [[0, 7, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0], nil])
+        #expect(daemon.waitForOutput("refused (sourceNotClaimed)"))
+    }
+
+    @Test func startupProblemsAreOneClearSentence() throws {
+        let unknown = try self.proxy.run([Daemon.executable.path, "--interface", "wlan9", "--state-directory", self.state.path])
+        #expect(unknown.status != 0)
+        #expect(unknown.stderr.contains("unknown interface wlan9"))
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        // A second daemon on the same state directory, or the same port, is refused with the reason.
+        let sameState = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path], timeout: .seconds(15))
+        #expect(sameState.status != 0 && sameState.stderr.contains("in use by another sleepproxyd"), "\(sameState)")
+        let samePort = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2"], timeout: .seconds(15))
+        #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
+    }
+
+    /// Registrations stream in from 60 hosts; the daemon is killed with SIGKILL in the middle. Every registration
+    /// that was acknowledged before the kill must be served again after a restart, with its remaining lease.
+    @Test func sigkillLosesNothingAcknowledged() throws {
+        let hosts = 60
+        for n in 0..<hosts { try self.sleeper.addAddress("192.0.2.\(100 + n)/24") }
+        let payloads = (0..<hosts).map { n in
+            SampleRegistration.message(id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_0100 + UInt64(n)), lease: 7200, host: try! DNSName(parsing: "host\(n).local."), addresses: [IPAddress("192.0.2.\(100 + n)")!]).encoded(options: .appleUpdate)
+        }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        // One client process per host, each sending from its own address, all started at once.
+        let script = self.lab.directory.appendingPathComponent("burst.sh")
+        var lines = ["#!/bin/sh"]
+        for (n, payload) in payloads.enumerated() {
+            let hex = payload.map { String(format: "%02x", $0) }.joined()
+            lines.append("(sleep 0.0$((\(n) % 10)); /usr/bin/python3 -c \"$CLIENT\" 192.0.2.1 5599 192.0.2.\(100 + n) 0 2 \(hex) | sed 's/^/\(n) /') &")
+        }
+        lines.append("wait")
+        try lines.joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
+        let clients = try self.sleeper.spawn(["env", "CLIENT=\(UDPClient.script)", "/bin/sh", script.path], logName: "burst")
+        // Kill the daemon once some, but not all, have been acknowledged.
+        let deadline = Date(timeIntervalSinceNow: 20)
+        while Date() < deadline, clients.output.split(separator: "\n").count < 5 { usleep(2_000) }
+        kill(daemon.pid, SIGKILL)
+        let killedAt = Date()
+        clients.stop(signal: 0, timeout: 15)
+        while clients.isRunning, Date().timeIntervalSince(killedAt) < 15 { usleep(20_000) }
+        let acknowledged = Set(clients.output.split(separator: "\n").compactMap { line -> Int? in
+            let parts = line.split(separator: " ")
+            return parts.count == 2 && parts[1] != "timeout" ? Int(parts[0]) : nil
+        })
+        #expect(!acknowledged.isEmpty)
+
+        let restarted = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-after-kill")
+        defer { restarted.stop() }
+        let restored = Dictionary(uniqueKeysWithValues: restarted.output.split(separator: "\n").compactMap { line -> (Int, Int)? in
+            // "state: restored host7.local. (…), lease ends in 7198 s"
+            guard let range = line.range(of: "state: restored host") else { return nil }
+            let rest = line[range.upperBound...]
+            guard let n = Int(rest.prefix { $0.isNumber }), let lease = line.split(separator: " ").dropLast().last.flatMap({ Int($0) }) else { return nil }
+            return (n, lease)
+        })
+        for n in acknowledged {
+            #expect(restored[n] != nil, "host \(n) was acknowledged but not restored")
+            if let lease = restored[n] { #expect((7200 - 30)...7200 ~= lease, "host \(n) restored with \(lease) s") }
+        }
+        print("crash test: \(acknowledged.count) of \(hosts) acknowledged before SIGKILL, \(restored.count) restored")
+    }
+}
+
+/// A registration built by dnspython (as Linux SleepProxyClient builds it: a zone section, TTL 120, an 8-byte Owner
+/// option), sent and its reply parsed by dnspython too.
+@Suite("Registration from dnspython", .serialized, .enabled(if: Command.canBuildNetworks && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"), "needs root and python3-dnspython"))
+final class DNSPythonRegistrationTests {
+    static let client = """
+        import socket, struct, sys
+        import dns.update, dns.edns, dns.message, dns.rcode
+        zone = sys.argv[1]
+        u = dns.update.UpdateMessage(zone)
+        u.add('vm.local.', 120, 'A', '192.0.2.2')
+        u.add('2.2.0.192.in-addr.arpa.', 120, 'PTR', 'vm.local.')
+        u.add('_ssh._tcp.local.', 4500, 'PTR', 'vm._ssh._tcp.local.')
+        u.add('vm._ssh._tcp.local.', 120, 'SRV', '0 0 22 vm.local.')
+        u.add('vm._ssh._tcp.local.', 4500, 'TXT', '"u=me"')
+        mac = bytes.fromhex('025350000002')
+        options = [dns.edns.GenericOption(2, struct.pack('!I', 7200)), dns.edns.GenericOption(4, b'\\x00\\x00' + mac)]
+        u.use_edns(edns=0, payload=1440, options=options)
+        s = socket.socket(); s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(('192.0.2.2', 0)); s.settimeout(2)
+        s.sendto(u.to_wire(), ('192.0.2.1', 5599))
+        reply = dns.message.from_wire(s.recv(2000))
+        lease = [o for o in reply.options if o.otype == 2]
+        print(dns.rcode.to_text(reply.rcode()), reply.id == u.id, struct.unpack('!I', lease[0].data)[0] if lease else None)
+        """
+
+    @Test(arguments: [".", "local."])
+    func dnspythonRegistrationWithAZoneIsAccepted(zone: String) throws {
+        let lab = try LabNetwork()
+        defer { lab.close() }
+        let proxy = try lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"])
+        let sleeper = try lab.addHost("sleeper", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
+        let daemon = try Daemon.start(in: proxy, stateDirectory: lab.directory.appendingPathComponent("state"))
+        defer { daemon.stop() }
+        let result = try sleeper.run(["/usr/bin/python3", "-c", Self.client, zone])
+        #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "NOERROR True 7200", "\(result)")
+        #expect(daemon.waitForOutput("registered vm.local."))
+        #expect(daemon.output.contains("_ssh._tcp:22"))
+    }
+}
