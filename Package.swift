@@ -51,7 +51,7 @@ let package = Package(
         // Test-only: network namespaces, a bridged LAN, processes started and stopped by PID.
         .target(
             name: "SleepProxyTestSupport",
-            dependencies: ["SleepProxyWire"],
+            dependencies: ["SleepProxyWire", "CSleepProxyLinux"],
             swiftSettings: swiftSettings
         ),
         // The admin protocol spoken between sleepproxyd and sleepproxyctl.
@@ -78,7 +78,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxy-bench",
             dependencies: [
-                "SleepProxyWire", "SleepProxyCore",
+                "SleepProxyWire", "SleepProxyCore", "SleepProxyIO", "SleepProxyTestSupport", "CSleepProxyLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

@@ -75,10 +75,10 @@ public final class RegistrationEngine: @unchecked Sendable {
         let now = SystemClock.now()
         for registration in replay.registrations {
             registrar.restore(registration)
-            logger.info("state: restored \(registration.summary.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s")
+            logger.info("state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s")
         }
         for registration in replay.expired {
-            logger.info("state: not restoring \(registration.summary.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
+            logger.info("state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
         }
         logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(registrar.store.recordCount) records from \(journal.directory.path)")
         self.registrar = registrar
@@ -148,7 +148,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         }
         for expired in self.registrar.expire(now: now) {
             entries.append(.remove(expired.key))
-            self.logger.notice("lease ended for \(expired.summary.hostName?.description ?? "?") (\(expired.key)); its records are dropped")
+            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); its records are dropped")
         }
 
         if !entries.isEmpty {
@@ -198,6 +198,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         let source = socketAddress.logDescription
         switch outcome {
         case .accepted(let acceptance):
+            // Deriving the summary costs as much as the registration itself: only when the line is logged.
+            guard self.logger.logLevel <= .notice else { return }
             let summary = acceptance.registration.summary
             let services = summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" }.joined(separator: ", ")
             self.logger.notice("registered \(summary.hostName?.description ?? "?") (\(acceptance.registration.key)) from \(source) on \(interface): \(acceptance.registration.records.count) records, lease \(acceptance.grantedLease) s, addresses \(summary.addresses.map(\.description).joined(separator: " ")), services [\(services)]\(acceptance.startedNewEpoch ? "" : " (update)")")

@@ -21,7 +21,12 @@ public enum SystemClock {
     }
 
     /// The kernel's random per-boot UUID; a restart within the same boot can trust CLOCK_BOOTTIME values.
-    public static func bootID() -> [UInt8] {
+    /// Read once: it cannot change while this process runs, and the engine needs it for every journal append.
+    public static func bootID() -> [UInt8] { cachedBootID }
+
+    private static let cachedBootID: [UInt8] = readBootID()
+
+    private static func readBootID() -> [UInt8] {
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
             return Array(repeating: 0, count: 16)
         }

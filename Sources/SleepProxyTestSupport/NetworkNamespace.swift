@@ -1,3 +1,4 @@
+import CSleepProxyLinux
 import Foundation
 
 #if canImport(Glibc)
@@ -68,6 +69,27 @@ public final class NetworkNamespace: @unchecked Sendable {
         return child
     }
 
+    /// Runs `body` on a new thread that has entered this namespace (setns is per-thread, so never on a shared
+    /// pool thread; linux-notes §7). Sockets created there stay in the namespace.
+    public func inside<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
+        let box = ResultBox<T>()
+        let done = DispatchSemaphore(value: 0)
+        let path = "/proc/\(self.pid)/ns/net"
+        let thread = Thread {
+            defer { done.signal() }
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0, csp_setns_net(fd) == 0 else {
+                box.set(.failure(CommandError("cannot enter \(path): \(String(cString: strerror(errno)))")))
+                return
+            }
+            Glibc.close(fd)
+            box.set(Result { try body() })
+        }
+        thread.start()
+        done.wait()
+        return try box.get()
+    }
+
     /// Stops every process started here, then releases the namespace.
     public func close() {
         let children: [ManagedProcess] = self.lock.withLock {
@@ -130,4 +152,12 @@ public final class ManagedProcess: @unchecked Sendable {
         }
         return false
     }
+}
+
+final class ResultBox<T: Sendable>: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var result: Result<T, Error>?
+    func set(_ result: Result<T, Error>) { self.lock.withLock { self.result = result } }
+    func get() throws -> T { try self.lock.withLock { self.result! }.get() }
 }

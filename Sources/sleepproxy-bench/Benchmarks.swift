@@ -1,3 +1,4 @@
+import Foundation
 import NIOCore
 import SleepProxyWire
 
@@ -15,13 +16,23 @@ enum Benchmarks {
             benchmarkFilter = arguments[index + 1]
             arguments.removeSubrange(index...index + 1)
         }
-        let groups = arguments.isEmpty ? ["wire"] : arguments
+        let groups = arguments.isEmpty ? ["wire", "registration"] : arguments
         print("sleepproxy-bench (\(isDebugBuild ? "DEBUG build: figures are meaningless, use -c release" : "release build"))")
+        let stealBefore = CPUSteal.read()
+        defer {
+            if let before = stealBefore, let after = CPUSteal.read() {
+                print(String(format: "CPU stolen by the hypervisor during the run: %.1f%% (figures are medians of 7 rounds; a high share makes them pessimistic)", after.share(since: before) * 100))
+            }
+        }
         for group in groups {
             switch group {
             case "wire": try WireBenchmarks.run()
+            case "registration":
+                try RegistrationBenchmarks.run()
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
+                try RegistrationBenchmarks.runLab(daemon: daemon)
             default:
-                print("unknown benchmark group '\(group)'; known: wire")
+                print("unknown benchmark group '\(group)'; known: wire, registration")
                 exit(2)
             }
         }
@@ -56,7 +67,8 @@ func measure(_ label: String, iterations: Int, rounds: Int = 7, target: Double? 
     }
     rates.sort()
     let median = rates[rates.count / 2]
-    var line = "  \(label + String(repeating: " ", count: max(0, 52 - label.count))) \(format(median)) ops/s  (\(format(1e9 / median)) ns/op)"
+    let best = rates.last!
+    var line = "  \(label + String(repeating: " ", count: max(0, 52 - label.count))) \(format(median)) ops/s  (\(format(1e9 / median)) ns/op; best round \(format(best)))"
     if let target {
         line += median >= target ? "  target ≥ \(format(target)): met" : "  target ≥ \(format(target)): NOT MET"
     }
@@ -78,4 +90,24 @@ func format(_ value: Double) -> String {
         return text
     }
     return String(Int(value * 10) / 10) + "." + String(Int(value * 10) % 10)
+}
+
+/// The "steal" column of /proc/stat: time the hypervisor gave this VM's CPUs to someone else.
+struct CPUSteal {
+    var steal: Double
+    var total: Double
+
+    static func read() -> CPUSteal? {
+        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("cpu ") })
+        else { return nil }
+        let fields = line.split(separator: " ").dropFirst().compactMap { Double($0) }
+        guard fields.count >= 8 else { return nil }
+        return CPUSteal(steal: fields[7], total: fields.reduce(0, +))
+    }
+
+    func share(since earlier: CPUSteal) -> Double {
+        let total = self.total - earlier.total
+        return total > 0 ? (self.steal - earlier.steal) / total : 0
+    }
 }

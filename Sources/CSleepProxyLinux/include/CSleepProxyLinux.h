@@ -15,6 +15,9 @@
 /// Enters the network namespace open at `fd` on the calling thread only (setns is per-thread).
 int csp_setns_net(int fd);
 
+/// Bytes of heap in use (glibc mallinfo2().uordblks), for memory benchmarks.
+size_t csp_heap_bytes_in_use(void);
+
 /// Makes stdout line-buffered so that log lines reach journald or a pipe as they happen
 /// (Swift 6 cannot touch the global `stdout` directly).
 void csp_line_buffer_stdout(void);

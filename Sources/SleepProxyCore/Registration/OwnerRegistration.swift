@@ -11,6 +11,10 @@ public struct OwnerKey: Hashable, Comparable, Sendable, CustomStringConvertible 
         self.primaryMAC = primaryMAC
     }
 
+    /// Hashes the MAC only: the interface name is a String, whose hashing normalises Unicode, and two hosts
+    /// with one MAC on different interfaces are rare enough that equality alone can tell them apart.
+    public func hash(into hasher: inout Hasher) { hasher.combine(self.primaryMAC) }
+
     public static func < (lhs: OwnerKey, rhs: OwnerKey) -> Bool {
         (lhs.interface, lhs.primaryMAC) < (rhs.interface, rhs.primaryMAC)
     }
@@ -50,7 +54,10 @@ public struct OwnerRegistration: Hashable, Sendable {
     public var key: OwnerKey
     /// Sequence, wake MAC and SecureOn password from the latest part (version is always 0 here).
     public var owner: OwnerOption
-    public var records: [ProxiedRecord]
+    /// Changing the records recomputes `addresses` and `hostName`.
+    public var records: [ProxiedRecord] {
+        didSet { (self.hostName, self.addresses) = OwnerSummary.claims(of: self.records.map(\.record)) }
+    }
     /// When the first part of this sleep epoch arrived; hand-back after 60 s counts from here (sps-protocol §5.1).
     public var registeredAt: Timestamp
     /// When the latest part arrived.
@@ -63,13 +70,17 @@ public struct OwnerRegistration: Hashable, Sendable {
     /// The DNS ID of the latest part: parts of one registration share it (sps-protocol §2.3).
     public var lastMessageID: UInt16
 
+    /// `claims`, when given, must be `OwnerSummary.claims(of: records)` (a caller that knows the records did
+    /// not change passes the previous ones instead of deriving them again).
     public init(
         key: OwnerKey, owner: OwnerOption, records: [ProxiedRecord], registeredAt: Timestamp, updatedAt: Timestamp,
-        leaseExpiry: Timestamp, grantedLease: UInt32, lastMessageID: UInt16
+        leaseExpiry: Timestamp, grantedLease: UInt32, lastMessageID: UInt16,
+        claims: (hostName: DNSName?, addresses: [IPAddress])? = nil
     ) {
         self.key = key
         self.owner = owner
         self.records = records
+        (self.hostName, self.addresses) = claims ?? OwnerSummary.claims(of: records.map(\.record))
         self.registeredAt = registeredAt
         self.updatedAt = updatedAt
         self.leaseExpiry = leaseExpiry
@@ -77,6 +88,24 @@ public struct OwnerRegistration: Hashable, Sendable {
         self.lastMessageID = lastMessageID
     }
 
+    /// The host name and the addresses to take over, derived once from `records`: the store, the policy checks
+    /// and the packet path read them on every event. The rest of the summary is derived on demand, so a host
+    /// costs memory for its records only.
+    public private(set) var hostName: DNSName?
+    public private(set) var addresses: [IPAddress]
+
+    public static func == (lhs: OwnerRegistration, rhs: OwnerRegistration) -> Bool {
+        lhs.key == rhs.key && lhs.owner == rhs.owner && lhs.records == rhs.records && lhs.registeredAt == rhs.registeredAt
+            && lhs.updatedAt == rhs.updatedAt && lhs.leaseExpiry == rhs.leaseExpiry && lhs.grantedLease == rhs.grantedLease
+            && lhs.lastMessageID == rhs.lastMessageID
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.key)
+        hasher.combine(self.updatedAt)
+    }
+
+    /// Everything derived from the records: host name, addresses, services, keepalives.
     public var summary: OwnerSummary { OwnerSummary(records: self.records.map(\.record)) }
 }
 
@@ -108,21 +137,31 @@ public struct OwnerSummary: Hashable, Sendable {
     public var services: [Service]
     public var keepalives: [KeepaliveInfo]
 
-    public init(records: [DNSResourceRecord]) {
-        var addressRecords: [DNSName: Set<IPAddress>] = [:]
+    /// Only the host name and the claimed addresses (what `OwnerRegistration` keeps).
+    public static func claims(of records: [DNSResourceRecord]) -> (hostName: DNSName?, addresses: [IPAddress]) {
+        let summary = OwnerSummary(records: records, claimsOnly: true)
+        return (summary.hostName, summary.addresses)
+    }
+
+    public init(records: [DNSResourceRecord]) { self.init(records: records, claimsOnly: false) }
+
+    private init(records: [DNSResourceRecord], claimsOnly: Bool) {
+        // Small linear lists rather than dictionaries keyed by name: a host has a handful of addresses and
+        // services, and hashing every name cost more than the scans (this runs for every new registration).
+        var addressRecords: [(name: DNSName, address: IPAddress)] = []
         var reverse: [(IPAddress, DNSName)] = []
-        var txtByName: [DNSName: [[UInt8]]] = [:]
+        var txts: [(name: DNSName, strings: [[UInt8]])] = []
         var srvs: [(DNSName, SRVRecord)] = []
         var keepalives: [KeepaliveInfo] = []
         for record in records {
             switch record.rdata {
-            case .a(let a): addressRecords[record.name, default: []].insert(.v4(a.address))
-            case .aaaa(let aaaa): addressRecords[record.name, default: []].insert(.v6(aaaa.address))
+            case .a(let a): addressRecords.append((record.name, .v4(a.address)))
+            case .aaaa(let aaaa): addressRecords.append((record.name, .v6(aaaa.address)))
             case .ptr(let ptr):
                 if let address = ReverseMapping.address(from: record.name) { reverse.append((address, ptr.target)) }
-            case .txt(let txt): txtByName[record.name] = txt.strings
-            case .srv(let srv): srvs.append((record.name, srv))
-            case .null(let null):
+            case .txt(let txt) where !claimsOnly: txts.append((record.name, txt.strings))
+            case .srv(let srv) where !claimsOnly: srvs.append((record.name, srv))
+            case .null(let null) where !claimsOnly:
                 if ProxiedRecord(record: record, registeredAt: Timestamp(nanoseconds: 0)).isKeepalive,
                     let info = KeepaliveInfo(rdata: null.data)
                 {
@@ -131,32 +170,36 @@ public struct OwnerSummary: Hashable, Sendable {
             default: break
             }
         }
-        var confirmed: Set<IPAddress> = []
-        var unconfirmed: Set<IPAddress> = []
-        var hostVotes: [DNSName: Int] = [:]
+        var confirmed: [IPAddress] = []
+        var unconfirmed: [IPAddress] = []
+        var hostVotes: [(name: DNSName, votes: Int)] = []
+        func vote(_ name: DNSName, _ count: Int) {
+            if let index = hostVotes.firstIndex(where: { $0.name == name }) { hostVotes[index].votes += count } else { hostVotes.append((name, count)) }
+        }
         for (address, target) in reverse {
-            hostVotes[target, default: 0] += 1
-            if addressRecords[target]?.contains(address) == true {
-                confirmed.insert(address)
-            } else {
-                unconfirmed.insert(address)
+            vote(target, 1)
+            if addressRecords.contains(where: { $0.address == address && $0.name == target }) {
+                if !confirmed.contains(address) { confirmed.append(address) }
+            } else if !unconfirmed.contains(address) {
+                unconfirmed.append(address)
             }
         }
-        for (name, addresses) in addressRecords { hostVotes[name, default: 0] += addresses.count }
-        self.hostName = hostVotes.max { ($0.value, $1.key) < ($1.value, $0.key) }?.key
+        for record in addressRecords { vote(record.name, 1) }
+        // The name most records point at; ties go to the smallest name, so the choice is stable.
+        self.hostName = hostVotes.max { ($0.votes, $1.name) < ($1.votes, $0.name) }?.name
         self.addresses = confirmed.sorted()
-        self.unconfirmedAddresses = unconfirmed.subtracting(confirmed).sorted()
+        self.unconfirmedAddresses = unconfirmed.filter { !confirmed.contains($0) }.sorted()
+        let txtByName = { (name: DNSName) in txts.first { $0.name == name }?.strings }
         self.services = srvs.map { name, srv in
-            let labels = name.labels
             var transport: Service.TransportProtocol? = nil
-            if labels.count >= 3 {
-                switch DNSName.asciiLowercased(label: labels[2]) {
+            if let third = name.label(at: 2), third.count == 4 {
+                switch DNSName.asciiLowercased(label: Array(third)) {
                 case Array("_tcp".utf8): transport = .tcp
                 case Array("_udp".utf8): transport = .udp
                 default: transport = nil
                 }
             }
-            return Service(instance: name, type: name.parent, transport: transport, port: srv.port, target: srv.target, txt: txtByName[name] ?? [])
+            return Service(instance: name, type: name.parent, transport: transport, port: srv.port, target: srv.target, txt: txtByName(name) ?? [])
         }.sorted { ($0.instance, $0.port) < ($1.instance, $1.port) }
         self.keepalives = keepalives
     }

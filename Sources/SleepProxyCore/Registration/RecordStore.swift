@@ -10,7 +10,9 @@ public struct RecordStore: Sendable {
     public private(set) var owners: [OwnerKey: OwnerRegistration] = [:]
     public private(set) var recordCount = 0
     /// Name (compared case-insensitively, as `DNSName` is) → the owners with records at that name.
-    private var nameIndex: [DNSName: [OwnerKey]] = [:]
+    /// A set, not a list: names such as `_services._dns-sd._udp.local.` are registered by every host, and
+    /// removing one host from a list of thousands made each registration O(hosts).
+    private var nameIndex: [DNSName: Set<OwnerKey>] = [:]
     /// Claimed address on an interface → its owner.
     private var addressIndex: [InterfaceAddress: OwnerKey] = [:]
     private var expiryHeap = Heap<ExpiryEntry>()
@@ -50,15 +52,26 @@ public struct RecordStore: Sendable {
 
     /// Adds or replaces one host's registration.
     public mutating func upsert(_ registration: OwnerRegistration) {
-        self.remove(registration.key)
         let key = registration.key
+        if let existing = self.owners[key], existing.addresses == registration.addresses,
+            existing.records.count == registration.records.count,
+            zip(existing.records, registration.records).allSatisfy({ $0.record.name == $1.record.name })
+        {
+            // A renewal or a retransmission (Apple's client sends each registration up to three times): the same
+            // names and addresses, so the indexes already hold it; only the host and its expiry change.
+            self.owners[key] = registration
+            if existing.leaseExpiry != registration.leaseExpiry {
+                self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
+            }
+            return
+        }
+        self.remove(key)
         self.owners[key] = registration
         self.recordCount += registration.records.count
-        var names = Set<DNSName>()
-        for record in registration.records where names.insert(record.record.name).inserted {
-            self.nameIndex[record.record.name, default: []].append(key)
+        for record in registration.records {
+            self.nameIndex[record.record.name, default: []].insert(key)
         }
-        for address in registration.summary.addresses {
+        for address in registration.addresses {
             self.addressIndex[InterfaceAddress(interface: key.interface, address: address)] = key
         }
         self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
@@ -69,13 +82,13 @@ public struct RecordStore: Sendable {
     public mutating func remove(_ key: OwnerKey) -> OwnerRegistration? {
         guard let registration = self.owners.removeValue(forKey: key) else { return nil }
         self.recordCount -= registration.records.count
-        var names = Set<DNSName>()
-        for record in registration.records where names.insert(record.record.name).inserted {
+        for record in registration.records {
             let name = record.record.name
-            self.nameIndex[name]?.removeAll { $0 == key }
-            if self.nameIndex[name]?.isEmpty == true { self.nameIndex[name] = nil }
+            guard var owners = self.nameIndex.removeValue(forKey: name) else { continue }
+            owners.remove(key)
+            if !owners.isEmpty { self.nameIndex[name] = owners }
         }
-        for address in registration.summary.addresses {
+        for address in registration.addresses {
             let slot = InterfaceAddress(interface: key.interface, address: address)
             if self.addressIndex[slot] == key { self.addressIndex[slot] = nil }
         }
@@ -122,7 +135,7 @@ public struct RecordStore: Sendable {
                 problems.append("name index \(name) -> \(key) is stale")
             }
         }
-        for (slot, key) in self.addressIndex where self.owners[key]?.summary.addresses.contains(slot.address) != true {
+        for (slot, key) in self.addressIndex where self.owners[key]?.addresses.contains(slot.address) != true {
             problems.append("address index \(slot.address) -> \(key) is stale")
         }
         for (key, owner) in self.owners {

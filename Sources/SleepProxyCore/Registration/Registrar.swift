@@ -124,14 +124,15 @@ public struct Registrar: Sendable {
             // records each time (sps-protocol §4.1 step 3; its code fails to). Parts sharing the ID keep them.
             records.removeAll { $0.isKeepalive }
         }
-        for record in incoming {
-            let stored = ProxiedRecord(record: record, registeredAt: now)
-            if let index = records.firstIndex(where: { $0.isIdentical(to: record) }) {
-                records[index] = stored
-            } else {
-                records.append(stored)
-            }
+        // The common case: a retransmission (Apple sends each registration up to three times) or a renewal with
+        // exactly the records already held. Nothing to merge.
+        // Each record keeps the time it first arrived in this epoch; the host's `updatedAt` says when the latest
+        // part came. (Rewriting every record's time would copy the whole array for nothing.)
+        let sameRecords = records.count == incoming.count && zip(records, incoming).allSatisfy { $0.record == $1 }
+        if !sameRecords {
+            records = Registrar.merge(incoming, into: records, now: now)
         }
+        let unchanged = sameRecords && sameEpoch && existing!.records.count == records.count
         let registration = OwnerRegistration(
             key: key,
             owner: OwnerOption(sequence: owner.sequence, primaryMAC: owner.primaryMAC, wakeMAC: owner.wakeMAC, password: owner.password),
@@ -140,7 +141,8 @@ public struct Registrar: Sendable {
             updatedAt: now,
             leaseExpiry: now + .seconds(Int64(granted)),
             grantedLease: granted,
-            lastMessageID: id
+            lastMessageID: id,
+            claims: unchanged ? (existing!.hostName, existing!.addresses) : nil
         )
 
         if let refusal = self.policyRefusal(registration, existing: existing, source: source, interface: interface) {
@@ -158,9 +160,30 @@ public struct Registrar: Sendable {
         ))
     }
 
+    /// Adds `incoming` to `records`: identical records (same name, class and rdata; RFC 6762 §8.1) replace each
+    /// other, others are appended. Indexed, not searched: a host's records times the incoming ones is quadratic.
+    static func merge(_ incoming: [DNSResourceRecord], into existing: [ProxiedRecord], now: Timestamp) -> [ProxiedRecord] {
+        var records = existing
+        var positions: [RecordIdentity: Int] = [:]
+        positions.reserveCapacity(records.count + incoming.count)
+        for (index, stored) in records.enumerated() { positions[RecordIdentity(stored.record)] = index }
+        for record in incoming {
+            let stored = ProxiedRecord(record: record, registeredAt: now)
+            let identity = RecordIdentity(record)
+            if let index = positions[identity] {
+                // Same record again: keep its first arrival time, take the new TTL and cache-flush bit.
+                records[index].record = record
+            } else {
+                positions[identity] = records.count
+                records.append(stored)
+            }
+        }
+        return records
+    }
+
     /// The security rules Apple's proxy does not have (sps-protocol §7 RECOMMENDATION) and the capacity limits.
     private func policyRefusal(_ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext) -> RegistrationRefusal? {
-        let claims = registration.summary.addresses
+        let claims = registration.addresses
         for address in claims {
             if interface.isOwnAddress(address) { return .claimsProxyAddress }
             if !interface.isOnLink(address) { return .claimOutsideInterface }
@@ -225,4 +248,25 @@ public struct Registrar: Sendable {
 
     /// Puts back a host read from durable storage at start-up.
     public mutating func restore(_ registration: OwnerRegistration) { self.store.upsert(registration) }
+}
+
+/// What makes two records "identical" in RFC 6762 §8.1 terms: name (case-insensitively), class and rdata; the TTL
+/// and the cache-flush bit do not count.
+struct RecordIdentity: Hashable {
+    var name: DNSName
+    var rrclass: DNSClass
+    var rdata: DNSRData
+
+    init(_ record: DNSResourceRecord) {
+        self.name = record.name
+        self.rrclass = record.rrclass
+        self.rdata = record.rdata
+    }
+
+    /// Name and type only: the synthesised hash of `rdata` would walk every byte of every TXT string, and records
+    /// that share name and type but differ in rdata are few; equality still compares everything.
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(self.name)
+        hasher.combine(self.rdata.recordType)
+    }
 }

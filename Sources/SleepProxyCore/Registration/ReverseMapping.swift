@@ -10,24 +10,38 @@ public enum ReverseMapping {
     static let ip6Arpa: DNSName = "ip6.arpa."
 
     public static func address(from name: DNSName) -> IPAddress? {
-        let labels = name.labels
-        if labels.count == 6, name.isSubdomain(of: inAddrArpa) {
+        // Read straight from the wire bytes: most names are not reverse-mapping names and are rejected by their
+        // last labels; the others are parsed without materialising 34 label arrays.
+        let storage = name.storage
+        if name.hasSuffix(inAddrArpa) {
+            let end = storage.count - inAddrArpa.storage.count
             var value: UInt32 = 0
-            // Labels are d, c, b, a: the last octet first.
-            for label in labels[0..<4].reversed() {
-                guard (1...3).contains(label.count), label.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-                    label.count == 1 || label.first != 0x30,
-                    let octet = UInt8(String(decoding: label, as: UTF8.self))
+            var octets: [UInt32] = []
+            var offset = 0
+            while offset < end {
+                let length = Int(storage[offset])
+                let label = storage[(offset + 1)..<(offset + 1 + length)]
+                guard (1...3).contains(length), label.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), length == 1 || label.first != 0x30
                 else { return nil }
-                value = value << 8 | UInt32(octet)
+                let octet = label.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) }
+                guard octet <= 255 else { return nil }
+                octets.append(octet)
+                offset += 1 + length
             }
+            // Exactly d.c.b.a: the last octet first.
+            guard octets.count == 4 else { return nil }
+            for octet in octets.reversed() { value = value << 8 | octet }
             return .v4(IPv4Address(rawValue: value))
         }
-        if labels.count == 34, name.isSubdomain(of: ip6Arpa) {
+        if name.hasSuffix(ip6Arpa) {
+            // 32 one-nibble labels: 64 bytes of (length 1, nibble).
+            guard storage.count - ip6Arpa.storage.count == 64 else { return nil }
             var high: UInt64 = 0
             var low: UInt64 = 0
-            for (index, label) in labels[0..<32].reversed().enumerated() {
-                guard label.count == 1, let nibble = hexValue(label[0]) else { return nil }
+            for index in 0..<32 {
+                // Nibble labels run from the least significant; walk them from the most significant.
+                let offset = (31 - index) * 2
+                guard storage[offset] == 1, let nibble = hexValue(storage[offset + 1]) else { return nil }
                 if index < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
             }
             return .v6(IPv6Address(high: high, low: low))

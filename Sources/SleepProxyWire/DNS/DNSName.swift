@@ -121,6 +121,19 @@ public struct DNSName: Sendable, CustomStringConvertible, ExpressibleByStringLit
         return offsets
     }
 
+    /// The bytes of label `index` (0 is the first), without materialising the others.
+    public func label(at index: Int) -> ArraySlice<UInt8>? {
+        var offset = 0
+        var current = 0
+        while offset < self.storage.count {
+            let length = Int(self.storage[offset])
+            if current == index { return self.storage[(offset + 1)..<(offset + 1 + length)] }
+            offset += 1 + length
+            current += 1
+        }
+        return nil
+    }
+
     public var labelCount: Int {
         var count = 0
         var index = 0
@@ -157,6 +170,18 @@ public struct DNSName: Sendable, CustomStringConvertible, ExpressibleByStringLit
             throw WireError(.nameTooLong, at: 0, "name exceeds \(DNSName.maximumWireLength) bytes")
         }
         return DNSName(uncheckedStorage: storage + self.storage)
+    }
+
+    /// True when the last bytes of the wire form equal `suffix`'s wire form (case-insensitively) and start at a
+    /// label boundary of `self`. Allocation-free, for hot paths that test many names against a fixed suffix.
+    public func hasSuffix(_ suffix: DNSName) -> Bool {
+        let count = suffix.storage.count
+        guard count <= self.storage.count else { return false }
+        guard DNSName.equalIgnoringASCIICase(self.storage[(self.storage.count - count)...], suffix.storage[...]) else { return false }
+        // The match must begin where a label begins.
+        var index = 0
+        while index < self.storage.count - count { index += 1 + Int(self.storage[index]) }
+        return index == self.storage.count - count
     }
 
     /// True when `self` equals `suffix` or ends with all of its labels (case-insensitively).
@@ -224,19 +249,22 @@ extension DNSName: Hashable {
     }
 
     public func hash(into hasher: inout Hasher) {
-        // Hash eight lower-cased bytes at a time: the responder hashes a name for every question it reads.
-        var word: UInt64 = 0
-        var filled = 0
-        for byte in self.storage {
-            word = word << 8 | UInt64(DNSName.lower(byte))
-            filled += 1
-            if filled == 8 {
-                hasher.combine(word)
-                word = 0
-                filled = 0
+        // Eight bytes at a time, lower-cased in one go: the responder and the store hash a name for every
+        // question and record they handle. Setting bit 5 of every byte folds A-Z onto a-z; it also maps other
+        // bytes together (e.g. "@" and "`"), which only costs a rare extra equality check, never a wrong answer.
+        self.storage.withUnsafeBytes { raw in
+            var index = 0
+            while index + 8 <= raw.count {
+                hasher.combine(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) | 0x2020_2020_2020_2020)
+                index += 8
             }
+            var tail: UInt64 = 0
+            while index < raw.count {
+                tail = tail << 8 | UInt64(raw[index] | 0x20)
+                index += 1
+            }
+            hasher.combine(tail)
         }
-        hasher.combine(word)
         hasher.combine(self.storage.count)
     }
 }
@@ -258,10 +286,46 @@ extension ByteReader {
     /// Afterwards `position` is just past the name as it appears here (past the first pointer, if any).
     @inlinable
     mutating func readName() throws(WireError) -> DNSName {
-        var storage: [UInt8] = []
-        var cursor = self.position
+        // Pass 1 validates and measures without allocating; pass 2 copies into one exact-size array (names are
+        // kept for hours in the record store, so spare capacity would be paid for by every proxied record).
+        let (length, end) = try self.scanName(from: self.position)
+        let storage = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+            var cursor = self.position
+            var written = 0
+            while true {
+                let byte = self.bytes[cursor]
+                if byte == 0 { break }
+                if byte & 0xC0 == 0xC0 {
+                    cursor = Int(byte & 0x3F) << 8 | Int(self.bytes[cursor + 1])
+                    continue
+                }
+                let labelEnd = cursor + 1 + Int(byte)
+                for index in cursor..<labelEnd {
+                    buffer[written] = self.bytes[index]
+                    written += 1
+                }
+                cursor = labelEnd
+            }
+            initialized = written
+        }
+        self.position = end
+        return DNSName(uncheckedStorage: storage)
+    }
+
+    /// RFC 1035 §4.1.4 name decoding, with the checks a hostile sender cannot get past:
+    /// - a pointer must point strictly before the label sequence that contains it, so every hop moves backwards
+    ///   and no loop is possible;
+    /// - at most `maximumPointerHops` pointers are followed;
+    /// - labels are at most 63 bytes and label types 01 and 10 (RFC 6891 §5, obsolete) are refused;
+    /// - the decoded name is at most 255 bytes.
+    /// Returns the length of the decoded storage (without the root byte) and the position just past the name as
+    /// it appears here (past the first pointer, if any).
+    @inlinable
+    func scanName(from start: Int) throws(WireError) -> (length: Int, end: Int) {
+        var length = 0
+        var cursor = start
         // The lowest offset a pointer may target: the start of the label sequence currently being read.
-        var segmentStart = self.position
+        var segmentStart = start
         var hops = 0
         var endAfterFirstPointer: Int? = nil
         // Until the first pointer the name must fit the current window (an RDATA's RDLENGTH); after it, labels
@@ -271,27 +335,25 @@ extension ByteReader {
             guard cursor < readEnd else {
                 throw WireError(.truncated, at: cursor, "name runs past the end")
             }
-            let length = self.bytes[cursor]
-            switch length & 0xC0 {
+            let byte = self.bytes[cursor]
+            switch byte & 0xC0 {
             case 0x00:
-                if length == 0 {
-                    cursor += 1
-                    self.position = endAfterFirstPointer ?? cursor
-                    return DNSName(uncheckedStorage: storage)
+                if byte == 0 {
+                    return (length, endAfterFirstPointer ?? cursor + 1)
                 }
-                guard cursor + 1 + Int(length) <= readEnd else {
+                guard cursor + 1 + Int(byte) <= readEnd else {
                     throw WireError(.truncated, at: cursor, "label runs past the end")
                 }
-                guard storage.count + 1 + Int(length) + 1 <= DNSName.maximumWireLength else {
+                guard length + 1 + Int(byte) + 1 <= DNSName.maximumWireLength else {
                     throw WireError(.nameTooLong, at: cursor, "name exceeds \(DNSName.maximumWireLength) bytes")
                 }
-                storage.append(contentsOf: self.bytes[cursor..<cursor + 1 + Int(length)])
-                cursor += 1 + Int(length)
+                length += 1 + Int(byte)
+                cursor += 1 + Int(byte)
             case 0xC0:
                 guard cursor + 2 <= readEnd else {
                     throw WireError(.truncated, at: cursor, "compression pointer runs past the end")
                 }
-                let target = Int(length & 0x3F) << 8 | Int(self.bytes[cursor + 1])
+                let target = Int(byte & 0x3F) << 8 | Int(self.bytes[cursor + 1])
                 guard target < segmentStart else {
                     throw WireError(.badPointer, at: cursor, "pointer to \(target) does not point backwards")
                 }
@@ -305,7 +367,7 @@ extension ByteReader {
                 segmentStart = target
                 cursor = target
             default:
-                throw WireError(.badLabel, at: cursor, "reserved label type 0x\(String(length & 0xC0, radix: 16))")
+                throw WireError(.badLabel, at: cursor, "reserved label type 0x\(String(byte & 0xC0, radix: 16))")
             }
         }
     }
