@@ -146,9 +146,12 @@ public final class RegistrationEngine: @unchecked Sendable {
                 if let reply = outcome.reply { replies.append((channel, remote, reply)) }
             }
         }
-        for expired in self.registrar.expire(now: now) {
+        for expiry in self.registrar.expire(now: now) {
+            let expired = expiry.registration
             entries.append(.remove(expired.key))
-            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); its records are dropped")
+            // Magic packets and goodbyes go out through the packet and mDNS sides, which this build does not have
+            // yet: say what is due rather than pretend it happened.
+            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped; due action: \(expiry.action.rawValue) (not performed: no packet or mDNS output in this build)")
         }
 
         if !entries.isEmpty {

@@ -36,6 +36,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "How to answer a refused registration: silent (clients move on to the next proxy) or refused.")
     var refusalReply: String = "silent"
 
+    @Option(name: .long, help: "When a lease ends while the host sleeps: wake (Apple's behaviour) or drop (goodbyes).")
+    var expiryAction: String = "wake"
+
     @Flag(name: .long, help: "Accept registrations whose source is not one of the addresses they claim (for transfers from a peer proxy).")
     var allowTransfers = false
 
@@ -48,6 +51,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         guard Logger.Level(rawValue: self.logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        guard RegistrationConfiguration.ExpiryAction(rawValue: self.expiryAction) != nil else {
+            throw ValidationError("--expiry-action must be wake or drop")
         }
         guard RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply) != nil else {
             throw ValidationError("--refusal-reply must be silent or refused")
@@ -71,7 +77,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         let registration = RegistrationConfiguration(
             leasePolicy: try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum),
             requireSourceAmongClaimedAddresses: !self.allowTransfers,
-            refusalReply: RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply)!
+            refusalReply: RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply)!,
+            expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: self.expiryAction)!
         )
         let engine: RegistrationEngine
         do {

@@ -347,7 +347,9 @@ struct RegistrarTests {
         _ = try self.accept(&registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0012), lease: 300, addresses: [hostB]), from: hostB)
         #expect(registrar.nextDeadline() == Lab.t0 + .seconds(300))
         #expect(registrar.expire(now: Lab.t0 + .seconds(299)).isEmpty)
-        #expect(registrar.expire(now: Lab.t0 + .seconds(300)).map(\.summary.addresses) == [[hostB]])
+        let expired = registrar.expire(now: Lab.t0 + .seconds(300))
+        #expect(expired.map(\.registration.addresses) == [[hostB]])
+        #expect(expired.map(\.action) == [.wake])
         #expect(registrar.nextDeadline() == Lab.t0 + .seconds(600))
         // A renewal pushes the expiry out; the old heap entry must not expire the host early.
         _ = try self.accept(&registrar, Lab.registration(id: 9, mac: MACAddress(rawValue: 0x0253_5000_0011), lease: 600, addresses: [hostA]), from: hostA, now: Lab.t0 + .seconds(500))
@@ -357,6 +359,16 @@ struct RegistrarTests {
         #expect(registrar.store.hostCount == 0 && registrar.store.recordCount == 0)
         #expect(registrar.nextDeadline() == nil)
         #expect(registrar.store.checkInvariants().isEmpty)
+    }
+
+    @Test func expiryActionIsConfigurable() throws {
+        var registrar = Registrar(configuration: RegistrationConfiguration(expiryAction: .dropWithGoodbyes))
+        _ = try self.accept(&registrar, Lab.registration(lease: 60))
+        let expired = registrar.expire(now: Lab.t0 + .seconds(60))
+        #expect(expired.map(\.action) == [.dropWithGoodbyes])
+        // The records travel with the expiry, for the goodbyes, and the wake MAC for a magic packet.
+        #expect(expired.first?.registration.records.count == 8)
+        #expect(expired.first?.registration.owner.effectiveWakeMAC == Lab.hostMAC)
     }
 
     @Test func reverseMappingNames() {

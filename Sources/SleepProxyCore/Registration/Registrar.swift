@@ -234,10 +234,17 @@ public struct Registrar: Sendable {
 
     // MARK: - Other changes
 
-    /// Removes every host whose lease has ended; the caller acts on each (wake it, or send goodbyes) and
-    /// removes it from durable storage.
-    public mutating func expire(now: Timestamp) -> [OwnerRegistration] {
-        self.store.removeExpired(now: now)
+    /// A host whose lease ended, and what the configuration says to do about it.
+    public struct Expiry: Hashable, Sendable {
+        /// Everything the host held: its wake MAC and password for the magic packet, its records for goodbyes.
+        public var registration: OwnerRegistration
+        public var action: RegistrationConfiguration.ExpiryAction
+    }
+
+    /// Removes every host whose lease has ended (RFC 9664 §7: expired records must not be served) and says what
+    /// to do with each; the caller performs it and removes the host from durable storage.
+    public mutating func expire(now: Timestamp) -> [Expiry] {
+        self.store.removeExpired(now: now).map { Expiry(registration: $0, action: self.configuration.expiryAction) }
     }
 
     /// The next time `expire(now:)` has work.

@@ -9,6 +9,15 @@ public struct RegistrationConfiguration: Hashable, Sendable {
         case refused
     }
 
+    /// What happens when a host's lease ends while it still sleeps.
+    public enum ExpiryAction: String, Hashable, Sendable, CaseIterable {
+        /// Wake the host so it can register again (Apple's behaviour, sps-protocol §5.4): a lease that ends while
+        /// the host sleeps means its own renewal wake did not happen.
+        case wake
+        /// Drop its records and say goodbye (TTL 0) so browsers forget it at once.
+        case dropWithGoodbyes = "drop"
+    }
+
     /// Apple's `MAX_PROXY_RECORDS`: "400 machines at 25 records each" (sps-protocol §7).
     public static let defaultMaximumRecords = 10_000
     /// Apple's sizing assumption behind `MAX_PROXY_RECORDS` (sps-protocol §7).
@@ -33,6 +42,7 @@ public struct RegistrationConfiguration: Hashable, Sendable {
     public var refusalReply: RefusalReply
     public var rateLimitBurst: Int
     public var rateLimitPerSecond: Int
+    public var expiryAction: ExpiryAction
 
     public init(
         leasePolicy: LeasePolicy = try! LeasePolicy(),
@@ -42,7 +52,8 @@ public struct RegistrationConfiguration: Hashable, Sendable {
         requireSourceAmongClaimedAddresses: Bool = true,
         refusalReply: RefusalReply = .silent,
         rateLimitBurst: Int = RegistrationConfiguration.defaultRateLimitBurst,
-        rateLimitPerSecond: Int = RegistrationConfiguration.defaultRateLimitPerSecond
+        rateLimitPerSecond: Int = RegistrationConfiguration.defaultRateLimitPerSecond,
+        expiryAction: ExpiryAction = .wake
     ) {
         self.leasePolicy = leasePolicy
         self.maximumRecords = maximumRecords
@@ -52,5 +63,6 @@ public struct RegistrationConfiguration: Hashable, Sendable {
         self.refusalReply = refusalReply
         self.rateLimitBurst = rateLimitBurst
         self.rateLimitPerSecond = rateLimitPerSecond
+        self.expiryAction = expiryAction
     }
 }
