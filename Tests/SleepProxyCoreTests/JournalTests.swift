@@ -103,6 +103,21 @@ struct JournalTests {
         }
     }
 
+    @Test func payloadLengthLimit() throws {
+        // An entry header announcing more than the limit is damage, even when that many bytes follow.
+        func journal(announcing length: Int) -> [UInt8] {
+            var bytes = Array("SPJ1".utf8)
+            withUnsafeBytes(of: UInt32(length).bigEndian) { bytes += $0 }
+            bytes += [0, 0, 0, 0]
+            return bytes + Array(repeating: 0, count: length)
+        }
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let atLimit = RegistrationJournal.replay(journal(announcing: RegistrationJournal.maximumPayloadLength), timeBase: base)
+        #expect(atLimit.problems.map(\.reason) == ["checksum mismatch; entry skipped"])
+        let overLimit = RegistrationJournal.replay(journal(announcing: RegistrationJournal.maximumPayloadLength + 1), timeBase: base)
+        #expect(overLimit.problems.count == 1 && overLimit.problems[0].reason.contains("torn"))
+    }
+
     @Test func everyTruncationAndByteFlipIsSafe() throws {
         let hosts = try self.registrations(2)
         let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)

@@ -281,6 +281,24 @@ struct RegistrarTests {
         #expect(registrar.statistics.refused[.rateLimited] == 1)
     }
 
+    @Test func rateLimiterTracksABoundedNumberOfSources() {
+        var limiter = RateLimiter(burst: 2, perSecond: 1)
+        let now = Lab.t0
+        for n in 0..<RateLimiter.maximumTrackedSources {
+            let allowed = limiter.allow(.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: UInt64(n))), now: now)
+            #expect(allowed)
+        }
+        #expect(limiter.trackedSources == RateLimiter.maximumTrackedSources)
+        // One more source while every bucket is in use: the longest-idle one is forgotten, the table stays at N.
+        let newcomer = limiter.allow(.v6(IPv6Address(high: 0x2001_0DB8_0000_0001, low: 0)), now: now)
+        #expect(newcomer)
+        #expect(limiter.trackedSources == RateLimiter.maximumTrackedSources)
+        // A second later every bucket has refilled: forgetting them loses nothing, and they all go.
+        let later = limiter.allow(.v6(IPv6Address(high: 0x2001_0DB8_0000_0002, low: 0)), now: now + .seconds(1))
+        #expect(later)
+        #expect(limiter.trackedSources == 1)
+    }
+
     // MARK: Epochs, merging and expiry, with explicit times
 
     @Test func partsOfOneRegistrationMergeAndAreEachAnswered() throws {

@@ -105,6 +105,21 @@ struct DNSCodecTests {
         #expect(bytes[12 + owner.wireLength + 10] == 0xC0)
     }
 
+    @Test func nsecBitmapLengthLimitIs32() throws {
+        func message(bitmapLength: Int) -> [UInt8] {
+            let rdata: [UInt8] = [0, 0, UInt8(bitmapLength)] + Array(repeating: 0x40, count: bitmapLength)
+            return [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, UInt8(rdata.count)] + rdata
+        }
+        let decoded = try DNSMessage(decoding: message(bitmapLength: NSECRecord.maximumBitmapLength))
+        guard case .nsec(let nsec) = decoded.answers.first?.rdata else {
+            Issue.record("a 32-byte bitmap is valid")
+            return
+        }
+        #expect(nsec.windows[0].bitmap.count == 32)
+        // 33 bytes: the NSEC is malformed and skipped (RFC 6762 §6.1), the message survives.
+        #expect(try DNSMessage(decoding: message(bitmapLength: NSECRecord.maximumBitmapLength + 1)).answers.isEmpty)
+    }
+
     @Test func malformedNSECIsSkippedNotFatal() throws {
         // An NSEC whose window has bitmap length 0 (invalid), then an A record: the message still decodes, without
         // the NSEC (RFC 6762 §6.1), and nothing of its bytes is kept.

@@ -147,3 +147,38 @@ struct VectorTests {
         #expect(decoded > 0)
     }
 }
+
+@Suite("Fuzzing dictionary")
+struct FuzzDictionaryTests {
+    /// libFuzzer dictionary lines: `"token"` with `\xNN` escapes, or comments.
+    static func parse(_ text: String) throws -> [[UInt8]] {
+        try text.split(separator: "\n").compactMap { line -> [UInt8]? in
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
+            guard let open = trimmed.firstIndex(of: "\""), let close = trimmed.lastIndex(of: "\""), open < close else {
+                throw Fixtures.FixtureError.badPcap("not a dictionary line: \(trimmed)")
+            }
+            var bytes: [UInt8] = []
+            var chars = Array(trimmed[trimmed.index(after: open)..<close].utf8)[...]
+            while let c = chars.popFirst() {
+                if c == UInt8(ascii: "\\"), chars.first == UInt8(ascii: "x"), chars.count >= 3 {
+                    chars.removeFirst()
+                    bytes.append(UInt8(String(decoding: chars.prefix(2), as: UTF8.self), radix: 16)!)
+                    chars.removeFirst(2)
+                } else if c == UInt8(ascii: "\\"), let next = chars.popFirst() {
+                    bytes.append(next)
+                } else {
+                    bytes.append(c)
+                }
+            }
+            return bytes
+        }
+    }
+
+    @Test func mdnsDictionaryParses() throws {
+        let tokens = try Self.parse(String(decoding: try Fixtures.bytes("mdns.dict"), as: UTF8.self))
+        #expect(tokens.count == 6)
+        // Among them the mDNS TTL byte pattern and the cache-flush class 0x8001.
+        #expect(tokens.contains([0x80, 0x01]))
+    }
+}
