@@ -55,7 +55,15 @@ public enum Command {
             kill(process.processIdentifier, SIGKILL)
             group.wait()
         }
-        process.waitUntilExit()
+        // Both pipes reached end of file, so the child is gone or about to be; wait for its status, bounded.
+        let reaped = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            process.waitUntilExit()
+            reaped.signal()
+        }
+        if reaped.wait(timeout: .now() + 10) == .timedOut {
+            return CommandResult(status: -1, stdout: String(decoding: outData.get(), as: UTF8.self), stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)", timedOut: true)
+        }
         return CommandResult(
             status: process.terminationStatus,
             stdout: String(decoding: outData.get(), as: UTF8.self),

@@ -99,7 +99,10 @@ public final class NetworkNamespace: @unchecked Sendable {
         }
         for child in children { child.stop(signal: SIGKILL) }
         try? self.stdin.fileHandleForWriting.close()
-        self.holder.waitUntilExit()
+        // Bounded, and without Foundation's reaping (see ManagedProcess.isRunning).
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while ManagedProcess.isAlive(self.pid), Date() < deadline { usleep(5_000) }
+        if ManagedProcess.isAlive(self.pid) { kill(self.pid, SIGKILL) }
     }
 }
 
@@ -124,18 +127,29 @@ public final class ManagedProcess: @unchecked Sendable {
     }
 
     public var pid: Int32 { self.process.processIdentifier }
-    public var isRunning: Bool { self.process.isRunning }
-    public var exitStatus: Int32? { self.process.isRunning ? nil : self.process.terminationStatus }
 
-    /// Sends `signal` and waits (bounded) for the process to end.
+    /// Alive and not a zombie, read from /proc: Foundation's `Process` has been seen never to reap a child (and
+    /// `waitUntilExit()` then never returns), so nothing here waits on it.
+    public var isRunning: Bool { ManagedProcess.isAlive(self.pid) }
+
+    static func isAlive(_ pid: Int32) -> Bool {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return false }
+        let state = stat[stat.index(close, offsetBy: 2)]
+        return state != "Z" && state != "X"
+    }
+
+    /// Sends `signal` and waits (bounded) for the process to end; SIGKILL if it has not after `timeout`.
     public func stop(signal: Int32 = SIGTERM, timeout: TimeInterval = 10) {
-        guard self.process.isRunning else { return }
-        kill(self.process.processIdentifier, signal)
+        guard self.isRunning else { return }
+        kill(self.pid, signal)
         let deadline = Date(timeIntervalSinceNow: timeout)
-        while self.process.isRunning, Date() < deadline { usleep(10_000) }
-        if self.process.isRunning {
-            kill(self.process.processIdentifier, SIGKILL)
-            self.process.waitUntilExit()
+        while self.isRunning, Date() < deadline { usleep(10_000) }
+        if self.isRunning {
+            kill(self.pid, SIGKILL)
+            let killDeadline = Date(timeIntervalSinceNow: 5)
+            while self.isRunning, Date() < killDeadline { usleep(10_000) }
         }
     }
 
@@ -147,7 +161,7 @@ public final class ManagedProcess: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while Date() < deadline {
             if self.output.contains(text) { return true }
-            if !self.process.isRunning { return self.output.contains(text) }
+            if !self.isRunning { return self.output.contains(text) }
             usleep(20_000)
         }
         return false
