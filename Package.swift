@@ -51,7 +51,7 @@ let package = Package(
         // Test-only: network namespaces, a bridged LAN, processes started and stopped by PID.
         .target(
             name: "SleepProxyTestSupport",
-            dependencies: ["SleepProxyWire", "CSleepProxyLinux", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // The admin protocol spoken between sleepproxyd and sleepproxyctl.

@@ -1,3 +1,4 @@
+import SleepProxyCore
 import SleepProxyWire
 
 /// Registrations in the exact form Apple's sleep client sends (sps-protocol §2.3, §2.4): ZOCOUNT 0, reverse PTRs
@@ -38,13 +39,5 @@ public enum SampleRegistration {
     }
 
     /// `d.c.b.a.in-addr.arpa.` or the 32-nibble `ip6.arpa.` name, nibbles upper case as Apple writes them.
-    public static func reverseName(_ address: IPAddress) -> DNSName {
-        switch address {
-        case .v4(let v4):
-            return try! DNSName(labels: v4.bytes.reversed().map { String($0) } + ["in-addr", "arpa"])
-        case .v6(let v6):
-            let nibbles = v6.bytes.reversed().flatMap { [$0 & 0x0F, $0 >> 4] }
-            return try! DNSName(labels: nibbles.map { String($0, radix: 16, uppercase: true) } + ["ip6", "arpa"])
-        }
-    }
+    public static func reverseName(_ address: IPAddress) -> DNSName { ReverseMapping.name(for: address) }
 }
