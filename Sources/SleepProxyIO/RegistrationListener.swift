@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import SleepProxyCore
+import SleepProxyWire
 
 #if canImport(Glibc)
 import Glibc
@@ -14,6 +15,9 @@ public final class RegistrationListener: Sendable {
     /// The fixed default port, advertised in the `_sleep-proxy._udp` SRV record. Apple's proxy picks a random
     /// port each start (sps-protocol §1.1); a fixed one lets firewalls and our own client be configured once.
     public static let defaultPort = 5599
+
+    /// Large enough for any UDP datagram, so an oversized one is seen whole and refused, never cut.
+    static let receiveBufferSize = 65_536
 
     public let port: Int
     private let channels: [Channel]
@@ -44,8 +48,11 @@ public final class RegistrationListener: Sendable {
     private static func bootstrap(group: EventLoopGroup, engine: RegistrationEngine, v6: Bool) -> DatagramBootstrap {
         // No SO_REUSEADDR: on Linux it lets a second UDP socket bind the same port, and two daemons would then
         // split the registrations between them. UDP has no TIME_WAIT, so a restart does not need it.
+        // NIO reads datagrams into 2048-byte buffers by default, which would truncate a large registration
+        // (Apple's client puts up to 8940 bytes in one UPDATE, sps-protocol §2.3); read whole datagrams.
         var bootstrap = DatagramBootstrap(group: group)
             .channelOption(.receivePacketInfo, value: true)
+            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: RegistrationListener.receiveBufferSize))
         if v6 {
             // linux-notes §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
             bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
@@ -82,6 +89,9 @@ private final class RegistrationInboundHandler: ChannelInboundHandler, Sendable 
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
+        // RFC 6762 §17: nothing larger is a valid message; dropping it here also bounds what the queue can hold
+        // (4096 datagrams of at most 9000 bytes).
+        guard envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
         self.engine.post(.datagram(
             bytes: Array(envelope.data.readableBytesView),
             remote: envelope.remoteAddress,

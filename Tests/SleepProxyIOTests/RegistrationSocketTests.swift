@@ -56,6 +56,22 @@ final class RegistrationSocketTests {
         #expect(replies == [Self.expectedReply(id: 0xDC65)])
     }
 
+    @Test func aRegistrationLargerThanAnMTUIsReadWhole() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        // 30 services: about 4 KB, more than NIO's default 2048-byte datagram buffer.
+        let services = (0..<30).map { ("Service \($0) with a long descriptive name._http._tcp", UInt16(8000 + $0)) }
+        let message = SampleRegistration.message(id: 0x77, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services)
+        let bytes = message.encoded(options: .appleUpdate)
+        #expect(bytes.count > 3000)
+        let replies = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [bytes])
+        #expect(replies.first??.prefix(4) == [0x00, 0x77, 0xA8, 0x00])
+        // Identical records (30 × "_services._dns-sd._udp PTR _http._tcp") are stored once.
+        let distinct = Set(message.updates.map { "\($0.name)|\($0.rdata)" }).count
+        #expect(distinct == message.updates.count - 29)
+        #expect(daemon.waitForOutput("\(distinct) records"))
+    }
+
     @Test func malformedGetsFormErrAndRefusedGetsSilence() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
