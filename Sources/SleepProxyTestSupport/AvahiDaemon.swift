@@ -72,12 +72,12 @@ public final class AvahiDaemon: @unchecked Sendable {
     /// Runs a client in the daemon's mount and network namespaces.
     @discardableResult
     public func run(_ arguments: [String], timeout: Duration = .seconds(20)) throws -> CommandResult {
-        try Command.run(["nsenter", "-t", "\(self.process.pid)", "-m", "-n", "--"] + arguments, timeout: timeout)
+        try Command.run(["nsenter", "-t", "\(self.process.pid)", "-m", "-n", "--", "setpriv", "--pdeathsig", "KILL", "--"] + arguments, timeout: timeout)
     }
 
     /// Publishes a service through this daemon (avahi-publish keeps it registered while it runs).
     public func publish(name: String, type: String, port: Int, txt: [String] = [], logName: String) throws {
-        let publisher = try self.host.spawn(["nsenter", "-t", "\(self.process.pid)", "-m", "--", "avahi-publish", "-s", name, type, "\(port)"] + txt, logName: logName)
+        let publisher = try self.host.spawn(["nsenter", "-t", "\(self.process.pid)", "-m", "--", "setpriv", "--pdeathsig", "KILL", "--", "avahi-publish", "-s", name, type, "\(port)"] + txt, logName: logName)
         guard publisher.waitForOutput("Established under name", timeout: 15) else {
             throw CommandError("avahi-publish did not register: \(publisher.output)")
         }

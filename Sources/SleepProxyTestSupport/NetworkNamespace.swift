@@ -48,8 +48,9 @@ public final class NetworkNamespace: @unchecked Sendable {
 
     deinit { self.close() }
 
-    /// `nsenter` arguments that run a command inside this namespace.
-    public var enter: [String] { ["nsenter", "-t", "\(self.pid)", "-n", "--"] }
+    /// `nsenter` arguments that run a command inside this namespace. The command gets SIGKILL if the test
+    /// process dies (PR_SET_PDEATHSIG through setpriv), so not even a short-lived client outlives a killed run.
+    public var enter: [String] { ["nsenter", "-t", "\(self.pid)", "-n", "--", "setpriv", "--pdeathsig", "KILL", "--"] }
 
     @discardableResult
     public func run(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
@@ -64,7 +65,7 @@ public final class NetworkNamespace: @unchecked Sendable {
     /// Starts a long-running process in the namespace; its output goes to `log`. Stop it by PID with
     /// `ManagedProcess.stop()`; `close()` stops whatever is still running.
     public func spawn(_ arguments: [String], log: URL) throws -> ManagedProcess {
-        let child = try ManagedProcess(arguments: self.enter + ["setpriv", "--pdeathsig", "KILL", "--"] + arguments, log: log)
+        let child = try ManagedProcess(arguments: self.enter + arguments, log: log)
         self.lock.withLock { self.children.append(child) }
         return child
     }

@@ -50,6 +50,11 @@ struct LabTests {
             #expect(printer.port == 8080)
             #expect(Set(printer.txt) == ["path=/x", "model=LP-1"])
             #expect(printer.addresses.contains("192.0.2.10"))
+            // And bound to the querier's IPv6 address, so it queries ff02::fb.
+            let java6 = try JmDNSDriver.browse(in: querier, bindAddress: "2001:db8::20", type: "_http._tcp.local.", directory: lab.directory)
+            let printer6 = try #require(java6.first { $0.name == "Lab Printer" }, "JmDNS over IPv6 found \(java6)")
+            #expect(printer6.port == 8080 && Set(printer6.txt) == ["path=/x", "model=LP-1"])
+            #expect(printer6.addresses.contains { $0.contains(":") }, "\(printer6.addresses)")
         } else {
             Issue.record("JmDNS is not installed (libjmdns-java, openjdk-17-jdk-headless)")
         }
