@@ -86,9 +86,14 @@ public final class JournalFile {
         self.size += bytes.count
     }
 
-    /// Whether the journal has grown enough to be rewritten.
+    /// Whether the journal has grown enough to be rewritten (best done while idle).
     public var needsCompaction: Bool {
         self.size > JournalFile.compactionMinimumBytes && self.size > JournalFile.compactionRatio * self.baseline
+    }
+
+    /// Whether it has grown so far that it must be rewritten now, busy or not.
+    public var mustCompact: Bool {
+        self.size > 2 * JournalFile.compactionMinimumBytes && self.size > 2 * JournalFile.compactionRatio * self.baseline
     }
 
     /// Rewrites the journal with one entry per live host: written to a new file, synced, renamed over the old

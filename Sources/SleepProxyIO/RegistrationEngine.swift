@@ -29,6 +29,8 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     /// Datagrams queued for the engine at most; beyond it they are dropped (and counted).
     static let mailboxCapacity = 4096
+    /// Registrations made durable (one fdatasync) and answered together at most.
+    static let maximumBatch = 32
     /// How often the interface list is re-read even when nothing asks for it.
     static let inventoryRefreshInterval: Duration = .seconds(30)
 
@@ -36,9 +38,11 @@ public final class RegistrationEngine: @unchecked Sendable {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
     }
 
-    /// A copy of the interesting numbers, readable from any thread.
+    /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
+    /// batch would cost more than the batch once thousands of hosts sleep.
     public struct Status: Sendable {
-        public var hosts: [OwnerRegistration] = []
+        public var hostCount = 0
+        public var recordCount = 0
         public var statistics = RegistrationStatistics()
         public var droppedDatagrams = 0
         public var persistenceFailures = 0
@@ -123,7 +127,18 @@ public final class RegistrationEngine: @unchecked Sendable {
             }
             let (events, stopped) = self.mailbox.take(timeout: timeout)
             if stopped { break }
-            self.process(events)
+            if events.isEmpty {
+                self.process([])
+            } else {
+                // Bounded batches: the first of a burst of registrations is answered after one sync of a few, not
+                // after the whole burst has been processed.
+                var start = 0
+                while start < events.count {
+                    let end = min(events.count, start + RegistrationEngine.maximumBatch)
+                    self.process(Array(events[start..<end]))
+                    start = end
+                }
+            }
         }
     }
 
@@ -165,10 +180,20 @@ public final class RegistrationEngine: @unchecked Sendable {
                 replies.removeAll()
             }
         }
+        // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
+        var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
         for (channel, remote, reply) in replies {
-            channel.writeAndFlush(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)), promise: nil)
+            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
         }
-        if self.journal.needsCompaction {
+        for (channel, envelopes) in byChannel.values {
+            channel.eventLoop.execute {
+                for envelope in envelopes { channel.write(envelope, promise: nil) }
+                channel.flush()
+            }
+        }
+        // Compaction stalls the engine for a write and three syncs, so it waits for a quiet moment (a wake-up
+        // with nothing queued) unless the journal has grown past twice the usual trigger.
+        if self.journal.needsCompaction, events.isEmpty || self.journal.mustCompact {
             do {
                 try self.journal.compact(Array(self.registrar.store.owners.values), timeBase: SystemClock.timeBase())
             } catch {
@@ -218,10 +243,12 @@ public final class RegistrationEngine: @unchecked Sendable {
     }
 
     private func publishStatus() {
-        let hosts = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+        let hostCount = self.registrar.store.hostCount
+        let recordCount = self.registrar.store.recordCount
         let statistics = self.registrar.statistics
         self.statusLock.withLock {
-            self.status.hosts = hosts
+            self.status.hostCount = hostCount
+            self.status.recordCount = recordCount
             self.status.statistics = statistics
             self.status.batches += 1
         }

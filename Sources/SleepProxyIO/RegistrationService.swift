@@ -31,6 +31,6 @@ public struct RegistrationService: Service {
         try? await gracefulShutdown()
         await listener.close()
         self.engine.stop()
-        self.logger.notice("registration service stopped; \(self.engine.currentStatus.hosts.count) sleeping hosts kept for the next start")
+        self.logger.notice("registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start")
     }
 }
