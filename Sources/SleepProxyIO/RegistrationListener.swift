@@ -16,8 +16,9 @@ public final class RegistrationListener: Sendable {
     /// port each start (sps-protocol §1.1); a fixed one lets firewalls and our own client be configured once.
     public static let defaultPort = 5599
 
-    /// Large enough for any UDP datagram, so an oversized one is seen whole and refused, never cut.
-    static let receiveBufferSize = 65_536
+    /// Larger than the 9000-byte message limit (RFC 6762 §17), so an oversized datagram shows as oversized and is
+    /// dropped, and no valid one is ever cut; not 64 KiB, which would be allocated for every datagram read.
+    static let receiveBufferSize = 9216
 
     public let port: Int
     private let channels: [Channel]
@@ -53,6 +54,7 @@ public final class RegistrationListener: Sendable {
         var bootstrap = DatagramBootstrap(group: group)
             .channelOption(.receivePacketInfo, value: true)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: RegistrationListener.receiveBufferSize))
+            .channelOption(.maxMessagesPerRead, value: 16)
         if v6 {
             // linux-notes §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
             bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
