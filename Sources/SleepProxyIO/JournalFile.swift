@@ -76,13 +76,27 @@ public final class JournalFile {
         Glibc.close(self.lockFD)
     }
 
+    /// Reads the journal back from disk (what is durable right now).
+    public func reread(timeBase: TimeBase) -> RegistrationJournal.Replay {
+        let bytes = (try? Data(contentsOf: URL(fileURLWithPath: self.path))).map(Array.init) ?? []
+        return RegistrationJournal.replay(bytes, timeBase: timeBase)
+    }
+
     /// Appends entries in one write and makes them durable with one fdatasync (group commit).
     public func append(_ entries: [RegistrationJournal.Entry], timeBase: TimeBase) throws {
         guard !entries.isEmpty else { return }
         var bytes: [UInt8] = []
         for entry in entries { bytes += RegistrationJournal.encode(entry, timeBase: timeBase) }
-        try self.writeAll(bytes, to: self.fd)
-        try retryingSyscall("fdatasync") { fdatasync(self.fd) }
+        do {
+            try self.writeAll(bytes, to: self.fd)
+            try retryingSyscall("fdatasync") { fdatasync(self.fd) }
+        } catch {
+            // A write cut short (ENOSPC, EIO) leaves half an entry: cut the file back to its last good length so
+            // later appends follow whole entries. Replay would skip the fragment anyway; this keeps it clean.
+            _ = ftruncate(self.fd, off_t(self.size))
+            _ = lseek(self.fd, 0, SEEK_END)
+            throw error
+        }
         self.size += bytes.count
     }
 

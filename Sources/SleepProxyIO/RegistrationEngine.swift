@@ -145,7 +145,6 @@ public final class RegistrationEngine: @unchecked Sendable {
     private func process(_ events: [Event]) {
         let now = SystemClock.now()
         if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
-        let before = self.registrar
         var entries: [RegistrationJournal.Entry] = []
         var replies: [(Channel, SocketAddress, [UInt8])] = []
 
@@ -173,11 +172,13 @@ public final class RegistrationEngine: @unchecked Sendable {
             do {
                 try self.journal.append(entries, timeBase: SystemClock.timeBase())
             } catch {
-                // Not durable, so not acknowledged: roll the state back and stay silent; the clients retry.
+                // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
+                // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
+                // store, copy-on-write, once thousands of hosts sleep.)
                 self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(entries.count) changes not acknowledged")
-                self.registrar = before
                 self.statusLock.withLock { self.status.persistenceFailures += 1 }
                 replies.removeAll()
+                self.reloadFromJournal()
             }
         }
         // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
@@ -201,6 +202,16 @@ public final class RegistrationEngine: @unchecked Sendable {
             }
         }
         self.publishStatus()
+    }
+
+    /// Replaces the in-memory state with what the journal holds (after a failed append).
+    private func reloadFromJournal() {
+        let replay = self.journal.reread(timeBase: SystemClock.timeBase())
+        var registrar = Registrar(configuration: self.configuration.registration)
+        for registration in replay.registrations { registrar.restore(registration) }
+        registrar.adoptStatistics(from: self.registrar)
+        self.registrar = registrar
+        self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
     }
 
     private func servedInterface(index: Int?, now: Timestamp) -> InterfaceInventory.Interface? {

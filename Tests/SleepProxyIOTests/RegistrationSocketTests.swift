@@ -97,6 +97,35 @@ final class RegistrationSocketTests {
         #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
     }
 
+    /// The state directory is a 64 KiB tmpfs (in a mount namespace of the daemon's own), so the journal fills
+    /// up: a registration that cannot be made durable must not be acknowledged, and the proxy keeps serving what
+    /// is on disk instead of what it could not write.
+    @Test func aRegistrationThatCannotBeWrittenIsNotAcknowledged() throws {
+        let state = self.lab.directory.appendingPathComponent("small-state")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        let script = "mount -t tmpfs -o size=64k sleepproxy-test \(state.path) && exec \(Daemon.executable.path) --interface eth0 --state-directory \(state.path) --log-level info"
+        let daemon = try self.proxy.spawn(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script], logName: "full-disk")
+        defer { daemon.stop() }
+        #expect(daemon.waitForOutput("listening for sleep proxy registrations", timeout: 15))
+        // Large registrations (about 4 KB each, 30 services) from one host: each renewal appends a whole host.
+        let services = (0..<30).map { ("Service \($0) with a long descriptive name._http._tcp", UInt16(8000 + $0)) }
+        var replies: [[UInt8]?] = []
+        for round in 0..<6 {
+            let payloads = (0..<4).map { n in
+                SampleRegistration.message(id: UInt16(round * 4 + n), mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services).encoded(options: .appleUpdate)
+            }
+            replies += try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1, payloads: payloads)
+        }
+        let answered = replies.filter { $0 != nil }.count
+        #expect(answered > 0 && answered < replies.count, "\(answered) of \(replies.count) answered")
+        // Once unanswered, never answered again while the disk stays full (no reply ever comes before durability).
+        if let firstSilence = replies.firstIndex(where: { $0 == nil }) {
+            #expect(replies[firstSilence...].allSatisfy { $0 == nil })
+        }
+        #expect(daemon.waitForOutput("cannot write"))
+        #expect(daemon.waitForOutput("state: reloaded 1 sleeping hosts from the journal"))
+    }
+
     /// Registrations stream in from 60 hosts; the daemon is killed with SIGKILL in the middle. Every registration
     /// that was acknowledged before the kill must be served again after a restart, with its remaining lease.
     @Test func sigkillLosesNothingAcknowledged() throws {

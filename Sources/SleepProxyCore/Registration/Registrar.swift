@@ -253,6 +253,9 @@ public struct Registrar: Sendable {
     /// Removes one host (hand-back, an administrator's forget); returns what it held.
     public mutating func remove(_ key: OwnerKey) -> OwnerRegistration? { self.store.remove(key) }
 
+    /// Keeps counting where `other` left off (when the state is rebuilt from durable storage).
+    public mutating func adoptStatistics(from other: Registrar) { self.statistics = other.statistics }
+
     /// Puts back a host read from durable storage at start-up.
     public mutating func restore(_ registration: OwnerRegistration) { self.store.upsert(registration) }
 }
