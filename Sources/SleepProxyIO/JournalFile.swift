@@ -52,7 +52,16 @@ public final class JournalFile {
             Glibc.close(lockFD)
             throw OpenError(description: "cannot open \(path): \(String(cString: strerror(errno)))")
         }
-        let bytes = (try? Data(contentsOf: URL(fileURLWithPath: path))).map(Array.init) ?? []
+        // A journal that exists but cannot be read must stop the start: carrying on as if it were empty would let
+        // the next compaction overwrite every registration it holds.
+        let bytes: [UInt8]
+        do {
+            bytes = try JournalFile.readAll(fd)
+        } catch {
+            Glibc.close(fd)
+            Glibc.close(lockFD)
+            throw OpenError(description: "cannot read \(path): \(error); the registrations in it are kept, fix the file or its disk and start again")
+        }
         let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
         if replay.intactLength < bytes.count, replay.problems.last?.reason.contains("torn") == true {
             // Only a torn tail is cut; damage in the middle stays for an operator to inspect until compaction.
@@ -77,9 +86,23 @@ public final class JournalFile {
     }
 
     /// Reads the journal back from disk (what is durable right now).
-    public func reread(timeBase: TimeBase) -> RegistrationJournal.Replay {
-        let bytes = (try? Data(contentsOf: URL(fileURLWithPath: self.path))).map(Array.init) ?? []
-        return RegistrationJournal.replay(bytes, timeBase: timeBase)
+    public func reread(timeBase: TimeBase) throws -> RegistrationJournal.Replay {
+        RegistrationJournal.replay(try JournalFile.readAll(self.fd), timeBase: timeBase)
+    }
+
+    /// The whole file through `fd`, from its start, leaving the offset at the end for appends.
+    private static func readAll(_ fd: Int32) throws -> [UInt8] {
+        let size = Int(try retryingSyscall("lseek") { lseek(fd, 0, SEEK_END) })
+        var bytes = [UInt8](repeating: 0, count: size)
+        var done = 0
+        while done < size {
+            let count = try bytes.withUnsafeMutableBytes { raw in
+                try retryingSyscall("pread") { pread(fd, raw.baseAddress! + done, size - done, off_t(done)) }
+            }
+            guard count > 0 else { break }
+            done += count
+        }
+        return Array(bytes[0..<done])
     }
 
     /// Appends entries in one write and makes them durable with one fdatasync (group commit).

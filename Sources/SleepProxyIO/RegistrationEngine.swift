@@ -206,7 +206,14 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     /// Replaces the in-memory state with what the journal holds (after a failed append).
     private func reloadFromJournal() {
-        let replay = self.journal.reread(timeBase: SystemClock.timeBase())
+        let replay: RegistrationJournal.Replay
+        do {
+            replay = try self.journal.reread(timeBase: SystemClock.timeBase())
+        } catch {
+            // Neither writable nor readable: keep serving what memory holds rather than forget every host.
+            self.logger.error("state: cannot read the journal back (\(error)); keeping the in-memory registrations")
+            return
+        }
         var registrar = Registrar(configuration: self.configuration.registration)
         for registration in replay.registrations { registrar.restore(registration) }
         registrar.adoptStatistics(from: self.registrar)

@@ -27,11 +27,14 @@ public enum SystemClock {
     private static let cachedBootID: [UInt8] = readBootID()
 
     private static func readBootID() -> [UInt8] {
+        // Unreadable: a random ID, which matches no stored one, so restored times go through the wall-clock rule
+        // instead of trusting a boot clock that may have restarted (a fixed fallback would match itself).
+        let unknown = (0..<16).map { _ in UInt8.random(in: 0...255) }
         guard let text = try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8) else {
-            return Array(repeating: 0, count: 16)
+            return unknown
         }
         let hex = Array(text.filter(\.isHexDigit).utf8)
-        guard hex.count == 32 else { return Array(repeating: 0, count: 16) }
+        guard hex.count == 32 else { return unknown }
         return stride(from: 0, to: 32, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
     }
 

@@ -136,3 +136,36 @@ struct JournalTests {
         }
     }
 }
+
+@Suite("Registration journal, large hosts")
+struct JournalLargeHostTests {
+    /// A host that registered in several parts can hold more than one 9000-byte message's worth of records; its
+    /// journal entry must still read back.
+    @Test func aHostLargerThanOneMessageSurvivesReplay() throws {
+        var registrar = Registrar()
+        let services = (0..<40).map { ("Service \($0) with a fairly long descriptive instance name._http._tcp", UInt16(8000 + $0)) }
+        var registration: OwnerRegistration?
+        for part in 0..<3 {
+            let slice = Array(services[(part * 40 / 3)..<((part + 1) * 40 / 3)])
+            // Ten distinct 400-byte TXT records per part: compression cannot shrink them.
+            let extra = (0..<10).map { n in
+                DNSResourceRecord(name: try! DNSName(parsing: "info\(part)-\(n).vm.local."), cacheFlush: true, ttl: 4500,
+                                  rdata: .txt(try! TXTRecord(strings: [Array(repeating: UInt8(0x61 + n), count: 200), Array(repeating: UInt8(0x41 + part), count: 200)])))
+            }
+            let message = Lab.registration(id: 0x99, services: slice, extra: extra)
+            #expect(message.encoded(options: .appleUpdate).count <= DNSMessage.maximumSize)
+            guard case .accepted(let acceptance) = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: Lab.t0) else {
+                Issue.record("part \(part) refused")
+                return
+            }
+            registration = acceptance.registration
+        }
+        let host = try #require(registration)
+        let base = TimeBase(bootID: JournalTests.bootA, now: Lab.t0, wallNanoseconds: JournalTests.wallAtT0)
+        let entry = RegistrationJournal.encode(.put(host), timeBase: base)
+        #expect(entry.count > DNSMessage.maximumSize)
+        let replay = RegistrationJournal.replay(entry, timeBase: base)
+        #expect(replay.problems.isEmpty, "\(replay.problems)")
+        #expect(replay.registrations == [host])
+    }
+}

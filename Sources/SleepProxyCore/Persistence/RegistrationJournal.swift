@@ -23,8 +23,10 @@ public enum RegistrationJournal {
     static let magic: [UInt8] = Array("SPJ1".utf8)
     static let headerLength = 12
     static let formatVersion: UInt8 = 1
-    /// A payload larger than any registration could be (a 9000-byte UPDATE plus metadata) marks a damaged length.
-    public static let maximumPayloadLength = 64 * 1024
+    /// A payload larger than this marks a damaged length. One entry is one whole host, merged from every part it
+    /// registered: at most 400 records (`defaultMaximumRecordsPerHost`), each from a message of at most 9000
+    /// bytes (RFC 6762 §17), so 3.6 MB; 16 MiB leaves room for hosts allowed more records.
+    public static let maximumPayloadLength = 16 * 1024 * 1024
 
     public enum Entry: Hashable, Sendable {
         case put(OwnerRegistration)
@@ -208,7 +210,7 @@ public enum RegistrationJournal {
             let granted = try integer(UInt32.self)
             let messageID = try integer(UInt16.self)
             let messageLength = Int(try integer(UInt32.self))
-            let message = try DNSMessage(decoding: Array(try take(messageLength)))
+            let message = try DNSMessage(decoding: Array(try take(messageLength)), maximumSize: maximumPayloadLength)
             guard let owner = message.ednsOptions?.owner else { throw DecodeError(description: "no owner") }
             let recordCount = Int(try integer(UInt16.self))
             guard recordCount == message.updates.count else { throw DecodeError(description: "record count mismatch") }

@@ -77,9 +77,17 @@ public struct DNSMessage: Hashable, Sendable {
         self = try bytes.withByteReader { (reader: inout ByteReader) throws(WireError) in try DNSMessage(from: &reader) }
     }
 
-    init(from reader: inout ByteReader) throws(WireError) {
-        guard reader.remaining <= DNSMessage.maximumSize else {
-            throw WireError(.tooLarge, at: 0, "message of \(reader.remaining) bytes (limit \(DNSMessage.maximumSize))")
+    /// Decodes a message that did not come from the network, with its own size bound: a host registered in
+    /// several UPDATEs holds more than one 9000-byte message's worth of records, and the proxy stores them as one.
+    public init(decoding bytes: [UInt8], maximumSize: Int) throws(WireError) {
+        self = try bytes.withByteReader { (reader: inout ByteReader) throws(WireError) in
+            try DNSMessage(from: &reader, maximumSize: maximumSize)
+        }
+    }
+
+    init(from reader: inout ByteReader, maximumSize: Int = DNSMessage.maximumSize) throws(WireError) {
+        guard reader.remaining <= maximumSize else {
+            throw WireError(.tooLarge, at: 0, "message of \(reader.remaining) bytes (limit \(maximumSize))")
         }
         self.id = try reader.readUInt16("ID")
         self.flags = DNSHeaderFlags(rawValue: try reader.readUInt16("flags"))

@@ -277,13 +277,8 @@ extension DNSName: Comparable {
 }
 
 extension ByteReader {
-    /// RFC 1035 §4.1.4 name decoding, with the checks a hostile sender cannot get past:
-    /// - a pointer must point strictly before the label sequence that contains it, so every hop moves backwards
-    ///   and no loop is possible;
-    /// - at most `maximumPointerHops` pointers are followed;
-    /// - labels are at most 63 bytes and label types 01 and 10 (RFC 6891 §5, obsolete) are refused;
-    /// - the decoded name is at most 255 bytes.
-    /// Afterwards `position` is just past the name as it appears here (past the first pointer, if any).
+    /// Reads a possibly compressed name (checks in `scanName`); afterwards `position` is just past the name as it
+    /// appears here (past the first pointer, if any).
     @inlinable
     mutating func readName() throws(WireError) -> DNSName {
         // Pass 1 validates and measures without allocating; pass 2 copies into one exact-size array (names are
