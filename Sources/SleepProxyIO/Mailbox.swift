@@ -10,7 +10,7 @@ final class Mailbox<Event>: @unchecked Sendable {
     private let condition = NSCondition()
     private var events: [Event] = []
     private var stopped = false
-    private(set) var dropped = 0
+    private var droppedCount = 0
     let capacity: Int
 
     init(capacity: Int) { self.capacity = capacity }
@@ -21,7 +21,7 @@ final class Mailbox<Event>: @unchecked Sendable {
         self.condition.lock()
         defer { self.condition.unlock() }
         guard !self.stopped, self.events.count < self.capacity else {
-            self.dropped += 1
+            self.droppedCount += 1
             return false
         }
         self.events.append(event)
@@ -39,6 +39,13 @@ final class Mailbox<Event>: @unchecked Sendable {
         let taken = self.events
         self.events.removeAll(keepingCapacity: true)
         return (taken, self.stopped)
+    }
+
+    /// Events refused because the queue was full or stopped.
+    var dropped: Int {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        return self.droppedCount
     }
 
     func stop() {

@@ -99,10 +99,15 @@ public final class RegistrationEngine: @unchecked Sendable {
         thread.start()
     }
 
-    /// Stops after the batch in progress; registrations stay in the journal for the next start.
+    /// Stops after the batch in progress; registrations stay in the journal for the next start. Safe to call
+    /// more than once.
     public func stop() {
         self.mailbox.stop()
-        if self.thread != nil { self.finished.wait() }
+        if self.thread != nil {
+            self.finished.wait()
+            // Leave the semaphore signalled, so a second stop() returns at once instead of waiting forever.
+            self.finished.signal()
+        }
     }
 
     public var currentStatus: Status {
