@@ -156,6 +156,7 @@ public struct Registrar: Sendable {
             grantedLease: granted,
             startedNewEpoch: !sameEpoch,
             replaced: sameEpoch ? nil : existing,
+            previous: existing,
             reply: Registrar.reply(id: id, rcode: .noError, lease: replyLease)
         ))
     }

@@ -99,5 +99,8 @@ public struct Acceptance: Hashable, Sendable {
     /// The host's previous state when this part replaced an earlier epoch, so the other parts of the proxy can
     /// stop acting on what it held.
     public var replaced: OwnerRegistration?
+    /// The host's state before this part, in this epoch or an earlier one (what the responder already
+    /// announced).
+    public var previous: OwnerRegistration?
     public var reply: [UInt8]
 }

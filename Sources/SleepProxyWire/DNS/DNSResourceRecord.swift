@@ -81,3 +81,25 @@ public struct DNSResourceRecord: Hashable, Sendable {
         writer.writeLengthPrefixed { self.rdata.write(to: &$0) }
     }
 }
+
+extension DNSRData {
+    /// The RDATA with every name written out in full (no compression): the form RFC 6762 §8.2 compares when two
+    /// hosts probe for one name at once, and an upper bound on the RDATA's size in any message.
+    public var uncompressedBytes: [UInt8] {
+        var writer = DNSWriter(options: DNSEncodingOptions(compressNames: false, compressSRVTarget: false), capacity: 64)
+        self.write(to: &writer)
+        return writer.bytes
+    }
+}
+
+extension DNSResourceRecord {
+    /// The record's size with no name compressed: an upper bound on what it adds to any message.
+    public var uncompressedWireLength: Int {
+        self.name.wireLength + 10 + self.rdata.uncompressedBytes.count
+    }
+
+    /// RFC 6762 §8.1 / RFC 2181 "identical": name, type, class and RDATA equal (TTL and cache-flush bit aside).
+    public func isIdentical(to other: DNSResourceRecord) -> Bool {
+        self.rrclass == other.rrclass && self.rdata == other.rdata && self.name == other.name
+    }
+}

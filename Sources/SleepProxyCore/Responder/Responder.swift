@@ -1,0 +1,546 @@
+import SleepProxyWire
+
+/// An RFC 6762 responder for the sleeping hosts' records and the proxy's own `_sleep-proxy._udp` service.
+///
+/// Pure: packets and time come in, transmissions and decisions go out as `ResponderAction`s; the records of
+/// sleeping hosts are read from the `RecordStore` passed in (the registration side owns it). Timers are
+/// deadlines: the caller runs `tick` at `nextDeadline()`.
+public struct Responder: Sendable {
+    public internal(set) var configuration: ResponderConfiguration
+    public internal(set) var statistics = ResponderStatistics()
+
+    /// Served interfaces by index, each with the proxy's own records and their probing state.
+    var own: [Int: OwnAdvertisement] = [:]
+    var jitter: Jitter
+    /// Multicast answers waiting for their deadline, per interface and family (RFC 6762 §6 delays, §6.2 rate
+    /// limit, aggregation).
+    var pending: [Channel: PendingResponse] = [:]
+    /// Queries with TC set, waiting for their known-answer continuation (RFC 6762 §7.2).
+    var held: [QuerySource: HeldQuery] = [:]
+    /// When each record was last multicast on each interface and family (RFC 6762 §5.4, §6.2).
+    var lastMulticast: [MulticastKey: Timestamp] = [:]
+    var announcements: [Announcement] = []
+    var goodbyes: [Goodbye] = []
+    /// Conflict times of the proxy's own names, for RFC 6762 §8.1's rename-storm back-off.
+    var recentConflicts: [Timestamp] = []
+
+    struct Channel: Hashable, Sendable {
+        var interfaceIndex: Int
+        var family: IPFamily
+    }
+
+    struct MulticastKey: Hashable, Sendable {
+        var channel: Channel
+        var name: DNSName
+        var rdata: DNSRData
+    }
+
+    struct QuerySource: Hashable, Sendable {
+        var address: IPAddress
+        var port: UInt16
+        var interfaceIndex: Int
+    }
+
+    /// A record to send, with the sleeping host it belongs to (nil for the proxy's own).
+    struct Answer: Hashable, Sendable {
+        var record: DNSResourceRecord
+        var owner: OwnerKey?
+    }
+
+    struct PendingResponse: Sendable {
+        var deadline: Timestamp
+        var answers: [Answer] = []
+        /// NSECs owed for names held uniquely without the asked type (additional section).
+        var negatives: [Answer] = []
+        /// Answers a probe: the rate limit is 250 ms instead of one second (RFC 6762 §6.2).
+        var probeDefence = false
+    }
+
+    struct HeldQuery: Sendable {
+        var deadline: Timestamp
+        var questions: [DNSQuestion]
+        var knownAnswers: [DNSResourceRecord]
+        var destination: IPAddress
+    }
+
+    struct Announcement: Sendable {
+        var owner: OwnerKey
+        var interfaceIndex: Int
+        var records: [DNSResourceRecord]
+        var next: Timestamp
+        var sent = 0
+    }
+
+    struct Goodbye: Sendable {
+        var owner: OwnerKey?
+        var interfaceIndex: Int
+        var records: [DNSResourceRecord]
+        var next: Timestamp
+        var sent = 0
+    }
+
+    public init(configuration: ResponderConfiguration) {
+        self.configuration = configuration
+        self.jitter = Jitter(state: configuration.seed)
+    }
+
+    // MARK: - Interfaces
+
+    /// Sets the interfaces to serve. New ones start probing for the proxy's own names; ones whose addresses
+    /// changed re-announce; ones that went away are forgotten (their pending output with them).
+    public mutating func setInterfaces(_ contexts: [InterfaceContext], now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        let indexes = Set(contexts.map(\.index))
+        for index in self.own.keys where !indexes.contains(index) {
+            self.own[index] = nil
+            self.pending = self.pending.filter { $0.key.interfaceIndex != index }
+            self.held = self.held.filter { $0.key.interfaceIndex != index }
+            self.announcements.removeAll { $0.interfaceIndex == index }
+            self.goodbyes.removeAll { $0.interfaceIndex == index }
+        }
+        for context in contexts {
+            let records = OwnAdvertisement.records(
+                for: context, instanceLabel: self.configuration.instanceLabel, hostLabel: self.configuration.hostLabel,
+                port: self.configuration.registrationPort)
+            if var existing = self.own[context.index] {
+                guard existing.context != context else { continue }
+                let old = existing.records
+                existing.context = context
+                existing.records = records
+                if existing.isEstablished {
+                    // RFC 6762 §8.4: changed data is announced again; vanished addresses get goodbyes.
+                    existing.phase = .announcing(sent: 0)
+                    existing.next = now
+                    let gone = old.filter { record in !records.contains { $0.isIdentical(to: record) } }
+                    if !gone.isEmpty { actions += self.transmitEverywhere(context: context, answers: gone.map { self.goodbyeCopy($0) }, additionals: []) }
+                }
+                self.own[context.index] = existing
+            } else {
+                self.own[context.index] = OwnAdvertisement(
+                    context: context, phase: .probing(sent: 0), next: now + self.jitter.milliseconds(MDNSRules.initialProbeDelay), records: records)
+            }
+        }
+        return actions
+    }
+
+    // MARK: - Registration events
+
+    /// A registration was accepted: announce what is new (sps-protocol §4.2: twice, a second apart; shared
+    /// records at once, unique ones after Apple's silent probing). Reverse-mapping PTRs are never announced.
+    public mutating func registered(_ registration: OwnerRegistration, previous: OwnerRegistration?, now: Timestamp) {
+        guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
+        let fresh = registration.records.map(\.record).filter { record in
+            guard !Self.isReverseMapping(record), !ProxiedRecord(record: record, registeredAt: now).isKeepalive else { return false }
+            return !(previous?.records.contains { $0.record.isIdentical(to: record) } ?? false)
+        }
+        // The host is back under the proxy's wing: goodbyes still queued for its earlier records are moot.
+        self.goodbyes.removeAll { $0.owner == registration.key }
+        self.announcements.removeAll { $0.owner == registration.key }
+        let shared = fresh.filter { !$0.cacheFlush }
+        let unique = fresh.filter(\.cacheFlush)
+        if !shared.isEmpty {
+            self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: shared, next: now))
+        }
+        if !unique.isEmpty {
+            self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: unique, next: now + MDNSRules.proxiedUniqueAnnouncementDelay))
+        }
+    }
+
+    /// A host's records are no longer proxied. Hand-back is silent (sps-protocol §5.1); expiry and an
+    /// administrator's removal send goodbyes (sps-protocol §8: three, two seconds apart), except for records
+    /// that someone else still holds.
+    public mutating func removed(_ registration: OwnerRegistration, reason: RemovalReason, now: Timestamp) {
+        let key = registration.key
+        self.announcements.removeAll { $0.owner == key }
+        self.goodbyes.removeAll { $0.owner == key }
+        for channel in Array(self.pending.keys) {
+            self.pending[channel]?.answers.removeAll { $0.owner == key }
+            self.pending[channel]?.negatives.removeAll { $0.owner == key }
+        }
+        guard reason == .expired || reason == .administrative, let index = self.interfaceIndex(named: key.interface) else { return }
+        let records = registration.records.map(\.record).filter { !ProxiedRecord(record: $0, registeredAt: now).isKeepalive }
+        if !records.isEmpty {
+            self.goodbyes.append(Goodbye(owner: key, interfaceIndex: index, records: records, next: now))
+        }
+    }
+
+    /// Goodbyes for the proxy's own records on every interface (RFC 6762 §10.1), for a clean shutdown. The
+    /// sleeping hosts' records are not withdrawn: they are kept for the next start.
+    public mutating func shutdown() -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        for advertisement in self.own.values where advertisement.isEstablished {
+            actions += self.transmitEverywhere(context: advertisement.context, answers: advertisement.records.map { self.goodbyeCopy($0) }, additionals: [])
+        }
+        self.own.removeAll()
+        self.pending.removeAll()
+        self.announcements.removeAll()
+        self.goodbyes.removeAll()
+        return actions
+    }
+
+    // MARK: - Timers
+
+    public func nextDeadline() -> Timestamp? {
+        var deadline: Timestamp? = nil
+        func consider(_ time: Timestamp?) {
+            guard let time else { return }
+            if deadline == nil || time < deadline! { deadline = time }
+        }
+        for response in self.pending.values where !response.answers.isEmpty || !response.negatives.isEmpty { consider(response.deadline) }
+        for query in self.held.values { consider(query.deadline) }
+        for advertisement in self.own.values { consider(advertisement.next) }
+        for announcement in self.announcements { consider(announcement.next) }
+        for goodbye in self.goodbyes { consider(goodbye.next) }
+        return deadline
+    }
+
+    /// Runs everything due at `now`.
+    public mutating func tick(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        // Held TC queries first: their answers may join a pending response due now.
+        for (source, query) in self.held where query.deadline <= now {
+            self.held[source] = nil
+            guard let context = self.own[source.interfaceIndex]?.context else { continue }
+            actions += self.answer(
+                questions: query.questions, knownAnswers: query.knownAnswers, source: source, destination: query.destination,
+                context: context, store: store, excluded: [], delayed: true, probing: false, now: now)
+        }
+        actions += self.runOwnAdvertisements(now: now)
+        actions += self.runAnnouncements(store: store, now: now)
+        actions += self.runGoodbyes(store: store, now: now)
+        actions += self.flushPending(store: store, now: now)
+        return actions
+    }
+
+    // MARK: - Receiving
+
+    /// One mDNS packet received on `interfaceIndex` from `source`:`sourcePort`, sent to `destination` (the group
+    /// or one of the proxy's addresses, from packet info).
+    public mutating func receive(
+        _ bytes: [UInt8], from source: IPAddress, port sourcePort: UInt16, destination: IPAddress?, interfaceIndex: Int,
+        store: RecordStore, now: Timestamp
+    ) -> [ResponderAction] {
+        guard let context = self.own[interfaceIndex]?.context else { return [] }
+        // RFC 6762 §11: only on-link peers (NIO cannot report the received TTL, so the source decides).
+        guard context.isOnLink(source) else {
+            self.statistics.offLink += 1
+            return []
+        }
+        let message: DNSMessage
+        do {
+            message = try DNSMessage(decoding: bytes)
+        } catch {
+            self.statistics.malformed += 1
+            return []
+        }
+        // RFC 6762 §18.3: only standard queries (and their responses) are mDNS; anything else is ignored.
+        guard message.flags.opcode == .query else { return [] }
+
+        var actions: [ResponderAction] = []
+        var excluded: Set<OwnerKey> = []
+        if let handBack = self.handBack(message, context: context, store: store, now: now) {
+            actions.append(handBack)
+            if case .handBack(let key, _) = handBack { excluded.insert(key) }
+        }
+        if message.flags.isResponse {
+            // RFC 6762 §6: responses not from port 5353 are ignored (§6.7: they are no mDNS responses).
+            guard sourcePort == MDNSRules.port else { return actions }
+            self.statistics.responsesSeen += 1
+            actions += self.inspectResponse(message, from: source, context: context, store: store, excluded: excluded, now: now)
+            return actions
+        }
+
+        self.statistics.queries += 1
+        let querySource = QuerySource(address: source, port: sourcePort, interfaceIndex: interfaceIndex)
+        let legacy = sourcePort != MDNSRules.port
+        if legacy {
+            self.statistics.legacyQueries += 1
+            actions += self.answerLegacy(message, source: querySource, context: context, store: store, excluded: excluded)
+            return actions
+        }
+        actions += self.checkSimultaneousProbe(message, context: context, now: now)
+
+        // RFC 6762 §7.2: a query with TC, or a continuation of one, waits for the rest of its known answers.
+        if var query = self.held[querySource] {
+            query.questions += message.questions.prefix(max(0, MDNSRules.maximumKnownAnswers - query.questions.count))
+            query.knownAnswers += message.answers.prefix(max(0, MDNSRules.maximumKnownAnswers - query.knownAnswers.count))
+            self.held[querySource] = query
+            return actions
+        }
+        if message.flags.isTruncated {
+            guard !message.questions.isEmpty, self.held.count < MDNSRules.maximumHeldQueries else { return actions }
+            self.held[querySource] = HeldQuery(
+                deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), questions: message.questions,
+                knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup))
+            return actions
+        }
+        let skipped = self.identicalProbeNames(message, context: context, store: store)
+        let questions = message.questions.filter { !skipped.contains($0.name) }
+        guard !questions.isEmpty else { return actions }
+        actions += self.answer(
+            questions: questions, knownAnswers: message.answers, source: querySource, destination: destination ?? .v4(.mdnsGroup),
+            context: context, store: store, excluded: excluded, delayed: false, probing: !message.authorities.isEmpty, now: now)
+        return actions
+    }
+
+    // MARK: - Hand-back (sps-protocol §5.1)
+
+    private mutating func handBack(_ message: DNSMessage, context: InterfaceContext, store: RecordStore, now: Timestamp) -> ResponderAction? {
+        guard let owner = message.ednsOptions?.owner, owner.version == 0 else { return nil }
+        let key = OwnerKey(interface: context.name, primaryMAC: owner.primaryMAC)
+        guard let registration = store[key] else { return nil }
+        guard registration.owner.sequence != owner.sequence || now - registration.registeredAt > MDNSRules.handBackGrace else { return nil }
+        self.statistics.handBacks += 1
+        return .handBack(key, sequence: owner.sequence)
+    }
+
+    // MARK: - Responses: conflicts and duplicate answers
+
+    private mutating func inspectResponse(
+        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, now: Timestamp
+    ) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        var reported: Set<OwnerKey> = []
+        var ownConflict = false
+        let channel = Channel(interfaceIndex: context.index, family: IPFamily(source))
+        for record in message.answers + message.additionals where record.type != .opt && record.type != .nsec {
+            // RFC 6762 §7.4: another responder multicast an answer we were about to give; ours is redundant.
+            if record.ttl > 0, var response = self.pending[channel] {
+                let before = response.answers.count
+                response.answers.removeAll { $0.record.isIdentical(to: record) && MDNSRules.knownAnswerSuppresses(knownTTL: record.ttl, ourTTL: $0.record.ttl) }
+                if response.answers.count != before {
+                    self.statistics.suppressedAsDuplicate += before - response.answers.count
+                    self.pending[channel] = response
+                }
+            }
+            guard record.ttl > 0 else { continue }  // A goodbye claims nothing.
+            let held = self.heldRecords(named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true)
+            if held.isEmpty || held.contains(where: { $0.record.isIdentical(to: record) }) { continue }  // RFC 6762 §9: identical is no conflict.
+            for answer in held where answer.record.cacheFlush && answer.record.type == record.type && answer.record.rrclass == record.rrclass {
+                if let owner = answer.owner {
+                    if reported.insert(owner).inserted {
+                        self.statistics.conflicts += 1
+                        actions.append(.conflict(owner, record: record, from: source))
+                    }
+                } else {
+                    ownConflict = true
+                }
+            }
+            // RFC 6762 §8.1: while probing, any record of the name in a response is a conflict, whatever its type.
+            if !ownConflict, let advertisement = self.own[context.index], advertisement.isProbing,
+                advertisement.records.contains(where: { $0.cacheFlush && $0.name == record.name })
+            {
+                ownConflict = true
+            }
+            if ownConflict { break }
+        }
+        if ownConflict { actions += self.rename(conflictingName: message.answers.first { self.isOwnUniqueName($0.name, context: context) }?.name, now: now) }
+        return actions
+    }
+
+    private func isOwnUniqueName(_ name: DNSName, context: InterfaceContext) -> Bool {
+        self.own[context.index]?.records.contains { $0.cacheFlush && $0.name == name } ?? false
+    }
+
+    /// RFC 6762 §9: a conflicting name is changed and probed again, on every interface (one name everywhere).
+    mutating func rename(conflictingName: DNSName?, now: Timestamp) -> [ResponderAction] {
+        self.recentConflicts = self.recentConflicts.filter { now - $0 < .seconds(10) } + [now]
+        let hostName = OwnAdvertisement.hostName(self.configuration.hostLabel)
+        if let conflictingName, conflictingName == hostName {
+            self.configuration.hostLabel = OwnAdvertisement.renamedHost(self.configuration.hostLabel)
+        } else {
+            self.configuration.instanceLabel = OwnAdvertisement.renamedInstance(self.configuration.instanceLabel)
+        }
+        self.statistics.renames += 1
+        // RFC 6762 §8.1: after 15 conflicts in ten seconds, wait five seconds before probing again.
+        let delay = self.recentConflicts.count >= MDNSRules.conflictStormCount ? MDNSRules.conflictStormDelay : self.jitter.milliseconds(MDNSRules.initialProbeDelay)
+        for (index, var advertisement) in self.own {
+            advertisement.records = OwnAdvertisement.records(
+                for: advertisement.context, instanceLabel: self.configuration.instanceLabel, hostLabel: self.configuration.hostLabel,
+                port: self.configuration.registrationPort)
+            advertisement.phase = .probing(sent: 0)
+            advertisement.next = now + delay
+            self.own[index] = advertisement
+        }
+        return [.renamed(instanceLabel: self.configuration.instanceLabel, hostLabel: self.configuration.hostLabel)]
+    }
+
+    // MARK: - Probing the proxy's own names (RFC 6762 §8)
+
+    /// RFC 6762 §8.2: two hosts probing for one name at once compare their proposed records; the
+    /// lexicographically later set wins, the loser waits a second and probes again. Our own probe, looped
+    /// back, is identical and ignored.
+    private mutating func checkSimultaneousProbe(_ message: DNSMessage, context: InterfaceContext, now: Timestamp) -> [ResponderAction] {
+        guard !message.authorities.isEmpty, var advertisement = self.own[context.index], advertisement.isProbing else { return [] }
+        let ourNames = Set(advertisement.records.filter(\.cacheFlush).map(\.name))
+        for name in ourNames {
+            let theirs = message.authorities.filter { $0.name == name }
+            guard !theirs.isEmpty else { continue }
+            let ours = advertisement.records.filter { $0.cacheFlush && $0.name == name }
+            switch Self.compareProbeSets(ours, theirs) {
+            case .orderedAscending:
+                advertisement.phase = .probing(sent: 0)
+                advertisement.next = now + MDNSRules.probeTieBreakDelay
+                self.own[context.index] = advertisement
+                return []
+            case .orderedSame, .orderedDescending:
+                continue
+            }
+        }
+        return []
+    }
+
+    enum Order { case orderedAscending, orderedSame, orderedDescending }
+
+    /// RFC 6762 §8.2.1: sort each side by class, type, then raw RDATA, and compare pairwise; the side that runs
+    /// out first is the earlier.
+    static func compareProbeSets(_ ours: [DNSResourceRecord], _ theirs: [DNSResourceRecord]) -> Order {
+        func key(_ record: DNSResourceRecord) -> [UInt8] {
+            let rrclass = record.rrclass.rawValue & 0x7FFF
+            let type = record.type.rawValue
+            return [UInt8(rrclass >> 8), UInt8(rrclass & 0xFF), UInt8(type >> 8), UInt8(type & 0xFF)] + record.rdata.uncompressedBytes
+        }
+        let a = ours.map(key).sorted { $0.lexicographicallyPrecedes($1) }
+        let b = theirs.map(key).sorted { $0.lexicographicallyPrecedes($1) }
+        for (x, y) in zip(a, b) where x != y {
+            return x.lexicographicallyPrecedes(y) ? .orderedAscending : .orderedDescending
+        }
+        if a.count == b.count { return .orderedSame }
+        return a.count < b.count ? .orderedAscending : .orderedDescending
+    }
+
+    private mutating func runOwnAdvertisements(now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        for (index, var advertisement) in self.own {
+            guard let next = advertisement.next, next <= now else { continue }
+            let unique = advertisement.records.filter(\.cacheFlush)
+            switch advertisement.phase {
+            case .probing(let sent) where sent < MDNSRules.probeCount:
+                // QU questions of type ANY for each name, the proposed records in the authority section.
+                let names = unique.reduce(into: [DNSName]()) { if !$0.contains($1.name) { $0.append($1.name) } }
+                let probe = DNSMessage(questions: names.map { DNSQuestion(name: $0, type: .any, unicastResponse: true) }, authorities: unique)
+                actions += self.transmitEverywhere(context: advertisement.context, message: probe)
+                advertisement.phase = .probing(sent: sent + 1)
+                advertisement.next = now + MDNSRules.probeInterval
+            case .probing, .announcing:
+                // The probes went unanswered (or an announcement is due): announce, twice, a second apart.
+                let sent: Int
+                if case .announcing(let count) = advertisement.phase { sent = count } else { sent = 0 }
+                actions += self.transmitEverywhere(context: advertisement.context, answers: advertisement.records, additionals: Self.nsecs(for: unique))
+                self.noteMulticast(advertisement.records, interfaceIndex: index, context: advertisement.context, now: now)
+                if sent + 1 >= MDNSRules.announcementCount {
+                    advertisement.phase = .established
+                    advertisement.next = nil
+                } else {
+                    advertisement.phase = .announcing(sent: sent + 1)
+                    advertisement.next = now + MDNSRules.announcementInterval
+                }
+            case .established:
+                advertisement.next = nil
+            }
+            self.own[index] = advertisement
+        }
+        return actions
+    }
+
+    // MARK: - Announcements and goodbyes of proxied records
+
+    private mutating func runAnnouncements(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        var remaining: [Announcement] = []
+        for var announcement in self.announcements {
+            guard announcement.next <= now else {
+                remaining.append(announcement)
+                continue
+            }
+            guard let context = self.own[announcement.interfaceIndex]?.context, let registration = store[announcement.owner] else { continue }
+            let current = announcement.records.filter { record in registration.records.contains { $0.record.isIdentical(to: record) } }
+            guard !current.isEmpty else { continue }
+            // sps-protocol §4.2 / RFC 6762 §8.3: the first announcement of unique records carries their NSEC.
+            let nsecs = announcement.sent == 0 ? Self.nsecs(for: registration.records.map(\.record).filter { record in
+                record.cacheFlush && current.contains { $0.name == record.name }
+            }) : []
+            actions += self.transmitEverywhere(context: context, answers: current, additionals: nsecs)
+            self.noteMulticast(current, interfaceIndex: announcement.interfaceIndex, context: context, now: now)
+            announcement.sent += 1
+            if announcement.sent < MDNSRules.announcementCount {
+                announcement.next = now + MDNSRules.announcementInterval
+                announcement.records = current
+                remaining.append(announcement)
+            }
+        }
+        self.announcements = remaining
+        return actions
+    }
+
+    private mutating func runGoodbyes(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        var remaining: [Goodbye] = []
+        for var goodbye in self.goodbyes {
+            guard goodbye.next <= now else {
+                remaining.append(goodbye)
+                continue
+            }
+            guard let context = self.own[goodbye.interfaceIndex]?.context else { continue }
+            // A record another host (or the proxy itself) still holds must not be flushed from caches: the
+            // `_services._dns-sd._udp` PTRs most hosts register are the usual case.
+            let withdrawn = goodbye.records.filter { record in
+                !self.heldRecords(named: record.name, context: context, store: store, excluded: [], includeUnverified: true)
+                    .contains { $0.record.isIdentical(to: record) }
+            }
+            if !withdrawn.isEmpty {
+                actions += self.transmitEverywhere(context: context, answers: withdrawn.map { self.goodbyeCopy($0) }, additionals: [])
+            }
+            goodbye.sent += 1
+            goodbye.records = withdrawn
+            if goodbye.sent < MDNSRules.goodbyeCount, !withdrawn.isEmpty {
+                goodbye.next = now + MDNSRules.goodbyeInterval
+                remaining.append(goodbye)
+            }
+        }
+        self.goodbyes = remaining
+        return actions
+    }
+
+    func goodbyeCopy(_ record: DNSResourceRecord) -> DNSResourceRecord {
+        var copy = record
+        copy.ttl = 0
+        return copy
+    }
+
+    // MARK: - Helpers
+
+    func interfaceIndex(named name: String) -> Int? {
+        self.own.first { $0.value.context.name == name }?.key
+    }
+
+    static func isReverseMapping(_ record: DNSResourceRecord) -> Bool {
+        record.type == .ptr && ReverseMapping.address(from: record.name) != nil
+    }
+
+    /// The families the interface can multicast on: IPv4 needs an IPv4 address (the group is joined by
+    /// address), IPv6 any IPv6 address (link-local at least).
+    static func families(of context: InterfaceContext) -> [IPFamily] {
+        var families: [IPFamily] = []
+        if context.prefixes.contains(where: { if case .v4 = $0.address { return true } else { return false } }) { families.append(.v4) }
+        if context.prefixes.contains(where: { if case .v6 = $0.address { return true } else { return false } }) { families.append(.v6) }
+        return families
+    }
+
+    mutating func noteMulticast(_ records: [DNSResourceRecord], interfaceIndex: Int, context: InterfaceContext, now: Timestamp) {
+        for family in Self.families(of: context) {
+            for record in records {
+                self.lastMulticast[MulticastKey(channel: Channel(interfaceIndex: interfaceIndex, family: family), name: record.name, rdata: record.rdata)] = now
+            }
+        }
+        self.pruneMulticastHistory(now: now)
+    }
+
+    /// Entries older than the longest TTL no longer matter (RFC 6762 §5.4 looks back a quarter TTL, §6.2 one
+    /// second); dropping them keeps the table proportional to what is being multicast.
+    mutating func pruneMulticastHistory(now: Timestamp) {
+        guard self.lastMulticast.count > 4096 else { return }
+        let horizon = Duration.seconds(Int64(MDNSRules.otherRecordTTL) / 4 + 1)
+        self.lastMulticast = self.lastMulticast.filter { now - $0.value < horizon }
+    }
+}

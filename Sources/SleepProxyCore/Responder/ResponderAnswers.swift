@@ -1,0 +1,369 @@
+import SleepProxyWire
+
+/// Finding answers, their additional records and negative answers, and packing them into packets.
+extension Responder {
+    /// Every record held at `name` on the interface: the sleeping hosts' (except `excluded` owners) and the
+    /// proxy's own (only once probing has finished, unless `includeUnverified`).
+    func heldRecords(named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool) -> [Answer] {
+        var result: [Answer] = []
+        for (owner, record) in store.records(named: name, on: context.name) where !excluded.contains(owner) {
+            result.append(Answer(record: record.record, owner: owner))
+        }
+        if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
+            for record in advertisement.records where record.name == name {
+                result.append(Answer(record: record, owner: nil))
+            }
+        }
+        return result
+    }
+
+    /// The answers to a set of questions after known-answer suppression (RFC 6762 §7.1), with the NSECs owed
+    /// for names the proxy owns uniquely but lacking the asked type (RFC 6762 §6.1). Identical records from
+    /// several owners appear once (sps-protocol §4.1 step 6).
+    mutating func collectAnswers(
+        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+    ) -> (answers: [(question: DNSQuestion, answer: Answer)], negatives: [Answer]) {
+        var answers: [(question: DNSQuestion, answer: Answer)] = []
+        var negatives: [Answer] = []
+        var seen = RecordDeduplicator()
+        let known = KnownAnswers(knownAnswers)
+        for question in questions where question.qclass == .in || question.qclass == .any {
+            let held = self.heldRecords(named: question.name, context: context, store: store, excluded: excluded, includeUnverified: false)
+            guard !held.isEmpty else { continue }
+            var matched = false
+            for answer in held where question.type == .any || answer.record.type == question.type {
+                matched = true
+                if known.suppresses(answer.record) {
+                    self.statistics.suppressedByKnownAnswer += 1
+                    continue
+                }
+                if seen.insert(answer.record) { answers.append((question, answer)) }
+            }
+            if !matched {
+                let unique = held.filter(\.record.cacheFlush)
+                for nsec in Self.nsecs(for: unique.map(\.record)) where seen.insert(nsec) {
+                    negatives.append(Answer(record: nsec, owner: unique.first?.owner))
+                }
+            }
+        }
+        return (answers, negatives)
+    }
+
+    /// Additional records (RFC 6763 §12, RFC 6762 §6.1 via sps-protocol §8): a PTR brings its target's SRV and
+    /// TXT, an SRV its target's addresses, an address record the other family's; a uniquely owned host name
+    /// lacking one family gets an NSEC saying so. Records already in `answers` are left out.
+    func additionals(for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>) -> [DNSResourceRecord] {
+        var seen = RecordDeduplicator()
+        for answer in answers { _ = seen.insert(answer) }
+        var result: [DNSResourceRecord] = []
+        var hosts: [(name: DNSName, skip: DNSRecordType?)] = []
+        func held(_ name: DNSName) -> [Answer] {
+            self.heldRecords(named: name, context: context, store: store, excluded: excluded, includeUnverified: false)
+        }
+        for answer in answers {
+            switch answer.rdata {
+            case .ptr(let ptr) where !Self.isReverseMapping(answer):
+                for record in held(ptr.target) where record.record.type == .srv || record.record.type == .txt {
+                    if seen.insert(record.record) { result.append(record.record) }
+                    if case .srv(let srv) = record.record.rdata { hosts.append((srv.target, nil)) }
+                }
+            case .srv(let srv):
+                hosts.append((srv.target, nil))
+            case .a:
+                hosts.append((answer.name, .a))
+            case .aaaa:
+                hosts.append((answer.name, .aaaa))
+            default:
+                break
+            }
+        }
+        var visited: [DNSName] = []
+        for (name, skip) in hosts where !visited.contains(name) {
+            visited.append(name)
+            let records = held(name)
+            for record in records where (record.record.type == .a || record.record.type == .aaaa) && record.record.type != skip {
+                if seen.insert(record.record) { result.append(record.record) }
+            }
+            let unique = records.filter(\.record.cacheFlush).map(\.record)
+            let hasBoth = unique.contains { $0.type == .a } && unique.contains { $0.type == .aaaa }
+            if !unique.isEmpty, !hasBoth {
+                for nsec in Self.nsecs(for: unique) where seen.insert(nsec) { result.append(nsec) }
+            }
+        }
+        return result
+    }
+
+    /// RFC 6762 §6.1: one NSEC per uniquely owned name, naming itself as next, listing the types held there;
+    /// cache-flush set, the TTL of the records it speaks for.
+    static func nsecs(for uniqueRecords: [DNSResourceRecord]) -> [DNSResourceRecord] {
+        var names: [DNSName] = []
+        for record in uniqueRecords where !names.contains(record.name) { names.append(record.name) }
+        return names.map { name in
+            let here = uniqueRecords.filter { $0.name == name }
+            let types = Set(here.map(\.type)).filter { $0 != .nsec && $0 != .opt }
+            let ttl = here.map(\.ttl).min() ?? MDNSRules.hostRecordTTL
+            return DNSResourceRecord(name: name, cacheFlush: true, ttl: ttl, rdata: .nsec(NSECRecord(nextName: name, types: types.sorted { $0.rawValue < $1.rawValue })))
+        }
+    }
+
+    /// The question names whose probe (authority section) is identical to what we hold: our own probe looped
+    /// back, or a woken host re-probing the very records we hold for it. sps-protocol §8: not answered.
+    func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> Set<DNSName> {
+        guard !message.authorities.isEmpty else { return [] }
+        var names: Set<DNSName> = []
+        for question in message.questions {
+            let proposed = message.authorities.filter { $0.name == question.name }
+            guard !proposed.isEmpty else { continue }
+            let held = self.heldRecords(named: question.name, context: context, store: store, excluded: [], includeUnverified: true)
+            if proposed.allSatisfy({ record in held.contains { $0.record.isIdentical(to: record) } }) { names.insert(question.name) }
+        }
+        return names
+    }
+
+    // MARK: - Answering multicast-port queries (RFC 6762 §5.4, §5.5, §6)
+
+    mutating func answer(
+        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], source: QuerySource, destination: IPAddress, context: InterfaceContext,
+        store: RecordStore, excluded: Set<OwnerKey>, delayed: Bool, probing: Bool, now: Timestamp
+    ) -> [ResponderAction] {
+        let (answers, negatives) = self.collectAnswers(questions: questions, knownAnswers: knownAnswers, context: context, store: store, excluded: excluded)
+        guard !answers.isEmpty || !negatives.isEmpty else { return [] }
+        self.statistics.answeredQueries += 1
+        let channel = Channel(interfaceIndex: context.index, family: IPFamily(source.address))
+        // RFC 6762 §5.5: a query sent to our unicast address is answered by unicast.
+        let direct: Bool
+        switch destination {
+        case .v4(let v4): direct = !v4.isMulticast
+        case .v6(let v6): direct = !v6.isMulticast
+        }
+        var unicast: [DNSResourceRecord] = []
+        var multicast: [Answer] = []
+        for (question, answer) in answers {
+            if direct {
+                unicast.append(answer.record)
+            } else if question.unicastResponse,
+                let last = self.lastMulticast[MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)],
+                now - last < MDNSRules.quarterTTL(answer.record.ttl)
+            {
+                // RFC 6762 §5.4: QU is honoured when the record was multicast within a quarter of its TTL;
+                // otherwise the answer is multicast so that every cache on the link refreshes.
+                unicast.append(answer.record)
+            } else {
+                multicast.append(answer)
+            }
+        }
+        let wantsUnicast = direct || questions.contains(where: \.unicastResponse)
+        var actions: [ResponderAction] = []
+        if !unicast.isEmpty || (wantsUnicast && multicast.isEmpty && !negatives.isEmpty) {
+            let extra = self.additionals(for: unicast, context: context, store: store, excluded: excluded) + (multicast.isEmpty ? negatives.map(\.record) : [])
+            for (message, bytes) in Self.pack(answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
+                self.statistics.packetsSent += 1
+                actions.append(.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: message, bytes: bytes)))
+            }
+        }
+        if !multicast.isEmpty || (!wantsUnicast && !negatives.isEmpty) {
+            // RFC 6762 §6: unique answers go at once, shared ones after 20–120 ms; a held TC query already waited.
+            let allUnique = multicast.allSatisfy(\.record.cacheFlush)
+            let delay: Duration = delayed || allUnique ? .zero : self.jitter.milliseconds(MDNSRules.sharedAnswerDelay)
+            var response = self.pending[channel] ?? PendingResponse(deadline: now + delay)
+            if response.answers.isEmpty && response.negatives.isEmpty { response.deadline = now + delay }
+            response.deadline = min(response.deadline, now + delay)
+            var seen = RecordDeduplicator()
+            for answer in response.answers { _ = seen.insert(answer.record) }
+            for answer in multicast where seen.insert(answer.record) { response.answers.append(answer) }
+            for negative in negatives where seen.insert(negative.record) { response.negatives.append(negative) }
+            if probing { response.probeDefence = true }
+            self.pending[channel] = response
+        }
+        return actions
+    }
+
+    /// Sends the multicast responses that are due, holding back any record multicast less than a second ago
+    /// (RFC 6762 §6.2; 250 ms when defending against a probe) and dropping answers whose owner went away.
+    mutating func flushPending(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+        var actions: [ResponderAction] = []
+        for (channel, response) in self.pending where response.deadline <= now {
+            guard let advertisement = self.own[channel.interfaceIndex], Self.families(of: advertisement.context).contains(channel.family) else {
+                self.pending[channel] = nil
+                continue
+            }
+            let context = advertisement.context
+            func stillHeld(_ answer: Answer) -> Bool {
+                if let owner = answer.owner {
+                    guard let registration = store[owner] else { return false }
+                    return answer.record.type == .nsec || registration.records.contains { $0.record.isIdentical(to: answer.record) }
+                }
+                return advertisement.isEstablished && (answer.record.type == .nsec || advertisement.records.contains { $0.isIdentical(to: answer.record) })
+            }
+            let limit = response.probeDefence ? MDNSRules.probeDefenceRateLimit : MDNSRules.multicastRateLimit
+            var ready: [DNSResourceRecord] = []
+            var later = PendingResponse(deadline: now + limit)
+            for answer in response.answers where stillHeld(answer) {
+                if let last = self.lastMulticast[MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)], now - last < limit {
+                    later.answers.append(answer)
+                    later.deadline = min(later.deadline, last + limit)
+                } else {
+                    ready.append(answer.record)
+                }
+            }
+            let negatives = response.negatives.filter(stillHeld).map(\.record)
+            if !ready.isEmpty || !negatives.isEmpty {
+                let extra = self.additionals(for: ready, context: context, store: store, excluded: []) + negatives
+                for (message, bytes) in Self.pack(answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
+                    self.statistics.packetsSent += 1
+                    actions.append(.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family), message: message, bytes: bytes)))
+                    for record in message.answers + message.additionals {
+                        self.lastMulticast[MulticastKey(channel: channel, name: record.name, rdata: record.rdata)] = now
+                    }
+                }
+            }
+            self.pending[channel] = later.answers.isEmpty ? nil : later
+        }
+        self.pruneMulticastHistory(now: now)
+        return actions
+    }
+
+    // MARK: - Legacy unicast (RFC 6762 §6.7)
+
+    /// A query from a port other than 5353: a one-shot resolver. Answered at once, by unicast to its address and
+    /// port, echoing ID and questions, with TTLs of at most 10 s and no cache-flush bits.
+    mutating func answerLegacy(_ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>) -> [ResponderAction] {
+        let (answers, negatives) = self.collectAnswers(questions: query.questions, knownAnswers: query.answers, context: context, store: store, excluded: excluded)
+        guard !answers.isEmpty || !negatives.isEmpty else { return [] }
+        self.statistics.answeredQueries += 1
+        func legacy(_ record: DNSResourceRecord) -> DNSResourceRecord {
+            var copy = record
+            copy.cacheFlush = false
+            copy.ttl = min(copy.ttl, MDNSRules.legacyUnicastMaximumTTL)
+            return copy
+        }
+        let records = answers.map(\.answer.record)
+        let extra = self.additionals(for: records, context: context, store: store, excluded: excluded) + negatives.map(\.record)
+        // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
+        var limit = MDNSRules.legacyPayloadWithoutEDNS
+        if let size = query.opt?.ednsHeader?.udpPayloadSize { limit = min(DNSMessage.maximumSize, max(limit, Int(size))) }
+        var response = DNSMessage(
+            id: query.id, flags: DNSHeaderFlags(response: true, authoritative: true), questions: query.questions,
+            answers: records.map(legacy), additionals: extra.map(legacy))
+        var bytes = response.encoded(options: .mdns)
+        if bytes.count > limit {
+            response.additionals = []
+            bytes = response.encoded(options: .mdns)
+            while bytes.count > limit && !response.answers.isEmpty {
+                response.answers.removeLast()
+                response.flags.isTruncated = true
+                bytes = response.encoded(options: .mdns)
+            }
+        }
+        self.statistics.packetsSent += 1
+        return [.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: response, bytes: bytes))]
+    }
+
+    // MARK: - Packets
+
+    /// Answers and additionals in as few response packets as fit `limit` bytes each (RFC 6762 §17); additional
+    /// records that fit nowhere are left out (the querier can ask for them), a single oversized answer goes alone.
+    /// RFC 1035 §4.1.1.
+    static let headerLength = 12
+
+    static func pack(answers: [DNSResourceRecord], additionals: [DNSResourceRecord], limit: Int) -> [(DNSMessage, [UInt8])] {
+        let flags = DNSHeaderFlags(response: true, authoritative: true)
+        let whole = DNSMessage(flags: flags, answers: answers, additionals: additionals)
+        let bytes = whole.encoded(options: .mdns)
+        if bytes.count <= limit { return [(whole, bytes)] }
+        // Sizes without compression bound the real ones from above, so no packet overflows.
+        var messages: [DNSMessage] = []
+        var current = DNSMessage(flags: flags)
+        var size = Self.headerLength
+        for answer in answers {
+            let length = answer.uncompressedWireLength
+            if size + length > limit, !current.answers.isEmpty {
+                messages.append(current)
+                current = DNSMessage(flags: flags)
+                size = Self.headerLength
+            }
+            current.answers.append(answer)
+            size += length
+        }
+        for additional in additionals {
+            let length = additional.uncompressedWireLength
+            if size + length <= limit {
+                current.additionals.append(additional)
+                size += length
+            }
+        }
+        if !current.answers.isEmpty || !current.additionals.isEmpty { messages.append(current) }
+        return messages.map { ($0, $0.encoded(options: .mdns)) }
+    }
+
+    /// A response multicast on every family of the interface.
+    func transmitEverywhere(context: InterfaceContext, answers: [DNSResourceRecord], additionals: [DNSResourceRecord]) -> [ResponderAction] {
+        Self.pack(answers: answers, additionals: additionals, limit: MDNSRules.maximumResponsePayload).flatMap { message, bytes in
+            Self.families(of: context).map { family in
+                ResponderAction.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: message, bytes: bytes))
+            }
+        }
+    }
+
+    func transmitEverywhere(context: InterfaceContext, message: DNSMessage) -> [ResponderAction] {
+        let bytes = message.encoded(options: .mdns)
+        return Self.families(of: context).map { family in
+            ResponderAction.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: message, bytes: bytes))
+        }
+    }
+}
+
+/// Known answers of a query, looked up by identity (RFC 6762 §7.1).
+struct KnownAnswers {
+    private let list: [DNSResourceRecord]
+    private let index: [RecordDeduplicator.Key: UInt32]?
+
+    init(_ records: [DNSResourceRecord]) {
+        self.list = records
+        // A handful is scanned; a long list (a multi-packet query) is indexed once.
+        if records.count > 8 {
+            var index: [RecordDeduplicator.Key: UInt32] = [:]
+            for record in records { index[RecordDeduplicator.Key(record), default: 0] = max(index[RecordDeduplicator.Key(record)] ?? 0, record.ttl) }
+            self.index = index
+        } else {
+            self.index = nil
+        }
+    }
+
+    func suppresses(_ record: DNSResourceRecord) -> Bool {
+        if let index = self.index {
+            guard let ttl = index[RecordDeduplicator.Key(record)] else { return false }
+            return MDNSRules.knownAnswerSuppresses(knownTTL: ttl, ourTTL: record.ttl)
+        }
+        return self.list.contains { $0.isIdentical(to: record) && MDNSRules.knownAnswerSuppresses(knownTTL: $0.ttl, ourTTL: record.ttl) }
+    }
+}
+
+/// Keeps one copy of each identical record: a linear scan while small, a hash set beyond.
+struct RecordDeduplicator {
+    struct Key: Hashable {
+        var name: DNSName
+        var rrclass: DNSClass
+        var rdata: DNSRData
+        init(_ record: DNSResourceRecord) {
+            self.name = record.name
+            self.rrclass = record.rrclass
+            self.rdata = record.rdata
+        }
+    }
+
+    private var small: [DNSResourceRecord] = []
+    private var large: Set<Key>? = nil
+
+    /// True when `record` was not seen before.
+    mutating func insert(_ record: DNSResourceRecord) -> Bool {
+        if self.large != nil { return self.large!.insert(Key(record)).inserted }
+        if self.small.contains(where: { $0.isIdentical(to: record) }) { return false }
+        self.small.append(record)
+        if self.small.count > 16 {
+            self.large = Set(self.small.map(Key.init))
+            self.small = []
+        }
+        return true
+    }
+}

@@ -1,0 +1,102 @@
+import SleepProxyWire
+
+/// One mDNS packet the responder wants on the wire.
+public struct MDNSTransmission: Hashable, Sendable {
+    public enum Destination: Hashable, Sendable {
+        /// 224.0.0.251 or ff02::fb, port 5353, out of one interface.
+        case multicast(interfaceIndex: Int, family: IPFamily)
+        /// A querier's own address and port (QU, direct unicast and legacy unicast answers).
+        case unicast(address: IPAddress, port: UInt16, interfaceIndex: Int)
+    }
+
+    public var destination: Destination
+    public var message: DNSMessage
+    public var bytes: [UInt8]
+
+    init(destination: Destination, message: DNSMessage, bytes: [UInt8]) {
+        self.destination = destination
+        self.message = message
+        self.bytes = bytes
+    }
+}
+
+/// What the responder asks of the rest of the proxy.
+public enum ResponderAction: Hashable, Sendable {
+    case transmit(MDNSTransmission)
+    /// sps-protocol §5.1: the host's own mDNS carried its Owner option with a new sequence (or arrived after the
+    /// 60 s grace): it is awake. Remove its records silently and release its addresses.
+    case handBack(OwnerKey, sequence: UInt8)
+    /// Another host answered one of a sleeping host's unique records with different data (RFC 6762 §9): the
+    /// owner must wake to defend its name (sps-protocol §4.5).
+    case conflict(OwnerKey, record: DNSResourceRecord, from: IPAddress)
+    /// The proxy's own advertised name or host name lost a conflict and was changed (RFC 6762 §9).
+    case renamed(instanceLabel: String, hostLabel: String)
+}
+
+/// Why a host's records stopped being proxied; decides whether goodbyes go out (sps-protocol §4.6, §5.1).
+public enum RemovalReason: String, Hashable, Sendable {
+    /// The host woke and said so: silent, or its peers would flush the records it is about to announce itself.
+    case handBack
+    /// The lease ran out.
+    case expired
+    /// An administrator forgot the host.
+    case administrative
+    /// An administrator forgot the host and asked for no goodbyes.
+    case administrativeSilent
+}
+
+/// Counters for status and metrics.
+public struct ResponderStatistics: Hashable, Sendable {
+    public var queries = 0
+    public var legacyQueries = 0
+    public var responsesSeen = 0
+    public var answeredQueries = 0
+    public var packetsSent = 0
+    public var suppressedByKnownAnswer = 0
+    public var suppressedAsDuplicate = 0
+    public var malformed = 0
+    public var offLink = 0
+    public var handBacks = 0
+    public var conflicts = 0
+    public var renames = 0
+
+    public init() {}
+}
+
+/// The proxy's own DNS-SD identity (sps-protocol §1.1).
+public struct ResponderConfiguration: Hashable, Sendable {
+    /// `II-PP-MM-TT.F Name`, the instance label of `_sleep-proxy._udp.local.`.
+    public var instanceLabel: String
+    /// The first label of the host name the SRV points at (`<label>.local.`).
+    public var hostLabel: String
+    /// The UDP port registrations arrive on.
+    public var registrationPort: UInt16
+    /// Seeds the jitter of response delays; tests fix it, the daemon draws it at random.
+    public var seed: UInt64
+
+    public init(instanceLabel: String, hostLabel: String, registrationPort: UInt16, seed: UInt64) {
+        self.instanceLabel = instanceLabel
+        self.hostLabel = hostLabel
+        self.registrationPort = registrationPort
+        self.seed = seed
+    }
+}
+
+/// SplitMix64: a small, fast, seedable generator for jitter (not for anything secret).
+struct Jitter: Sendable {
+    var state: UInt64
+
+    mutating func next() -> UInt64 {
+        self.state &+= 0x9E37_79B9_7F4A_7C15
+        var z = self.state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A random duration in `milliseconds`.
+    mutating func milliseconds(_ range: ClosedRange<Int64>) -> Duration {
+        let span = UInt64(range.upperBound - range.lowerBound + 1)
+        return .milliseconds(range.lowerBound + Int64(self.next() % span))
+    }
+}

@@ -1,0 +1,417 @@
+import Testing
+
+@testable import SleepProxyCore
+@testable import SleepProxyWire
+
+/// Drives the pure responder with explicit time and checks every packet it wants sent.
+struct ResponderHarness {
+    static let querierV4 = IPAddress("192.0.2.20")!
+    static let querierV6 = IPAddress("fe80::20")!
+    static let mdnsV4 = IPAddress.v4(.mdnsGroup)
+
+    var registrar = Registrar(configuration: { var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c }())
+    var responder: Responder
+    var now = Lab.t0
+
+    init(established: Bool = true) {
+        self.responder = Responder(configuration: ResponderConfiguration(instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
+        _ = self.responder.setInterfaces([Lab.eth0], now: self.now)
+        if established { _ = self.run(for: .seconds(5)) }
+    }
+
+    @discardableResult
+    mutating func register(_ message: DNSMessage) -> Acceptance {
+        let outcome = self.registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: self.now)
+        guard case .accepted(let acceptance) = outcome else { fatalError("not accepted: \(outcome)") }
+        self.responder.registered(acceptance.registration, previous: acceptance.previous, now: self.now)
+        return acceptance
+    }
+
+    mutating func receive(_ message: DNSMessage, from source: IPAddress = querierV4, port: UInt16 = 5353, to destination: IPAddress? = mdnsV4) -> [ResponderAction] {
+        self.responder.receive(message.encoded(), from: source, port: port, destination: destination, interfaceIndex: Lab.eth0.index, store: self.registrar.store, now: self.now)
+    }
+
+    /// Runs every timer due within `duration`, advancing `now` from deadline to deadline.
+    mutating func run(for duration: Duration) -> [(Timestamp, ResponderAction)] {
+        let end = self.now + duration
+        var actions: [(Timestamp, ResponderAction)] = []
+        while let deadline = self.responder.nextDeadline(), deadline <= end {
+            self.now = max(self.now, deadline)
+            actions += self.responder.tick(store: self.registrar.store, now: self.now).map { (self.now, $0) }
+        }
+        self.now = end
+        return actions
+    }
+
+    static func transmissions(_ actions: [ResponderAction]) -> [MDNSTransmission] {
+        actions.compactMap { if case .transmit(let t) = $0 { return t } else { return nil } }
+    }
+
+    static func transmissions(_ actions: [(Timestamp, ResponderAction)]) -> [(Timestamp, MDNSTransmission)] {
+        actions.compactMap { if case .transmit(let t) = $0.1 { return ($0.0, t) } else { return nil } }
+    }
+}
+
+@Suite("Responder")
+struct ResponderTests {
+    typealias H = ResponderHarness
+    static let http: DNSName = "TestSvc._http._tcp.local."
+
+    // MARK: The proxy's own advertisement
+
+    @Test func ownServiceIsProbedThriceThenAnnouncedTwiceOnBothFamilies() throws {
+        var h = H(established: false)
+        let sent = H.transmissions(h.run(for: .seconds(5)))
+        let probes = sent.filter { !$0.1.message.flags.isResponse }
+        // RFC 6762 §8.1: three probes 250 ms apart, on IPv4 and IPv6, QU ANY, proposed records in authority.
+        #expect(probes.count == 6)
+        let probeTimes = Array(Set(probes.map(\.0))).sorted()
+        #expect(probeTimes.count == 3 && probeTimes[1] - probeTimes[0] == .milliseconds(250) && probeTimes[2] - probeTimes[1] == .milliseconds(250))
+        #expect(probeTimes[0] - Lab.t0 <= .milliseconds(250))
+        let instance = OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy")!
+        let probe = probes[0].1.message
+        #expect(probe.questions.allSatisfy { $0.type == .any && $0.unicastResponse })
+        #expect(Set(probe.questions.map(\.name)) == [instance, "labproxy.local."])
+        #expect(probe.authorities.contains { $0.type == .srv })
+
+        let announcements = sent.filter { $0.1.message.flags.isResponse }
+        #expect(announcements.count == 4)
+        #expect(Set(announcements.map(\.1.destination)) == [.multicast(interfaceIndex: 2, family: .v4), .multicast(interfaceIndex: 2, family: .v6)])
+        let times = Array(Set(announcements.map(\.0))).sorted()
+        #expect(times.count == 2 && times[1] - times[0] == .seconds(1))
+        let records = announcements[0].1.message.answers
+        #expect(records.contains { $0.name == "_sleep-proxy._udp.local." && $0.rdata == .ptr(PTRRecord(target: instance)) && !$0.cacheFlush })
+        #expect(records.contains { $0.name == instance && $0.rdata == .srv(SRVRecord(port: 5599, target: "labproxy.local.")) && $0.cacheFlush })
+        // sps-protocol §1.1: an empty TXT, RDATA 0x00.
+        #expect(records.contains { $0.name == instance && $0.rdata.uncompressedBytes == [0] })
+        #expect(records.contains { $0.rdata == .a(ARecord(address: IPv4Address(192, 0, 2, 1))) })
+        #expect(records.contains { $0.name == "_services._dns-sd._udp.local." && $0.rdata == .ptr(PTRRecord(target: "_sleep-proxy._udp.local.")) })
+        #expect(announcements[0].1.message.additionals.contains { $0.type == .nsec })
+        #expect(h.responder.nextDeadline() == nil)
+    }
+
+    @Test func ownNameConflictWhileProbingRenamesInstanceOrHost() throws {
+        var h = H(established: false)
+        _ = h.run(for: .milliseconds(300))
+        let rival = DNSResourceRecord(name: OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy")!, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: 1, target: "other.local.")))
+        let actions = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [rival]), from: IPAddress("192.0.2.30")!)
+        #expect(actions.contains(.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy")))
+        let host = DNSResourceRecord(name: "labproxy.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 30))))
+        let second = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [host]), from: IPAddress("192.0.2.30")!)
+        #expect(second.contains(.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy-2")))
+        let sent = H.transmissions(h.run(for: .seconds(5)))
+        #expect(sent.last?.1.message.answers.contains { $0.name == OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy (2)")! } == true)
+        #expect(OwnAdvertisement.renamedInstance("X (9)") == "X (10)")
+        #expect(OwnAdvertisement.renamedHost("box-2") == "box-3")
+        #expect(OwnAdvertisement.renamedInstance(String(repeating: "a", count: 63)).utf8.count == 63)
+    }
+
+    @Test func simultaneousProbeTieBreakAndOwnEchoIgnored() throws {
+        var h = H(established: false)
+        var sent = H.transmissions(h.run(for: .milliseconds(260)))
+        let ourProbe = try #require(sent.first?.1.message)
+        // Our own probe looped back: identical, ignored, probing goes on.
+        _ = h.receive(ourProbe, from: IPAddress("192.0.2.1")!)
+        // A rival whose SRV sorts later (higher port bytes) wins: we wait a second and probe again.
+        var rival = ourProbe
+        rival.authorities = rival.authorities.map { record in
+            guard case .srv(var srv) = record.rdata else { return record }
+            srv.port = 65000
+            var copy = record
+            copy.rdata = .srv(srv)
+            return copy
+        }
+        _ = h.receive(rival, from: IPAddress("192.0.2.30")!)
+        sent = H.transmissions(h.run(for: .milliseconds(900)))
+        #expect(sent.isEmpty, "probing must pause for a second after losing: \(sent.map(\.0))")
+        #expect(Responder.compareProbeSets(ourProbe.authorities, ourProbe.authorities) == .orderedSame)
+        #expect(Responder.compareProbeSets(ourProbe.authorities, rival.authorities) == .orderedAscending)
+    }
+
+    // MARK: Answers for sleeping hosts
+
+    @Test func sharedAnswersAreDelayedAndCarryAdditionals() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let query = DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)])
+        #expect(H.transmissions(h.receive(query)).isEmpty)
+        let start = h.now
+        let sent = H.transmissions(h.run(for: .seconds(1)))
+        let response = try #require(sent.first)
+        #expect(response.0 - start >= .milliseconds(20) && response.0 - start <= .milliseconds(120))
+        #expect(response.1.destination == .multicast(interfaceIndex: 2, family: .v4))
+        #expect(response.1.message.answers.map(\.rdata) == [.ptr(PTRRecord(target: Self.http))])
+        let additional = Set(response.1.message.additionals.map(\.type))
+        #expect(additional.isSuperset(of: [.srv, .txt, .a, .aaaa]))
+    }
+
+    @Test func uniqueAnswersGoAtOnceAndQueriesForUnknownNamesAreSilent() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let sent = H.transmissions(h.receive(DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)])))
+        #expect(sent.isEmpty)
+        let now = H.transmissions(h.run(for: .zero))
+        #expect(now.count == 1 && now[0].1.message.answers.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 2)))])
+        #expect(now[0].1.message.answers[0].cacheFlush)
+        // RFC 6762 §6.1: the other family comes along as an additional record.
+        #expect(now[0].1.message.additionals.contains { $0.type == .aaaa })
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "nobody.local.", type: .a)]))
+        #expect(H.transmissions(h.run(for: .seconds(2))).isEmpty)
+    }
+
+    @Test func nsecForMissingTypeAndAnyQuery() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .txt)]))
+        let negative = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
+        #expect(negative.answers.isEmpty)
+        let nsec = try #require(negative.additionals.first { $0.type == .nsec })
+        guard case .nsec(let data) = nsec.rdata else { throw CancellationError() }
+        #expect(Set(data.types) == [.a, .aaaa] && data.nextName == "vm.local." && nsec.cacheFlush)
+        _ = h.run(for: .seconds(2))
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: Self.http, type: .any)]))
+        let any = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
+        #expect(Set(any.answers.map(\.type)) == [.srv, .txt])
+    }
+
+    @Test func reverseLookupAndIdenticalRecordsOfTwoOwnersAnsweredOnce() throws {
+        var h = H()
+        h.register(Lab.registration())
+        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        _ = h.run(for: .seconds(10))
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "2.2.0.192.in-addr.arpa.", type: .ptr)]))
+        let reverse = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
+        #expect(reverse.answers.map(\.rdata) == [.ptr(PTRRecord(target: "vm.local."))])
+        _ = h.run(for: .seconds(2))
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr)]))
+        let services = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
+        // Both hosts registered `_services._dns-sd._udp PTR _http._tcp`; the proxy adds `_sleep-proxy._udp`.
+        #expect(services.answers.map(\.rdata).sorted { "\($0)" < "\($1)" } == [.ptr(PTRRecord(target: "_http._tcp.local.")), .ptr(PTRRecord(target: "_sleep-proxy._udp.local."))].sorted { "\($0)" < "\($1)" })
+    }
+
+    @Test func quBitAnswersByUnicastOnlyWhenRecentlyMulticast() throws {
+        var h = H()
+        h.register(Lab.registration())
+        // Announced just now: a QU question is answered by unicast to the querier's port 5353.
+        _ = h.run(for: .seconds(3))
+        let qu = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a, unicastResponse: true)])
+        let unicast = H.transmissions(h.receive(qu))
+        #expect(unicast.count == 1 && unicast[0].destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
+        #expect(unicast[0].message.id == 0 && unicast[0].message.questions.isEmpty)
+        // A record not multicast within a quarter of its TTL (4500 s / 4) is multicast instead (RFC 6762 §5.4).
+        _ = h.run(for: .seconds(1200))
+        #expect(H.transmissions(h.receive(qu)).isEmpty)
+        let multicast = H.transmissions(h.run(for: .zero))
+        #expect(multicast.first?.1.destination == .multicast(interfaceIndex: 2, family: .v4))
+    }
+
+    @Test func legacyUnicastEchoesIDAndQuestionCapsTTLAndClearsCacheFlush() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let question = DNSQuestion(name: Self.http, type: .srv)
+        let sent = H.transmissions(h.receive(DNSMessage(id: 0xBEEF, questions: [question]), port: 40000))
+        let reply = try #require(sent.first)
+        #expect(reply.destination == .unicast(address: H.querierV4, port: 40000, interfaceIndex: 2))
+        #expect(reply.message.id == 0xBEEF && reply.message.questions == [question])
+        #expect(reply.message.answers.count == 1 && reply.message.answers.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+        #expect(reply.message.additionals.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
+        // Over IPv6 too, and a direct unicast query to port 5353 is answered by unicast.
+        let v6 = H.transmissions(h.receive(DNSMessage(id: 1, questions: [question]), from: H.querierV6, port: 40001, to: IPAddress("fe80::53:50ff:fe00:1")!))
+        #expect(v6.first?.destination == .unicast(address: H.querierV6, port: 40001, interfaceIndex: 2))
+        let direct = H.transmissions(h.receive(DNSMessage(questions: [question]), to: IPAddress("192.0.2.1")!))
+        #expect(direct.first?.destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
+    }
+
+    @Test func knownAnswersWithHalfTheTTLSuppress() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let srv = try #require(h.registrar.store.records(named: Self.http, on: "eth0").first { $0.1.record.type == .srv }?.1.record)
+        var known = srv
+        known.ttl = 2250
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: Self.http, type: .srv)], answers: [known]))
+        #expect(H.transmissions(h.run(for: .seconds(1))).isEmpty)
+        known.ttl = 2249
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: Self.http, type: .srv)], answers: [known]))
+        #expect(H.transmissions(h.run(for: .seconds(1))).count == 1)
+    }
+
+    @Test func truncatedQueryWaitsForItsKnownAnswers() throws {
+        var h = H()
+        h.register(Lab.registration())
+        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        _ = h.run(for: .seconds(10))
+        var first = DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)])
+        first.flags.isTruncated = true
+        _ = h.receive(first)
+        #expect(H.transmissions(h.run(for: .milliseconds(300))).isEmpty)
+        // The continuation lists one of the two instances as known.
+        let known = DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: Self.http)))
+        _ = h.receive(DNSMessage(answers: [known]))
+        let start = h.now - .milliseconds(300)
+        let sent = H.transmissions(h.run(for: .seconds(1)))
+        let response = try #require(sent.first)
+        #expect(response.0 - start >= .milliseconds(400) && response.0 - start <= .milliseconds(500))
+        #expect(response.1.message.answers.map(\.rdata) == [.ptr(PTRRecord(target: "Other._http._tcp.local."))])
+    }
+
+    @Test func aRecordIsMulticastAtMostOncePerSecond() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let query = DNSMessage(questions: [DNSQuestion(name: Self.http, type: .srv)])
+        _ = h.receive(query)
+        let first = H.transmissions(h.run(for: .milliseconds(200)))
+        _ = h.receive(query)
+        let second = H.transmissions(h.run(for: .seconds(2)))
+        #expect(first.count == 1 && second.count == 1)
+        #expect(second[0].0 - first[0].0 >= .seconds(1))
+    }
+
+    @Test func largeResponsesSplitAcrossPackets() throws {
+        var h = H()
+        let bigTXT = try TXTRecord(strings: (0..<2).map { _ in Array(repeating: UInt8(ascii: "x"), count: 215) })
+        var services: [(String, UInt16)] = []
+        for n in 0..<12 { services.append(("Service \(n)._http._tcp", UInt16(8000 + n))) }
+        var message = Lab.registration(services: services)
+        message.authorities = message.authorities.map { record in
+            guard record.type == .txt else { return record }
+            var copy = record
+            copy.rdata = .txt(bigTXT)
+            return copy
+        }
+        h.register(message)
+        _ = h.run(for: .seconds(10))
+        let questions = services.map { DNSQuestion(name: try! DNSName(parsing: $0.0 + ".local."), type: .txt) }
+        _ = h.receive(DNSMessage(questions: questions))
+        let sent = H.transmissions(h.run(for: .seconds(1)))
+        #expect(sent.count > 1)
+        #expect(sent.allSatisfy { $0.1.bytes.count <= MDNSRules.maximumResponsePayload })
+        #expect(sent.reduce(0) { $0 + $1.1.message.answers.count } == 12)
+    }
+
+    // MARK: Announcements, goodbyes, hand-back, conflicts
+
+    @Test func newRecordsAreAnnouncedTwiceAndRetransmissionsAreNot() throws {
+        var h = H()
+        h.register(Lab.registration())
+        let sent = H.transmissions(h.run(for: .seconds(5))).filter { $0.1.destination == .multicast(interfaceIndex: 2, family: .v4) }
+        let shared = sent.filter { $0.1.message.answers.contains { $0.type == .ptr } }
+        let unique = sent.filter { $0.1.message.answers.contains { $0.type == .srv } }
+        #expect(shared.count == 2 && unique.count == 2)
+        #expect(shared[0].0 == Lab.t0 + .seconds(5) && shared[1].0 - shared[0].0 == .seconds(1))
+        #expect(unique[0].0 - shared[0].0 == .milliseconds(900))
+        // Reverse-mapping PTRs are never announced (sps-protocol §4.2).
+        #expect(!sent.contains { $0.1.message.answers.contains { ReverseMapping.address(from: $0.name) != nil } })
+        #expect(unique[0].1.message.additionals.contains { $0.type == .nsec })
+        h.register(Lab.registration())
+        #expect(H.transmissions(h.run(for: .seconds(5))).isEmpty)
+    }
+
+    @Test func handBackOnNewOwnerSequenceIsSilentAndImmediate() throws {
+        var h = H()
+        let acceptance = h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let key = acceptance.registration.key
+        func probe(sequence: UInt8) -> DNSMessage {
+            DNSMessage(
+                questions: [DNSQuestion(name: "vm.local.", type: .any, unicastResponse: true)],
+                additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Lab.hostMAC))])])
+        }
+        // Same sequence within 60 s of registering: the host's own traffic while falling asleep.
+        let early = h.receive(probe(sequence: 0), from: Lab.hostV4)
+        #expect(!early.contains { if case .handBack = $0 { return true } else { return false } })
+        let actions = h.receive(probe(sequence: 1), from: Lab.hostV4)
+        #expect(actions.contains(.handBack(key, sequence: 1)))
+        #expect(H.transmissions(actions).isEmpty, "the woken host's records must not be answered")
+        let taken = h.registrar.remove(key)
+        let removed = try #require(taken)
+        h.responder.removed(removed, reason: .handBack, now: h.now)
+        #expect(H.transmissions(h.run(for: .seconds(10))).isEmpty, "hand-back sends nothing")
+    }
+
+    @Test func handBackAfterTheGraceWithTheSameSequence() throws {
+        var h = H()
+        let acceptance = h.register(Lab.registration())
+        _ = h.run(for: .seconds(61))
+        let message = DNSMessage(
+            flags: DNSHeaderFlags(response: true, authoritative: true),
+            answers: [DNSResourceRecord(name: "vm.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))],
+            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC))])])
+        #expect(h.receive(message, from: Lab.hostV4).contains(.handBack(acceptance.registration.key, sequence: 0)))
+    }
+
+    @Test func expiryGoodbyesSpareRecordsOthersStillHold() throws {
+        var h = H()
+        let acceptance = h.register(Lab.registration())
+        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        _ = h.run(for: .seconds(10))
+        let taken = h.registrar.remove(acceptance.registration.key)
+        let removed = try #require(taken)
+        h.responder.removed(removed, reason: .expired, now: h.now)
+        let start = h.now
+        let sent = H.transmissions(h.run(for: .seconds(10))).filter { $0.1.destination == .multicast(interfaceIndex: 2, family: .v4) }
+        #expect(sent.map { $0.0 - start } == [.zero, .seconds(2), .seconds(4)])
+        let records = sent[0].1.message.answers
+        #expect(records.allSatisfy { $0.ttl == 0 })
+        #expect(records.contains { $0.type == .srv } && records.contains { $0.name == "vm.local." })
+        #expect(!records.contains { $0.name == "_services._dns-sd._udp.local." }, "the other host still registers this PTR")
+    }
+
+    @Test func differentDataForAUniqueRecordIsAConflictIdenticalIsNot() throws {
+        var h = H()
+        let acceptance = h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let rival = IPAddress("192.0.2.30")!
+        let identical = DNSResourceRecord(name: "vm.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+        #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [identical]), from: rival).isEmpty)
+        let shared = DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "Theirs._http._tcp.local.")))
+        #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [shared]), from: rival).isEmpty)
+        var different = identical
+        different.rdata = .a(ARecord(address: IPv4Address(192, 0, 2, 30)))
+        let actions = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival)
+        #expect(actions == [.conflict(acceptance.registration.key, record: different, from: rival)])
+        // A goodbye claims nothing, and responses from ports other than 5353 are not mDNS (RFC 6762 §6).
+        different.ttl = 0
+        #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival).isEmpty)
+        different.ttl = 120
+        #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival, port: 1234).isEmpty)
+    }
+
+    @Test func duplicateAnswerFromAnotherResponderCancelsOurs() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)]))
+        let same = DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: Self.http)))
+        _ = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [same]), from: IPAddress("192.0.2.30")!)
+        #expect(H.transmissions(h.run(for: .seconds(1))).isEmpty)
+    }
+
+    @Test func hostileInputIsDroppedWithoutEffect() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let query = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)])
+        // Off-link source (RFC 6762 §11), unknown interface, garbage.
+        #expect(h.receive(query, from: IPAddress("198.51.100.7")!).isEmpty)
+        #expect(h.responder.receive(query.encoded(), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 99, store: h.registrar.store, now: h.now).isEmpty)
+        let bytes = query.encoded()
+        for cut in 0..<bytes.count {
+            _ = h.responder.receive(Array(bytes[0..<cut]), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 2, store: h.registrar.store, now: h.now)
+        }
+        #expect(h.responder.statistics.malformed == bytes.count)
+        #expect(h.responder.statistics.offLink == 1)
+        // A flood of TC queries from distinct sources holds at most the bound.
+        var truncated = query
+        truncated.flags.isTruncated = true
+        for n in 0..<(MDNSRules.maximumHeldQueries + 10) {
+            _ = h.receive(truncated, from: .v6(IPv6Address(high: 0xFE80 << 48, low: UInt64(n + 100))), to: .v6(.mdnsGroup))
+        }
+        #expect(h.responder.held.count == MDNSRules.maximumHeldQueries)
+    }
+}
