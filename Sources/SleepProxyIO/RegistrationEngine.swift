@@ -19,11 +19,14 @@ public final class RegistrationEngine: @unchecked Sendable {
         /// Interfaces to serve; empty means every up, multicast-capable, non-loopback interface.
         public var interfaces: [String]
         public var stateDirectory: URL
+        /// The proxy's own advertisement; nil runs without the mDNS side (registration only).
+        public var responder: ResponderConfiguration?
 
-        public init(registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL) {
+        public init(registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL, responder: ResponderConfiguration? = nil) {
             self.registration = registration
             self.interfaces = interfaces
             self.stateDirectory = stateDirectory
+            self.responder = responder
         }
     }
 
@@ -36,6 +39,7 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     enum Event {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
+        case mdns(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
     }
 
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
@@ -47,12 +51,17 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var droppedDatagrams = 0
         public var persistenceFailures = 0
         public var batches = 0
+        public var responder = ResponderStatistics()
+        public var instanceLabel: String?
     }
 
     private let configuration: Configuration
     private let logger: Logger
     private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity)
     private var registrar: Registrar
+    private var responder: Responder?
+    private var mdns: MDNSSockets?
+    private var servedContexts: [InterfaceContext] = []
     private var inventory: InterfaceInventory
     private var inventoryReadAt: Timestamp
     private let journal: JournalFile
@@ -86,6 +95,10 @@ public final class RegistrationEngine: @unchecked Sendable {
         }
         logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(registrar.store.recordCount) records from \(journal.directory.path)")
         self.registrar = registrar
+        if let responderConfiguration = configuration.responder {
+            self.responder = Responder(configuration: responderConfiguration)
+            self.mdns = MDNSSockets(logger: logger, sink: { [mailbox] event in mailbox.post(event) })
+        }
         self.publishStatus()
     }
 
@@ -123,15 +136,23 @@ public final class RegistrationEngine: @unchecked Sendable {
     // MARK: - The engine thread
 
     private func run() {
+        self.refreshInventory(now: SystemClock.now())
         while true {
             let timeout: TimeInterval
-            if let deadline = self.registrar.nextDeadline() {
+            if let deadline = [self.registrar.nextDeadline(), self.responder?.nextDeadline()].compactMap({ $0 }).min() {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
             } else {
                 timeout = 1
             }
             let (events, stopped) = self.mailbox.take(timeout: timeout)
-            if stopped { break }
+            if stopped {
+                // The proxy's own records say goodbye (RFC 6762 §10.1); the sleeping hosts' stay for the next start.
+                if var responder = self.responder {
+                    self.mdns?.send(Self.transmissions(responder.shutdown()))
+                    self.responder = responder
+                }
+                break
+            }
             if events.isEmpty {
                 self.process([])
             } else {
@@ -152,26 +173,44 @@ public final class RegistrationEngine: @unchecked Sendable {
         if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
         var entries: [RegistrationJournal.Entry] = []
         var replies: [(Channel, SocketAddress, [UInt8])] = []
+        var outgoing: [MDNSTransmission] = []
 
         for event in events {
             switch event {
+            case .mdns(let bytes, let remote, let interfaceIndex, let destination):
+                guard var responder = self.responder, let source = IPAddress(remote), let port = remote.port else { continue }
+                let actions = responder.receive(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, store: self.registrar.store, now: now)
+                self.responder = responder
+                outgoing += self.perform(actions, entries: &entries, now: now)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
                 guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
                     continue  // Apple's proxy too drops what did not arrive on an interface it serves (sps-protocol §3.6).
                 }
                 let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface.context, now: now)
                 self.log(outcome, source: remote, interface: interface.context.name)
-                if case .accepted(let acceptance) = outcome { entries.append(.put(acceptance.registration)) }
+                if case .accepted(let acceptance) = outcome {
+                    entries.append(.put(acceptance.registration))
+                    self.responder?.registered(acceptance.registration, previous: acceptance.previous, now: now)
+                }
                 if let reply = outcome.reply { replies.append((channel, remote, reply)) }
             }
         }
         for expiry in self.registrar.expire(now: now) {
             let expired = expiry.registration
             entries.append(.remove(expired.key))
-            // Magic packets and goodbyes go out through the packet and mDNS sides, which this build does not have
-            // yet: say what is due rather than pretend it happened.
-            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped; due action: \(expiry.action.rawValue) (not performed: no packet or mDNS output in this build)")
+            self.responder?.removed(expired, reason: .expired, now: now)
+            // Magic packets go out through the packet side, which this build does not have yet: say what is due
+            // rather than pretend it happened.
+            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped with goodbyes; due action: \(expiry.action.rawValue)\(expiry.action == .wake ? " (no magic packet: address takeover and wake are not in this build)" : "")")
         }
+        if var responder = self.responder {
+            let due = responder.tick(store: self.registrar.store, now: now)
+            self.responder = responder
+            outgoing += self.perform(due, entries: &entries, now: now)
+        }
+        // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
+        // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
+        self.mdns?.send(outgoing)
 
         if !entries.isEmpty {
             do {
@@ -209,6 +248,31 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.publishStatus()
     }
 
+    /// Carries out what the responder decided: hand-backs leave the store (journalled), conflicts are reported.
+    private func perform(_ actions: [ResponderAction], entries: inout [RegistrationJournal.Entry], now: Timestamp) -> [MDNSTransmission] {
+        var transmissions: [MDNSTransmission] = []
+        for action in actions {
+            switch action {
+            case .transmit(let transmission):
+                transmissions.append(transmission)
+            case .handBack(let key, let sequence):
+                guard let registration = self.registrar.remove(key) else { continue }
+                entries.append(.remove(key))
+                self.responder?.removed(registration, reason: .handBack, now: now)
+                self.logger.notice("hand-back: \(registration.hostName?.description ?? "?") (\(key)) is awake (Owner sequence \(sequence)); its records were dropped silently")
+            case .conflict(let key, let record, let source):
+                self.logger.warning("conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(key); the owner must wake to defend it (wake is not in this build)")
+            case .renamed(let instance, let host):
+                self.logger.notice("mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local")
+            }
+        }
+        return transmissions
+    }
+
+    static func transmissions(_ actions: [ResponderAction]) -> [MDNSTransmission] {
+        actions.compactMap { if case .transmit(let transmission) = $0 { return transmission } else { return nil } }
+    }
+
     /// Replaces the in-memory state with what the journal holds (after a failed append).
     private func reloadFromJournal() {
         let replay: RegistrationJournal.Replay
@@ -243,6 +307,15 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.logger.warning("interfaces: cannot read the interface list: \(error)")
         }
         self.inventoryReadAt = now
+        guard var responder = self.responder else { return }
+        let served = self.configuration.interfaces.isEmpty
+            ? self.inventory.defaultServed.map(\.context)
+            : self.inventory.interfaces.filter { self.configuration.interfaces.contains($0.context.name) && $0.isUp }.map(\.context)
+        guard served != self.servedContexts else { return }
+        self.servedContexts = served
+        self.mdns?.serve(served)
+        self.mdns?.send(Self.transmissions(responder.setInterfaces(served, now: now)))
+        self.responder = responder
     }
 
     private func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String) {
@@ -274,6 +347,10 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.status.recordCount = recordCount
             self.status.statistics = statistics
             self.status.batches += 1
+            if let responder = self.responder {
+                self.status.responder = responder.statistics
+                self.status.instanceLabel = responder.configuration.instanceLabel
+            }
         }
     }
 }

@@ -8,6 +8,8 @@ public struct ResolvedService: Hashable, Sendable, CustomStringConvertible {
     public var port: Int
     public var addresses: [String]
     public var txt: [String]
+    /// The transport it was found over, when the querier says ("IPv4"/"IPv6" for avahi-browse).
+    public var family: String = ""
 
     public var description: String { "\(self.name).\(self.type) at \(self.host):\(self.port) \(self.addresses) \(self.txt)" }
 }
@@ -24,7 +26,7 @@ public enum Queriers {
             let fields = line.split(separator: ";", maxSplits: 9, omittingEmptySubsequences: false).map(String.init)
             guard fields.count == 10, fields[0] == "=" else { return nil }
             let txt = Self.avahiTXT(fields[9])
-            return ResolvedService(name: Self.avahiUnescape(fields[3]), type: fields[4], host: fields[6], port: Int(fields[8]) ?? -1, addresses: [fields[7]], txt: txt)
+            return ResolvedService(name: Self.avahiUnescape(fields[3]), type: fields[4], host: fields[6], port: Int(fields[8]) ?? -1, addresses: [fields[7]], txt: txt, family: fields[2])
         }
     }
 
@@ -61,6 +63,10 @@ public enum Queriers {
             if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count, let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self)) {
                 bytes.append(value)
                 index += 4
+            } else if utf8[index] == UInt8(ascii: "\\"), index + 1 < utf8.count {
+                // "\." and "\\": an escaped dot or backslash inside a label.
+                bytes.append(utf8[index + 1])
+                index += 2
             } else {
                 bytes.append(utf8[index])
                 index += 1

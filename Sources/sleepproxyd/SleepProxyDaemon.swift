@@ -42,6 +42,15 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Flag(name: .long, help: "Accept registrations whose source is not one of the addresses they claim (for transfers from a peer proxy).")
     var allowTransfers = false
 
+    @Option(name: .long, help: "Name shown after the metrics in the advertised _sleep-proxy._udp instance (default: this machine's host name).")
+    var proxyName: String?
+
+    @Option(name: .long, help: "Advertised metrics II-PP-MM-TT: intent, portability, marginal and total power, 10-99 each, lower wins (default 20-40-10-65, a dedicated always-on box).")
+    var metrics: String = "20-40-10-65"
+
+    @Option(name: .long, help: "Host name label the advertisement points at (default: <host name>-sleep-proxy, so it never collides with an avahi-daemon on the same machine).")
+    var hostLabel: String?
+
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
@@ -58,10 +67,34 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         guard RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply) != nil else {
             throw ValidationError("--refusal-reply must be silent or refused")
         }
+        _ = try self.advertisedName()
+        if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
+            throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
+        }
         do {
             _ = try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum)
         } catch {
             throw ValidationError("--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))")
+        }
+    }
+
+    static var machineHostName: String {
+        let name = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "linux"
+        return name.isEmpty ? "linux" : name
+    }
+
+    /// The `II-PP-MM-TT.F Name` label (sps-protocol §1.2) from --metrics and --proxy-name.
+    func advertisedName() throws -> SleepProxyName {
+        let parts = self.metrics.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
+        guard parts.count == 4, parts.allSatisfy({ $0 != nil }) else {
+            throw ValidationError("--metrics must be four two-digit numbers like 20-40-10-65, not \"\(self.metrics)\"")
+        }
+        do {
+            return try SleepProxyName(
+                intent: parts[0]!, portability: parts[1]!, marginalPower: parts[2]!, totalPower: parts[3]!, features: 0,
+                niceName: self.proxyName ?? Self.machineHostName)
+        } catch {
+            throw ValidationError("--metrics/--proxy-name: \(error) (each metric 10-99; the whole label at most 63 bytes)")
         }
     }
 
@@ -85,7 +118,12 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             engine = try RegistrationEngine(
                 configuration: RegistrationEngine.Configuration(
                     registration: registration, interfaces: self.interface,
-                    stateDirectory: URL(fileURLWithPath: self.stateDirectory, isDirectory: true)
+                    stateDirectory: URL(fileURLWithPath: self.stateDirectory, isDirectory: true),
+                    responder: ResponderConfiguration(
+                        instanceLabel: try self.advertisedName().description,
+                        hostLabel: self.hostLabel ?? "\(Self.machineHostName)-sleep-proxy",
+                        registrationPort: UInt16(self.registrationPort),
+                        seed: UInt64.random(in: .min ... .max))
                 ),
                 logger: logger
             )

@@ -520,7 +520,7 @@ public struct Responder: Sendable {
 
     /// The families the interface can multicast on: IPv4 needs an IPv4 address (the group is joined by
     /// address), IPv6 any IPv6 address (link-local at least).
-    static func families(of context: InterfaceContext) -> [IPFamily] {
+    public static func families(of context: InterfaceContext) -> [IPFamily] {
         var families: [IPFamily] = []
         if context.prefixes.contains(where: { if case .v4 = $0.address { return true } else { return false } }) { families.append(.v4) }
         if context.prefixes.contains(where: { if case .v6 = $0.address { return true } else { return false } }) { families.append(.v6) }

@@ -52,7 +52,9 @@ extension Responder {
     /// Additional records (RFC 6763 §12, RFC 6762 §6.1 via sps-protocol §8): a PTR brings its target's SRV and
     /// TXT, an SRV its target's addresses, an address record the other family's; a uniquely owned host name
     /// lacking one family gets an NSEC saying so. Records already in `answers` are left out.
-    func additionals(for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>) -> [DNSResourceRecord] {
+    ///
+    /// Address records of `family` come first: some resolvers (avahi's) take the first address they see.
+    func additionals(for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, family: IPFamily) -> [DNSResourceRecord] {
         var seen = RecordDeduplicator()
         for answer in answers { _ = seen.insert(answer) }
         var result: [DNSResourceRecord] = []
@@ -80,8 +82,14 @@ extension Responder {
         var visited: [DNSName] = []
         for (name, skip) in hosts where !visited.contains(name) {
             visited.append(name)
-            let records = held(name)
-            for record in records where (record.record.type == .a || record.record.type == .aaaa) && record.record.type != skip {
+            let preferred: DNSRecordType = family == .v4 ? .a : .aaaa
+            let records = held(name).sorted { ($0.record.type == preferred ? 0 : 1) < ($1.record.type == preferred ? 0 : 1) }
+            // Over IPv6, additional A records are left out (they stay answerable when asked for): a resolver that
+            // takes the first address it sees would otherwise report an IPv4 address for an IPv6 lookup. avahi
+            // behaves the same way by default (publish-a-on-ipv6=no); AAAA over IPv4 stays, as avahi's does.
+            for record in records where (record.record.type == .a || record.record.type == .aaaa) && record.record.type != skip
+                && !(family == .v6 && record.record.type == .a)
+            {
                 if seen.insert(record.record) { result.append(record.record) }
             }
             let unique = records.filter(\.record.cacheFlush).map(\.record)
@@ -155,7 +163,7 @@ extension Responder {
         let wantsUnicast = direct || questions.contains(where: \.unicastResponse)
         var actions: [ResponderAction] = []
         if !unicast.isEmpty || (wantsUnicast && multicast.isEmpty && !negatives.isEmpty) {
-            let extra = self.additionals(for: unicast, context: context, store: store, excluded: excluded) + (multicast.isEmpty ? negatives.map(\.record) : [])
+            let extra = self.additionals(for: unicast, context: context, store: store, excluded: excluded, family: channel.family) + (multicast.isEmpty ? negatives.map(\.record) : [])
             for (message, bytes) in Self.pack(answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
                 self.statistics.packetsSent += 1
                 actions.append(.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: message, bytes: bytes)))
@@ -208,7 +216,7 @@ extension Responder {
             }
             let negatives = response.negatives.filter(stillHeld).map(\.record)
             if !ready.isEmpty || !negatives.isEmpty {
-                let extra = self.additionals(for: ready, context: context, store: store, excluded: []) + negatives
+                let extra = self.additionals(for: ready, context: context, store: store, excluded: [], family: channel.family) + negatives
                 for (message, bytes) in Self.pack(answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
                     self.statistics.packetsSent += 1
                     actions.append(.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family), message: message, bytes: bytes)))
@@ -238,7 +246,7 @@ extension Responder {
             return copy
         }
         let records = answers.map(\.answer.record)
-        let extra = self.additionals(for: records, context: context, store: store, excluded: excluded) + negatives.map(\.record)
+        let extra = self.additionals(for: records, context: context, store: store, excluded: excluded, family: IPFamily(source.address)) + negatives.map(\.record)
         // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
         var limit = MDNSRules.legacyPayloadWithoutEDNS
         if let size = query.opt?.ednsHeader?.udpPayloadSize { limit = min(DNSMessage.maximumSize, max(limit, Int(size))) }
