@@ -11,8 +11,12 @@ public final class AvahiDaemon: @unchecked Sendable {
     public let process: ManagedProcess
     private var publishers: [ManagedProcess] = []
 
-    public init(in host: LabHost, hostName: String, directory: URL) throws {
+    /// `staticHosts` (address, name) are published from a private copy of /etc/avahi/hosts.
+    /// `rateLimited: false` removes the packet rate limit the lab otherwise sets (for load tests).
+    public init(in host: LabHost, hostName: String, directory: URL, staticHosts: [(String, String)] = [], rateLimited: Bool = true) throws {
         self.host = host
+        let hostsFile = directory.appendingPathComponent("avahi-hosts-\(host.name)")
+        try staticHosts.map { "\($0.0) \($0.1)\n" }.joined().write(to: hostsFile, atomically: true, encoding: .utf8)
         let config = directory.appendingPathComponent("avahi-\(host.name).conf")
         try """
             [server]
@@ -22,8 +26,7 @@ public final class AvahiDaemon: @unchecked Sendable {
             use-ipv6=yes
             allow-interfaces=\(host.interface)
             enable-dbus=yes
-            ratelimit-interval-usec=1000000
-            ratelimit-burst=1000
+            \(rateLimited ? "ratelimit-interval-usec=1000000\nratelimit-burst=1000" : "")
             [wide-area]
             enable-wide-area=no
             [publish]
@@ -57,6 +60,7 @@ public final class AvahiDaemon: @unchecked Sendable {
         let script = """
             set -e
             mount -t tmpfs sleepproxy-lab /run
+            if [ -s \(hostsFile.path) ]; then mount --bind \(hostsFile.path) /etc/avahi/hosts; fi
             mkdir -p /run/dbus /run/avahi-daemon
             setpriv --pdeathsig KILL -- dbus-daemon --config-file=\(busConfig.path) --nofork --nopidfile &
             i=0; while [ ! -S /run/dbus/system_bus_socket ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done

@@ -39,6 +39,12 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "When a lease ends while the host sleeps: wake (Apple's behaviour) or drop (goodbyes).")
     var expiryAction: String = "wake"
 
+    @Option(name: .long, help: "Most sleeping hosts held at once (Apple: no limit beyond records; 400 = its \"400 machines\").")
+    var maxHosts: Int = RegistrationConfiguration.defaultMaximumHosts
+
+    @Option(name: .long, help: "Most proxied records held at once (Apple's MAX_PROXY_RECORDS: 10000).")
+    var maxRecords: Int = RegistrationConfiguration.defaultMaximumRecords
+
     @Flag(name: .long, help: "Accept registrations whose source is not one of the addresses they claim (for transfers from a peer proxy).")
     var allowTransfers = false
 
@@ -66,6 +72,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         guard RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply) != nil else {
             throw ValidationError("--refusal-reply must be silent or refused")
+        }
+        guard (1...100_000).contains(self.maxHosts), (1...1_000_000).contains(self.maxRecords) else {
+            throw ValidationError("--max-hosts must be 1-100000 and --max-records 1-1000000")
         }
         _ = try self.advertisedName()
         if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
@@ -109,6 +118,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
 
         let registration = RegistrationConfiguration(
             leasePolicy: try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum),
+            maximumRecords: self.maxRecords,
+            maximumHosts: self.maxHosts,
             requireSourceAmongClaimedAddresses: !self.allowTransfers,
             refusalReply: RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply)!,
             expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: self.expiryAction)!

@@ -23,6 +23,8 @@ public struct Responder: Sendable {
     var goodbyes: [Goodbye] = []
     /// Conflict times of the proxy's own names, for RFC 6762 §8.1's rename-storm back-off.
     var recentConflicts: [Timestamp] = []
+    /// Size of `lastMulticast` after its last sweep.
+    var multicastHistoryAfterPrune = 0
 
     struct Channel: Hashable, Sendable {
         var interfaceIndex: Int
@@ -536,11 +538,13 @@ public struct Responder: Sendable {
         self.pruneMulticastHistory(now: now)
     }
 
-    /// Entries older than the longest TTL no longer matter (RFC 6762 §5.4 looks back a quarter TTL, §6.2 one
-    /// second); dropping them keeps the table proportional to what is being multicast.
+    /// Entries older than a quarter of the longest TTL no longer matter (RFC 6762 §5.4 looks back a quarter TTL,
+    /// §6.2 one second). The sweep runs when the table has doubled since the last one, so its cost is amortised
+    /// over the insertions that grew it.
     mutating func pruneMulticastHistory(now: Timestamp) {
-        guard self.lastMulticast.count > 4096 else { return }
+        guard self.lastMulticast.count > max(4096, 2 * self.multicastHistoryAfterPrune) else { return }
         let horizon = Duration.seconds(Int64(MDNSRules.otherRecordTTL) / 4 + 1)
         self.lastMulticast = self.lastMulticast.filter { now - $0.value < horizon }
+        self.multicastHistoryAfterPrune = self.lastMulticast.count
     }
 }

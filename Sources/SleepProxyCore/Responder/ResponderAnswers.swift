@@ -6,8 +6,8 @@ extension Responder {
     /// proxy's own (only once probing has finished, unless `includeUnverified`).
     func heldRecords(named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool) -> [Answer] {
         var result: [Answer] = []
-        for (owner, record) in store.records(named: name, on: context.name) where !excluded.contains(owner) {
-            result.append(Answer(record: record.record, owner: owner))
+        for entry in store.entries(named: name) where entry.owner.interface == context.name && (excluded.isEmpty || !excluded.contains(entry.owner)) {
+            result.append(Answer(record: entry.record.record, owner: entry.owner))
         }
         if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
             for record in advertisement.records where record.name == name {
@@ -92,9 +92,9 @@ extension Responder {
             {
                 if seen.insert(record.record) { result.append(record.record) }
             }
-            let unique = records.filter(\.record.cacheFlush).map(\.record)
-            let hasBoth = unique.contains { $0.type == .a } && unique.contains { $0.type == .aaaa }
-            if !unique.isEmpty, !hasBoth {
+            let hasBoth = records.contains { $0.record.cacheFlush && $0.record.type == .a } && records.contains { $0.record.cacheFlush && $0.record.type == .aaaa }
+            if !hasBoth, records.contains(where: \.record.cacheFlush) {
+                let unique = records.filter(\.record.cacheFlush).map(\.record)
                 for nsec in Self.nsecs(for: unique) where seen.insert(nsec) { result.append(nsec) }
             }
         }
@@ -104,14 +104,23 @@ extension Responder {
     /// RFC 6762 §6.1: one NSEC per uniquely owned name, naming itself as next, listing the types held there;
     /// cache-flush set, the TTL of the records it speaks for.
     static func nsecs(for uniqueRecords: [DNSResourceRecord]) -> [DNSResourceRecord] {
-        var names: [DNSName] = []
-        for record in uniqueRecords where !names.contains(record.name) { names.append(record.name) }
-        return names.map { name in
-            let here = uniqueRecords.filter { $0.name == name }
-            let types = Set(here.map(\.type)).filter { $0 != .nsec && $0 != .opt }
-            let ttl = here.map(\.ttl).min() ?? MDNSRules.hostRecordTTL
-            return DNSResourceRecord(name: name, cacheFlush: true, ttl: ttl, rdata: .nsec(NSECRecord(nextName: name, types: types.sorted { $0.rawValue < $1.rawValue })))
+        // Plain loops over a handful of records: this runs for many answers, and sets and closures cost more than
+        // the scans.
+        var result: [DNSResourceRecord] = []
+        var done: [DNSName] = []
+        for first in uniqueRecords where !done.contains(first.name) {
+            done.append(first.name)
+            var types: [DNSRecordType] = []
+            var ttl = UInt32.max
+            for record in uniqueRecords where record.name == first.name {
+                let type = record.type
+                if type != .nsec && type != .opt && !types.contains(type) { types.append(type) }
+                ttl = min(ttl, record.ttl)
+            }
+            types.sort { $0.rawValue < $1.rawValue }
+            result.append(DNSResourceRecord(name: first.name, cacheFlush: true, ttl: ttl, rdata: .nsec(NSECRecord(nextName: first.name, types: types))))
         }
+        return result
     }
 
     /// The question names whose probe (authority section) is identical to what we hold: our own probe looped
