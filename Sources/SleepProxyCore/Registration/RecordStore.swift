@@ -9,17 +9,10 @@ import SleepProxyWire
 public struct RecordStore: Sendable {
     public private(set) var owners: [OwnerKey: OwnerRegistration] = [:]
     public private(set) var recordCount = 0
-    /// Name (compared case-insensitively, as `DNSName` is) → every record at that name with its owner: what the
-    /// responder reads for each question, so one lookup yields the records without visiting their hosts (the
-    /// copies share their name and RDATA storage with the host's own list). Removing a host scans the lists of
-    /// its names, so a name every host registers (`_services._dns-sd._udp.local.`) costs O(hosts) there; new
-    /// registrations and renewals do not remove.
-    private var nameIndex: [DNSName: [NameEntry]] = [:]
-
-    public struct NameEntry: Sendable {
-        public var owner: OwnerKey
-        public var record: ProxiedRecord
-    }
+    /// Name (compared case-insensitively, as `DNSName` is) → the owners with records at that name.
+    /// A set, not a list: names such as `_services._dns-sd._udp.local.` are registered by every host, and
+    /// removing one host from a list of thousands made each registration O(hosts).
+    private var nameIndex: [DNSName: Set<OwnerKey>] = [:]
     /// Claimed address on an interface → its owner.
     private var addressIndex: [InterfaceAddress: OwnerKey] = [:]
     private var expiryHeap = Heap<ExpiryEntry>()
@@ -48,12 +41,14 @@ public struct RecordStore: Sendable {
 
     /// Records named `name` (case-insensitively) registered on `interface`, with their owners.
     public func records(named name: DNSName, on interface: String) -> [(OwnerKey, ProxiedRecord)] {
-        guard let entries = self.nameIndex[name] else { return [] }
-        return entries.compactMap { $0.owner.interface == interface ? ($0.owner, $0.record) : nil }
+        guard let keys = self.nameIndex[name] else { return [] }
+        var result: [(OwnerKey, ProxiedRecord)] = []
+        for key in keys where key.interface == interface {
+            guard let owner = self.owners[key] else { continue }
+            for record in owner.records where record.record.name == name { result.append((key, record)) }
+        }
+        return result
     }
-
-    /// Every record at `name`, on any interface, as indexed (no copy of the list).
-    public func entries(named name: DNSName) -> [NameEntry] { self.nameIndex[name] ?? [] }
 
     /// Adds or replaces one host's registration.
     public mutating func upsert(_ registration: OwnerRegistration) {
@@ -63,12 +58,7 @@ public struct RecordStore: Sendable {
             zip(existing.records, registration.records).allSatisfy({ $0.record.name == $1.record.name })
         {
             // A renewal or a retransmission (Apple's client sends each registration up to three times): the same
-            // names and addresses, so the indexes already hold it; only the host and its expiry change (and the
-            // indexed copies, when the records' data did).
-            if existing.records != registration.records {
-                self.unindexNames(of: existing)
-                self.indexNames(of: registration)
-            }
+            // names and addresses, so the indexes already hold it; only the host and its expiry change.
             self.owners[key] = registration
             if existing.leaseExpiry != registration.leaseExpiry {
                 self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
@@ -78,7 +68,9 @@ public struct RecordStore: Sendable {
         self.remove(key)
         self.owners[key] = registration
         self.recordCount += registration.records.count
-        self.indexNames(of: registration)
+        for record in registration.records {
+            self.nameIndex[record.record.name, default: []].insert(key)
+        }
         for address in registration.addresses {
             self.addressIndex[InterfaceAddress(interface: key.interface, address: address)] = key
         }
@@ -90,29 +82,18 @@ public struct RecordStore: Sendable {
     public mutating func remove(_ key: OwnerKey) -> OwnerRegistration? {
         guard let registration = self.owners.removeValue(forKey: key) else { return nil }
         self.recordCount -= registration.records.count
-        self.unindexNames(of: registration)
+        for record in registration.records {
+            let name = record.record.name
+            guard var owners = self.nameIndex.removeValue(forKey: name) else { continue }
+            owners.remove(key)
+            if !owners.isEmpty { self.nameIndex[name] = owners }
+        }
         for address in registration.addresses {
             let slot = InterfaceAddress(interface: key.interface, address: address)
             if self.addressIndex[slot] == key { self.addressIndex[slot] = nil }
         }
         // The heap entry goes stale and is skipped when it surfaces (lazy deletion).
         return registration
-    }
-
-    private mutating func indexNames(of registration: OwnerRegistration) {
-        for record in registration.records {
-            self.nameIndex[record.record.name, default: []].append(NameEntry(owner: registration.key, record: record))
-        }
-    }
-
-    private mutating func unindexNames(of registration: OwnerRegistration) {
-        let key = registration.key
-        for record in registration.records {
-            let name = record.record.name
-            guard var entries = self.nameIndex.removeValue(forKey: name) else { continue }
-            entries.removeAll { $0.owner == key }
-            if !entries.isEmpty { self.nameIndex[name] = entries }
-        }
     }
 
     /// The earliest lease expiry among the hosts held.
@@ -149,18 +130,16 @@ public struct RecordStore: Sendable {
         var problems: [String] = []
         let count = self.owners.values.reduce(0) { $0 + $1.records.count }
         if count != self.recordCount { problems.append("recordCount \(self.recordCount) != \(count)") }
-        for (name, entries) in self.nameIndex {
-            for entry in entries where self.owners[entry.owner]?.records.contains(where: { $0 == entry.record && $0.record.name == name }) != true {
-                problems.append("name index \(name) -> \(entry.owner) is stale")
+        for (name, keys) in self.nameIndex {
+            for key in keys where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
+                problems.append("name index \(name) -> \(key) is stale")
             }
         }
-        let indexed = self.nameIndex.values.reduce(0) { $0 + $1.count }
-        if indexed != count { problems.append("name index holds \(indexed) records, the hosts \(count)") }
         for (slot, key) in self.addressIndex where self.owners[key]?.addresses.contains(slot.address) != true {
             problems.append("address index \(slot.address) -> \(key) is stale")
         }
         for (key, owner) in self.owners {
-            for record in owner.records where self.nameIndex[record.record.name]?.contains(where: { $0.owner == key }) != true {
+            for record in owner.records where self.nameIndex[record.record.name]?.contains(key) != true {
                 problems.append("\(record.record.name) of \(key) is not indexed")
             }
         }

@@ -6,8 +6,8 @@ extension Responder {
     /// proxy's own (only once probing has finished, unless `includeUnverified`).
     func heldRecords(named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool) -> [Answer] {
         var result: [Answer] = []
-        for entry in store.entries(named: name) where entry.owner.interface == context.name && (excluded.isEmpty || !excluded.contains(entry.owner)) {
-            result.append(Answer(record: entry.record.record, owner: entry.owner))
+        for (owner, record) in store.records(named: name, on: context.name) where excluded.isEmpty || !excluded.contains(owner) {
+            result.append(Answer(record: record.record, owner: owner))
         }
         if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
             for record in advertisement.records where record.name == name {
