@@ -358,16 +358,7 @@ struct KnownAnswers {
 
 /// Keeps one copy of each identical record: a linear scan while small, a hash set beyond.
 struct RecordDeduplicator {
-    struct Key: Hashable {
-        var name: DNSName
-        var rrclass: DNSClass
-        var rdata: DNSRData
-        init(_ record: DNSResourceRecord) {
-            self.name = record.name
-            self.rrclass = record.rrclass
-            self.rdata = record.rdata
-        }
-    }
+    typealias Key = RecordIdentity
 
     private var small: [DNSResourceRecord] = []
     private var large: Set<Key>? = nil
