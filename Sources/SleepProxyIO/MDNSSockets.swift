@@ -106,7 +106,27 @@ public final class MDNSSockets: Sendable {
 
     /// Queues transmissions on their sockets: one hop to each socket's event loop, one flush.
     func send(_ transmissions: [MDNSTransmission]) {
-        guard !transmissions.isEmpty else { return }
+        for (channel, envelopes) in self.route(transmissions) {
+            channel.eventLoop.execute {
+                for envelope in envelopes { channel.write(envelope, promise: nil) }
+                channel.flush()
+            }
+        }
+    }
+
+    /// Sends and waits until the kernel has the datagrams (at shutdown, so the goodbyes leave before the process
+    /// does).
+    func sendAndWait(_ transmissions: [MDNSTransmission]) {
+        var futures: [EventLoopFuture<Void>] = []
+        for (channel, envelopes) in self.route(transmissions) {
+            for envelope in envelopes { futures.append(channel.write(envelope)) }
+            channel.flush()
+        }
+        for future in futures { try? future.wait() }
+    }
+
+    private func route(_ transmissions: [MDNSTransmission]) -> [(Channel, [AddressedEnvelope<ByteBuffer>])] {
+        guard !transmissions.isEmpty else { return [] }
         let channels = self.channels.withLockedValue { $0 }
         var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
         for transmission in transmissions {
@@ -123,12 +143,7 @@ public final class MDNSSockets: Sendable {
             guard let channel = channels[key] else { continue }
             byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: transmission.bytes)))
         }
-        for (channel, envelopes) in byChannel.values {
-            channel.eventLoop.execute {
-                for envelope in envelopes { channel.write(envelope, promise: nil) }
-                channel.flush()
-            }
-        }
+        return Array(byChannel.values)
     }
 
     func close() {

@@ -148,9 +148,10 @@ public final class RegistrationEngine: @unchecked Sendable {
             if stopped {
                 // The proxy's own records say goodbye (RFC 6762 §10.1); the sleeping hosts' stay for the next start.
                 if var responder = self.responder {
-                    self.mdns?.send(Self.transmissions(responder.shutdown()))
+                    self.mdns?.sendAndWait(Self.transmissions(responder.shutdown()))
                     self.responder = responder
                 }
+                self.mdns?.close()
                 break
             }
             if events.isEmpty {

@@ -158,7 +158,8 @@ public enum RawMDNS {
         }
     }
 
-    private static func in6(_ address: IPv6Address) -> in6_addr {
+    /// The kernel's form of an IPv6 address.
+    public static func in6(_ address: IPv6Address) -> in6_addr {
         var result = in6_addr()
         withUnsafeMutableBytes(of: &result) { raw in
             for (index, byte) in address.bytes.enumerated() { raw[index] = byte }

@@ -161,14 +161,14 @@ enum ResponderBenchmarks {
             var proxy = sockaddr_in6()
             proxy.sin6_family = sa_family_t(AF_INET6)
             proxy.sin6_port = UInt16(5599).bigEndian
-            proxy.sin6_addr = in6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 1))
+            proxy.sin6_addr = RawMDNS.in6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 1))
             for n in 0..<hostCount {
                 let fd = socket(AF_INET6, Int32(SOCK_DGRAM.rawValue), 0)
                 defer { close(fd) }
                 var local = sockaddr_in6()
                 local.sin6_family = sa_family_t(AF_INET6)
                 guard case .v6(let v6) = address(n) else { continue }
-                local.sin6_addr = in6(v6)
+                local.sin6_addr = RawMDNS.in6(v6)
                 var timeout = timeval(tv_sec: 2, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
                 let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
@@ -181,14 +181,6 @@ enum ResponderBenchmarks {
                 guard recv(fd, &reply, reply.count, 0) >= 4, reply[2] == 0xA8, reply[3] == 0 else { throw CommandError("host \(n) was not registered") }
             }
         }
-    }
-
-    static func in6(_ address: IPv6Address) -> in6_addr {
-        var result = in6_addr()
-        withUnsafeMutableBytes(of: &result) { raw in
-            for (offset, byte) in address.bytes.enumerated() { raw[offset] = byte }
-        }
-        return result
     }
 
     /// Offers `rate` legacy unicast queries per second for `seconds` (at most 65,535 queries: one ID each) to

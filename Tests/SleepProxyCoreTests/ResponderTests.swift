@@ -101,6 +101,10 @@ struct ResponderTests {
         #expect(second.contains(.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy-2")))
         let sent = H.transmissions(h.run(for: .seconds(5)))
         #expect(sent.last?.1.message.answers.contains { $0.name == OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy (2)")! } == true)
+        // A host-name conflict carried in the additional section renames the host, not the instance.
+        let hostInAdditional = DNSResourceRecord(name: "labproxy-2.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 31))))
+        let third = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), additionals: [hostInAdditional]), from: IPAddress("192.0.2.31")!)
+        #expect(third == [.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy-3")])
         #expect(OwnAdvertisement.renamedInstance("X (9)") == "X (10)")
         #expect(OwnAdvertisement.renamedHost("box-2") == "box-3")
         #expect(OwnAdvertisement.renamedInstance(String(repeating: "a", count: 63)).utf8.count == 63)
@@ -110,8 +114,10 @@ struct ResponderTests {
         var h = H(established: false)
         var sent = H.transmissions(h.run(for: .milliseconds(260)))
         let ourProbe = try #require(sent.first?.1.message)
-        // Our own probe looped back: identical, ignored, probing goes on.
+        // Our own probe looped back: identical, ignored, probing goes on 250 ms later.
         _ = h.receive(ourProbe, from: IPAddress("192.0.2.1")!)
+        let next = H.transmissions(h.run(for: .milliseconds(250)))
+        #expect(next.contains { !$0.1.message.flags.isResponse }, "our own echoed probe stopped the probing")
         // A rival whose SRV sorts later (higher port bytes) wins: we wait a second and probe again.
         var rival = ourProbe
         rival.authorities = rival.authorities.map { record in
@@ -123,6 +129,7 @@ struct ResponderTests {
         }
         _ = h.receive(rival, from: IPAddress("192.0.2.30")!)
         sent = H.transmissions(h.run(for: .milliseconds(900)))
+        #expect(!sent.contains { $0.1.message.flags.isResponse }, "the loser must not announce")
         #expect(sent.isEmpty, "probing must pause for a second after losing: \(sent.map(\.0))")
         #expect(Responder.compareProbeSets(ourProbe.authorities, ourProbe.authorities) == .orderedSame)
         #expect(Responder.compareProbeSets(ourProbe.authorities, rival.authorities) == .orderedAscending)
@@ -292,6 +299,43 @@ struct ResponderTests {
         #expect(sent.count > 1)
         #expect(sent.allSatisfy { $0.1.bytes.count <= MDNSRules.maximumResponsePayload })
         #expect(sent.reduce(0) { $0 + $1.1.message.answers.count } == 12)
+    }
+
+    @Test func legacyQueryWithHundredsOfQuestionsGetsOneTruncatedReply() throws {
+        var h = H()
+        var services: [(String, UInt16)] = []
+        for n in 0..<40 { services.append(("Service \(n)._http._tcp", UInt16(8000 + n))) }
+        h.register(Lab.registration(services: services))
+        _ = h.run(for: .seconds(10))
+        let questions = (0..<300).map { DNSQuestion(name: try! DNSName(labels: ["Service \($0 % 40)", "_http", "_tcp", "local"]), type: .any) }
+        let sent = H.transmissions(h.receive(DNSMessage(id: 3, questions: questions), port: 40000))
+        #expect(sent.count == 1)
+        let reply = try #require(sent.first)
+        // No EDNS in the query: 512 bytes plus the echoed questions, which alone exceed it; no answer fits.
+        #expect(reply.message.flags.isTruncated && reply.message.answers.isEmpty && reply.message.questions.count == 300)
+        let few = H.transmissions(h.receive(DNSMessage(id: 4, questions: Array(questions.prefix(12))), port: 40000))
+        let small = try #require(few.first)
+        #expect(small.bytes.count <= MDNSRules.legacyPayloadWithoutEDNS)
+        #expect(small.message.flags.isTruncated && !small.message.answers.isEmpty && small.message.additionals.isEmpty)
+    }
+
+    @Test func heldKnownAnswersAreBoundedInBytes() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        var first = DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)])
+        first.flags.isTruncated = true
+        _ = h.receive(first)
+        let bulky = DNSResourceRecord(name: "x.local.", ttl: 4500, rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 250) })))
+        var continuation = DNSMessage(answers: [bulky])
+        continuation.flags.isTruncated = true
+        let size = continuation.encoded().count
+        for _ in 0..<(MDNSRules.maximumHeldBytes / size + 20) { _ = h.receive(continuation) }
+        #expect(h.responder.heldBytes <= MDNSRules.maximumHeldBytes)
+        #expect(h.responder.heldBytes > MDNSRules.maximumHeldBytes - size)
+        // The query is still answered, and its bytes are released.
+        #expect(H.transmissions(h.run(for: .seconds(1))).count == 1)
+        #expect(h.responder.heldBytes == 0 && h.responder.held.isEmpty)
     }
 
     // MARK: Announcements, goodbyes, hand-back, conflicts

@@ -175,6 +175,23 @@ final class ResponderLabTests {
         #expect(!after.contains { $0.message.answers.contains { $0.ttl == 0 } }, "a goodbye followed the hand-back: \(after.map(\.message))")
     }
 
+    @Test func shutdownSaysGoodbyeForTheProxyOnlyAndKeepsTheSleepers() throws {
+        let daemon = try self.startProxy()
+        try self.registerAppleVector()
+        Thread.sleep(forTimeInterval: 3)  // Probed and announced.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 1) { daemon.stop() }
+        let heard = try RawMDNS.exchange(in: self.querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(4))
+        let goodbyes = heard.filter { $0.source == .v4(IPv4Address(192, 0, 2, 1)) }.flatMap { $0.message.answers }.filter { $0.ttl == 0 }
+        #expect(goodbyes.contains { $0.name == "_sleep-proxy._udp.local." && $0.type == .ptr }, "no goodbye for the advertisement: \(heard.map(\.message))")
+        #expect(goodbyes.contains { $0.name == "labproxy.local." })
+        #expect(!goodbyes.contains { $0.name == "vm.local." || $0.name.labelStrings.first == "TestSvc" }, "a sleeping host's records were withdrawn at shutdown")
+        // The sleeping host is restored and answered after a restart.
+        let again = try self.startProxy()
+        defer { again.stop() }
+        let legacy = try RawMDNS.exchange(in: self.querier, packets: [DNSMessage(id: 9, questions: [DNSQuestion(name: "vm.local.", type: .a)])], to: .v4(.mdnsGroup), listen: .seconds(1))
+        #expect(legacy.contains { $0.message.answers.contains { $0.rdata == .a(ARecord(address: IPv4Address(192, 0, 2, 2))) } })
+    }
+
     @Test func leaseExpirySendsGoodbyes() throws {
         let daemon = try self.startProxy(extra: ["--lease-minimum", "2"])
         defer { daemon.stop() }

@@ -55,8 +55,12 @@ public enum MDNSRules {
     /// Bound on queries held for their known-answer continuation (RFC 6762 §7.2), so a flood of TC queries from
     /// many sources cannot grow memory without limit.
     public static let maximumHeldQueries = 256
-    /// Bound on known answers accumulated for one held query.
+    /// Bound on questions and on known answers accumulated for one held query.
     public static let maximumKnownAnswers = 2048
+    /// Bound on the packet bytes all held queries together have taken in: a continuation packet can carry a few
+    /// large known answers, so a count alone would let 500 ms of a fast link pin tens of megabytes. Past it,
+    /// continuations are ignored (the answer then only repeats what the querier knew).
+    public static let maximumHeldBytes = 1 << 20
 }
 
 /// An address family, for choosing the mDNS group an answer goes to.

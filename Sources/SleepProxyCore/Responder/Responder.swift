@@ -17,6 +17,8 @@ public struct Responder: Sendable {
     var pending: [Channel: PendingResponse] = [:]
     /// Queries with TC set, waiting for their known-answer continuation (RFC 6762 §7.2).
     var held: [QuerySource: HeldQuery] = [:]
+    /// Sum of `held[...].bytes`.
+    var heldBytes = 0
     /// When each record was last multicast on each interface and family (RFC 6762 §5.4, §6.2).
     var lastMulticast: [MulticastKey: Timestamp] = [:]
     var announcements: [Announcement] = []
@@ -60,6 +62,8 @@ public struct Responder: Sendable {
 
     struct HeldQuery: Sendable {
         var deadline: Timestamp
+        /// Packet bytes taken in, counted against `MDNSRules.maximumHeldBytes`.
+        var bytes: Int
         var questions: [DNSQuestion]
         var knownAnswers: [DNSResourceRecord]
         var destination: IPAddress
@@ -97,6 +101,7 @@ public struct Responder: Sendable {
             self.own[index] = nil
             self.pending = self.pending.filter { $0.key.interfaceIndex != index }
             self.held = self.held.filter { $0.key.interfaceIndex != index }
+            self.heldBytes = self.held.values.reduce(0) { $0 + $1.bytes }
             self.announcements.removeAll { $0.interfaceIndex == index }
             self.goodbyes.removeAll { $0.interfaceIndex == index }
         }
@@ -175,6 +180,8 @@ public struct Responder: Sendable {
         }
         self.own.removeAll()
         self.pending.removeAll()
+        self.held.removeAll()
+        self.heldBytes = 0
         self.announcements.removeAll()
         self.goodbyes.removeAll()
         return actions
@@ -202,6 +209,7 @@ public struct Responder: Sendable {
         // Held TC queries first: their answers may join a pending response due now.
         for (source, query) in self.held where query.deadline <= now {
             self.held[source] = nil
+            self.heldBytes -= query.bytes
             guard let context = self.own[source.interfaceIndex]?.context else { continue }
             actions += self.answer(
                 questions: query.questions, knownAnswers: query.knownAnswers, source: source, destination: query.destination,
@@ -264,16 +272,22 @@ public struct Responder: Sendable {
 
         // RFC 6762 §7.2: a query with TC, or a continuation of one, waits for the rest of its known answers.
         if var query = self.held[querySource] {
+            guard self.heldBytes + bytes.count <= MDNSRules.maximumHeldBytes else { return actions }
             query.questions += message.questions.prefix(max(0, MDNSRules.maximumKnownAnswers - query.questions.count))
             query.knownAnswers += message.answers.prefix(max(0, MDNSRules.maximumKnownAnswers - query.knownAnswers.count))
+            query.bytes += bytes.count
+            self.heldBytes += bytes.count
             self.held[querySource] = query
             return actions
         }
         if message.flags.isTruncated {
-            guard !message.questions.isEmpty, self.held.count < MDNSRules.maximumHeldQueries else { return actions }
+            guard !message.questions.isEmpty, self.held.count < MDNSRules.maximumHeldQueries,
+                self.heldBytes + bytes.count <= MDNSRules.maximumHeldBytes
+            else { return actions }
             self.held[querySource] = HeldQuery(
-                deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), questions: message.questions,
-                knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup))
+                deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), bytes: bytes.count,
+                questions: message.questions, knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup))
+            self.heldBytes += bytes.count
             return actions
         }
         let skipped = self.identicalProbeNames(message, context: context, store: store)
@@ -303,7 +317,7 @@ public struct Responder: Sendable {
     ) -> [ResponderAction] {
         var actions: [ResponderAction] = []
         var reported: Set<OwnerKey> = []
-        var ownConflict = false
+        var ownConflict: DNSName? = nil
         let channel = Channel(interfaceIndex: context.index, family: IPFamily(source))
         for record in message.answers + message.additionals where record.type != .opt && record.type != .nsec {
             // RFC 6762 §7.4: another responder multicast an answer we were about to give; ours is redundant.
@@ -325,30 +339,25 @@ public struct Responder: Sendable {
                         actions.append(.conflict(owner, record: record, from: source))
                     }
                 } else {
-                    ownConflict = true
+                    ownConflict = record.name
                 }
             }
             // RFC 6762 §8.1: while probing, any record of the name in a response is a conflict, whatever its type.
-            if !ownConflict, let advertisement = self.own[context.index], advertisement.isProbing,
+            if ownConflict == nil, let advertisement = self.own[context.index], advertisement.isProbing,
                 advertisement.records.contains(where: { $0.cacheFlush && $0.name == record.name })
             {
-                ownConflict = true
+                ownConflict = record.name
             }
-            if ownConflict { break }
+            if ownConflict != nil { break }
         }
-        if ownConflict { actions += self.rename(conflictingName: message.answers.first { self.isOwnUniqueName($0.name, context: context) }?.name, now: now) }
+        if let name = ownConflict { actions += self.rename(conflictingName: name, now: now) }
         return actions
     }
 
-    private func isOwnUniqueName(_ name: DNSName, context: InterfaceContext) -> Bool {
-        self.own[context.index]?.records.contains { $0.cacheFlush && $0.name == name } ?? false
-    }
-
     /// RFC 6762 §9: a conflicting name is changed and probed again, on every interface (one name everywhere).
-    mutating func rename(conflictingName: DNSName?, now: Timestamp) -> [ResponderAction] {
+    mutating func rename(conflictingName: DNSName, now: Timestamp) -> [ResponderAction] {
         self.recentConflicts = self.recentConflicts.filter { now - $0 < .seconds(10) } + [now]
-        let hostName = OwnAdvertisement.hostName(self.configuration.hostLabel)
-        if let conflictingName, conflictingName == hostName {
+        if conflictingName == OwnAdvertisement.hostName(self.configuration.hostLabel) {
             self.configuration.hostLabel = OwnAdvertisement.renamedHost(self.configuration.hostLabel)
         } else {
             self.configuration.instanceLabel = OwnAdvertisement.renamedInstance(self.configuration.instanceLabel)

@@ -127,12 +127,13 @@ extension Responder {
     /// back, or a woken host re-probing the very records we hold for it. sps-protocol §8: not answered.
     func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> Set<DNSName> {
         guard !message.authorities.isEmpty else { return [] }
+        // Grouped once by name: a packet can carry hundreds of questions and proposed records.
+        var proposedByName: [DNSName: [DNSResourceRecord]] = [:]
+        for record in message.authorities { proposedByName[record.name, default: []].append(record) }
         var names: Set<DNSName> = []
-        for question in message.questions {
-            let proposed = message.authorities.filter { $0.name == question.name }
-            guard !proposed.isEmpty else { continue }
-            let held = self.heldRecords(named: question.name, context: context, store: store, excluded: [], includeUnverified: true)
-            if proposed.allSatisfy({ record in held.contains { $0.record.isIdentical(to: record) } }) { names.insert(question.name) }
+        for (name, proposed) in proposedByName where message.questions.contains(where: { $0.name == name }) {
+            let held = self.heldRecords(named: name, context: context, store: store, excluded: [], includeUnverified: true)
+            if proposed.allSatisfy({ record in held.contains { $0.record.isIdentical(to: record) } }) { names.insert(name) }
         }
         return names
     }
@@ -264,13 +265,23 @@ extension Responder {
             answers: records.map(legacy), additionals: extra.map(legacy))
         var bytes = response.encoded(options: .mdns)
         if bytes.count > limit {
+            // Additional records are optional: drop them first, without TC.
             response.additionals = []
             bytes = response.encoded(options: .mdns)
-            while bytes.count > limit && !response.answers.isEmpty {
-                response.answers.removeLast()
-                response.flags.isTruncated = true
-                bytes = response.encoded(options: .mdns)
+        }
+        if bytes.count > limit {
+            // RFC 6762 §6.7 / RFC 1035 §4.1.1: the answers that fit, with TC. Filled from upper-bound sizes in one pass (a
+            // query with hundreds of questions must not cost one encoding per dropped answer).
+            var size = Self.headerLength + response.questions.reduce(0) { $0 + $1.name.wireLength + 4 }
+            var kept = 0
+            for answer in response.answers {
+                size += answer.uncompressedWireLength
+                if size > limit { break }
+                kept += 1
             }
+            response.answers.removeSubrange(kept...)
+            response.flags.isTruncated = true
+            bytes = response.encoded(options: .mdns)
         }
         self.statistics.packetsSent += 1
         return [.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: response, bytes: bytes))]
