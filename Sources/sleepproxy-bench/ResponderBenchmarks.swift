@@ -55,9 +55,22 @@ enum ResponderBenchmarks {
         let querier = IPAddress("192.0.2.20")!
         var index = 0
         // A legacy unicast query is answered synchronously: decode, look up, encode, all in `receive`.
-        _ = measure("legacy unicast AAAA query → answer (decode+lookup+encode)", iterations: 200_000, target: 500_000) {
+        _ = measure("legacy unicast AAAA query → answer (decode+lookup+encode, cached reply)", iterations: 200_000, target: 500_000) {
             index = index == hostCount - 1 ? 0 : index + 1
             let actions = responder.receive(queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup), interfaceIndex: 2, store: store, now: now)
+            guard case .transmit(let transmission) = actions.first else { fatalError("no answer for host\(index)") }
+            return transmission.bytes.count
+        }
+        // The same path when the ready-made reply cannot be used: the name's case alternates between queries, so
+        // each one misses the answer cache (keyed case-insensitively, echoed case-exactly) and is built afresh.
+        let shouted = (0..<hostCount).map { n in
+            DNSMessage(id: 0, questions: [DNSQuestion(name: try! DNSName(parsing: "HOST\(n).local."), type: .aaaa)]).encoded()
+        }
+        var flip = false
+        _ = measure("legacy unicast AAAA query → answer, cache missed", iterations: 100_000) {
+            index = index == hostCount - 1 ? 0 : index + 1
+            if index == 0 { flip.toggle() }  // each pass over the names uses the other case
+            let actions = responder.receive(flip ? shouted[index] : queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup), interfaceIndex: 2, store: store, now: now)
             guard case .transmit(let transmission) = actions.first else { fatalError("no answer for host\(index)") }
             return transmission.bytes.count
         }

@@ -233,6 +233,82 @@ struct ResponderTests {
         #expect(direct.first?.destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
     }
 
+    @Test func legacyAnswersAreReusedOnlyWhileWhatTheyCameFromHolds() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        func ask(_ name: DNSName, _ type: DNSRecordType, id: UInt16, edns: UInt16? = nil) -> MDNSTransmission? {
+            let additionals = edns.map { [DNSResourceRecord.opt(EDNSHeader(udpPayloadSize: $0), options: [])] } ?? []
+            return H.transmissions(h.receive(DNSMessage(id: id, questions: [DNSQuestion(name: name, type: type)], additionals: additionals), port: 40000)).first
+        }
+        let first = try #require(ask("vm.local.", .a, id: 1))
+        let again = try #require(ask("vm.local.", .a, id: 2))
+        #expect(h.responder.legacyCache.count == 1)
+        // The reused reply is the same packet with the new ID, and decodes to it.
+        #expect(Array(again.bytes.dropFirst(2)) == Array(first.bytes.dropFirst(2)) && again.bytes.prefix(2) == [0, 2])
+        #expect(try DNSMessage(decoding: again.bytes) == again.message && again.message.id == 2)
+        // The question is echoed in the querier's own case, never the cached one's.
+        let shouted = try #require(ask("VM.local.", .a, id: 3))
+        #expect(shouted.message.questions.first?.name.storage == DNSName("VM.local.").storage)
+        #expect(try DNSMessage(decoding: shouted.bytes).questions.first?.name.storage == DNSName("VM.local.").storage)
+        // A different payload size is another entry.
+        _ = try #require(ask("vm.local.", .a, id: 4, edns: 1232))
+        #expect(h.responder.legacyCache.count == 2)
+        // A renumbered host: the next answer carries the new address, not the cached one.
+        h.register(Lab.registration(sequence: 1, addresses: [IPAddress("192.0.2.9")!, Lab.hostV6]))
+        let renumbered = try #require(ask("vm.local.", .a, id: 5))
+        #expect(renumbered.message.answers.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 9)))])
+        // A host that went away is not answered from the cache.
+        let taken = h.registrar.remove(OwnerKey(interface: "eth0", primaryMAC: Lab.hostMAC))
+        h.responder.removed(try #require(taken), reason: .handBack, now: h.now)
+        #expect(ask("vm.local.", .a, id: 6) == nil)
+        // The proxy's own records: a rename changes the answer at once.
+        let ownHost = try #require(OwnAdvertisement.hostName(h.responder.configuration.hostLabel))
+        #expect(ask(ownHost, .a, id: 7) != nil)
+        _ = h.responder.rename(conflictingName: ownHost, now: h.now)
+        #expect(ask(ownHost, .a, id: 8) == nil, "the old name is no longer ours")
+    }
+
+    @Test func legacyAnswerCacheIsBoundedInEntries() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        // Each payload size is its own entry; at the bound, the next insertion starts the cache again.
+        let sizes = (0..<MDNSRules.maximumCachedLegacyAnswers).map { 600 + $0 }
+        for (n, size) in sizes.enumerated() {
+            let query = DNSMessage(id: UInt16(n & 0xFFFF), questions: [DNSQuestion(name: "vm.local.", type: .a)], additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
+            #expect(!H.transmissions(h.receive(query, port: 40000)).isEmpty)
+        }
+        #expect(h.responder.legacyCache.count == MDNSRules.maximumCachedLegacyAnswers)
+        let oneMore = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)], additionals: [.opt(EDNSHeader(udpPayloadSize: 8000), options: [])])
+        #expect(!H.transmissions(h.receive(oneMore, port: 40000)).isEmpty)
+        #expect(h.responder.legacyCache.count == 1)
+    }
+
+    @Test func legacyAnswerCacheIsBoundedInBytes() throws {
+        var h = H()
+        // A 7,500-byte TXT record: each reply for it is about 7.5 KB, so the byte bound comes long before the count.
+        let txt = DNSResourceRecord(name: "big.local.", ttl: 4500, rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 249) })))
+        h.register(Lab.registration(extra: [txt]))
+        _ = h.run(for: .seconds(10))
+        func ask(size: Int) -> Int {
+            let query = DNSMessage(questions: [DNSQuestion(name: "big.local.", type: .txt)], additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
+            return H.transmissions(h.receive(query, port: 40000)).first?.bytes.count ?? 0
+        }
+        var size = 8000
+        let replyLength = ask(size: size)
+        #expect(replyLength > 7000)
+        while h.responder.legacyCache.byteCount + replyLength <= MDNSRules.maximumCachedLegacyBytes {
+            size += 1
+            #expect(ask(size: size) == replyLength)
+        }
+        let full = h.responder.legacyCache.count
+        #expect(full == MDNSRules.maximumCachedLegacyBytes / replyLength)
+        size += 1
+        #expect(ask(size: size) == replyLength)
+        #expect(h.responder.legacyCache.count == 1, "one more reply would pass the byte bound: the cache starts again")
+    }
+
     @Test func knownAnswersWithHalfTheTTLSuppress() throws {
         var h = H()
         h.register(Lab.registration())

@@ -16,6 +16,15 @@ public struct RecordStore: Sendable {
     /// Claimed address on an interface → its owner.
     private var addressIndex: [InterfaceAddress: OwnerKey] = [:]
     private var expiryHeap = Heap<ExpiryEntry>()
+    /// Replaced on every change, so a reader can tell in O(1) whether what it derived from the store still holds
+    /// (the responder's answer cache does). An object, not a counter: two diverging copies of a store can never
+    /// share a version.
+    public private(set) var version = Version()
+
+    /// An identity token; compare with `===`.
+    public final class Version: Sendable {
+        init() {}
+    }
 
     public struct InterfaceAddress: Hashable, Sendable {
         public var interface: String
@@ -53,6 +62,7 @@ public struct RecordStore: Sendable {
     /// Adds or replaces one host's registration.
     public mutating func upsert(_ registration: OwnerRegistration) {
         let key = registration.key
+        self.version = Version()
         if let existing = self.owners[key], existing.addresses == registration.addresses,
             existing.records.count == registration.records.count,
             zip(existing.records, registration.records).allSatisfy({ $0.record.name == $1.record.name })
@@ -81,6 +91,7 @@ public struct RecordStore: Sendable {
     @discardableResult
     public mutating func remove(_ key: OwnerKey) -> OwnerRegistration? {
         guard let registration = self.owners.removeValue(forKey: key) else { return nil }
+        self.version = Version()
         self.recordCount -= registration.records.count
         for record in registration.records {
             let name = record.record.name

@@ -61,6 +61,11 @@ public enum MDNSRules {
     /// large known answers, so a count alone would let 500 ms of a fast link pin tens of megabytes. Past it,
     /// continuations are ignored (the answer then only repeats what the querier knew).
     public static let maximumHeldBytes = 1 << 20
+    /// Bounds on the legacy-answer cache (our own, not an RFC's): a querier can vary the case of a name or the
+    /// payload size it offers to make many entries, so both the count and the bytes held are capped; past
+    /// either, the cache starts again empty (a miss only costs the normal answer path).
+    public static let maximumCachedLegacyAnswers = 4096
+    public static let maximumCachedLegacyBytes = 1 << 20
 }
 
 /// An address family, for choosing the mDNS group an answer goes to.

@@ -10,7 +10,12 @@ public struct Responder: Sendable {
     public internal(set) var statistics = ResponderStatistics()
 
     /// Served interfaces by index, each with the proxy's own records and their probing state.
-    var own: [Int: OwnAdvertisement] = [:]
+    var own: [Int: OwnAdvertisement] = [:] {
+        didSet { self.ownVersion &+= 1 }
+    }
+    /// Changes with every change to `own`, for the legacy-answer cache.
+    var ownVersion: UInt64 = 0
+    var legacyCache = LegacyAnswerCache()
     var jitter: Jitter
     /// Multicast answers waiting for their deadline, per interface and family (RFC 6762 §6 delays, §6.2 rate
     /// limit, aggregation).

@@ -246,6 +246,32 @@ extension Responder {
     /// A query from a port other than 5353: a one-shot resolver. Answered at once, by unicast to its address and
     /// port, echoing ID and questions, with TTLs of at most 10 s and no cache-flush bits.
     mutating func answerLegacy(_ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>) -> [ResponderAction] {
+        // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
+        var limit = MDNSRules.legacyPayloadWithoutEDNS
+        if let size = query.opt?.ednsHeader?.udpPayloadSize { limit = min(DNSMessage.maximumSize, max(limit, Int(size))) }
+        var cacheKey: LegacyAnswerCache.Key? = nil
+        if excluded.isEmpty, query.questions.count == 1, query.answers.isEmpty, query.authorities.isEmpty,
+            query.additionals.allSatisfy({ $0.type == .opt }), query.ednsOptions?.options.isEmpty ?? true
+        {
+            self.legacyCache.validate(store: store, ownVersion: self.ownVersion)
+            let key = LegacyAnswerCache.Key(interfaceIndex: context.index, question: query.questions[0], family: IPFamily(source.address), limit: limit)
+            if let (message, bytes) = self.legacyCache.response(for: key, id: query.id) {
+                self.statistics.answeredQueries += 1
+                self.statistics.packetsSent += 1
+                return [.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: message, bytes: bytes))]
+            }
+            cacheKey = key
+        }
+        let actions = self.buildLegacyAnswer(query, limit: limit, source: source, context: context, store: store, excluded: excluded)
+        if let key = cacheKey, actions.count == 1, case .transmit(let transmission) = actions[0] {
+            self.legacyCache.insert(transmission.message, bytes: transmission.bytes, for: key)
+        }
+        return actions
+    }
+
+    private mutating func buildLegacyAnswer(
+        _ query: DNSMessage, limit: Int, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+    ) -> [ResponderAction] {
         let (answers, negatives) = self.collectAnswers(questions: query.questions, knownAnswers: query.answers, context: context, store: store, excluded: excluded)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
@@ -257,9 +283,6 @@ extension Responder {
         }
         let records = answers.map(\.answer.record)
         let extra = self.additionals(for: records, context: context, store: store, excluded: excluded, family: IPFamily(source.address)) + negatives.map(\.record)
-        // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
-        var limit = MDNSRules.legacyPayloadWithoutEDNS
-        if let size = query.opt?.ednsHeader?.udpPayloadSize { limit = min(DNSMessage.maximumSize, max(limit, Int(size))) }
         var response = DNSMessage(
             id: query.id, flags: DNSHeaderFlags(response: true, authoritative: true), questions: query.questions,
             answers: records.map(legacy), additionals: extra.map(legacy))
