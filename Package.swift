@@ -31,7 +31,7 @@ let package = Package(
         // Pure logic: no sockets, no clocks; time comes in as `now:` and work goes out as actions.
         .target(
             name: "SleepProxyCore",
-            dependencies: ["SleepProxyWire", .product(name: "HeapModule", package: "swift-collections")],
+            dependencies: ["SleepProxyWire", .product(name: "HeapModule", package: "swift-collections"), .product(name: "NIOCore", package: "swift-nio")],
             swiftSettings: swiftSettings
         ),
         // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).

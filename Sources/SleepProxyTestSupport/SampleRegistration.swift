@@ -8,7 +8,8 @@ public enum SampleRegistration {
     public static func message(
         id: UInt16 = 0x1234, mac: MACAddress, sequence: UInt8 = 0, lease: UInt32 = 7200,
         host: DNSName = "vm.local.", addresses: [IPAddress],
-        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = []
+        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = [],
+        password: SecureOnPassword? = nil
     ) -> DNSMessage {
         var records: [DNSResourceRecord] = []
         for address in addresses {
@@ -33,7 +34,7 @@ public enum SampleRegistration {
             flags: DNSHeaderFlags(response: false, opcode: .update),
             authorities: records,
             additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, z: 0x1194), options: [
-                .updateLease(UpdateLeaseOption(lease: lease)), .owner(OwnerOption(sequence: sequence, primaryMAC: mac)),
+                .updateLease(UpdateLeaseOption(lease: lease)), .owner(OwnerOption(sequence: sequence, primaryMAC: mac, wakeMAC: password == nil ? nil : mac, password: password)),
             ])]
         )
     }

@@ -27,8 +27,8 @@ enum Lab {
     static func registration(
         id: UInt16 = 0x1234, mac: MACAddress = hostMAC, sequence: UInt8 = 0, lease: UInt32 = 7200,
         host: DNSName = "vm.local.", addresses: [IPAddress] = [hostV4, hostV6],
-        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = []
+        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = [], password: SecureOnPassword? = nil
     ) -> DNSMessage {
-        SampleRegistration.message(id: id, mac: mac, sequence: sequence, lease: lease, host: host, addresses: addresses, services: services, extra: extra)
+        SampleRegistration.message(id: id, mac: mac, sequence: sequence, lease: lease, host: host, addresses: addresses, services: services, extra: extra, password: password)
     }
 }

@@ -1,0 +1,683 @@
+import NIOCore
+import SleepProxyWire
+
+/// What the packet side asks the I/O layer to do.
+public enum TakeoverAction: Hashable, Sendable {
+    /// A whole Ethernet frame, source MAC already the interface's own.
+    case sendFrame([UInt8], interfaceIndex: Int)
+    /// A magic packet as a UDP datagram to 255.255.255.255 port 9 on the interface.
+    case sendWakeDatagram([UInt8], interfaceIndex: Int)
+    /// A neighbour entry on the proxy machine: the proxied address is reached at the owner's MAC, so the proxy's
+    /// own kernel never waits for an ARP/ND answer that our packet socket sends onto the wire instead.
+    case setNeighbour(interfaceIndex: Int, address: IPAddress, mac: MACAddress)
+    case removeNeighbour(interfaceIndex: Int, address: IPAddress)
+    /// The addresses watched on the interface changed: rebuild the capture filter and multicast memberships.
+    case watchChanged(interfaceIndex: Int)
+    case event(WakeEvent)
+}
+
+public struct TakeoverConfiguration: Hashable, Sendable {
+    public var policy = WakePolicy()
+    /// Append six zero bytes when the host registered no SecureOn password, as Apple does. Off by default: some
+    /// NICs ignore a magic packet with a zero trailer (issue 5 §5).
+    public var appendZeroPassword = false
+    /// Also send each magic packet as a UDP broadcast to port 9.
+    public var udpMagicPacket = false
+
+    public init(policy: WakePolicy = WakePolicy(), appendZeroPassword: Bool = false, udpMagicPacket: Bool = false) {
+        self.policy = policy
+        self.appendZeroPassword = appendZeroPassword
+        self.udpMagicPacket = udpMagicPacket
+    }
+}
+
+public struct TakeoverStatistics: Hashable, Sendable {
+    public var framesSeen = 0
+    public var malformedFrames = 0
+    public var arpReplies = 0
+    public var neighbourAdvertisements = 0
+    public var wakes = 0
+    public var magicPackets = 0
+    public var wakesSuppressed = 0
+    public var ignoredConnections = 0
+    public var ownerSeen = 0
+    public var conflicts = 0
+    public init() {}
+}
+
+/// Address takeover and waking for the sleeping hosts (sps-protocol §4.3–4.6, §5.2), as a pure state machine.
+///
+/// For each host: wait a second, probe its addresses three times (ARP probes and DAD-style NS unicast to its wake
+/// MAC); if it stays silent, announce (gratuitous ARP and unsolicited NA at 0, 1, 3, 7 s) and answer ARP and NS
+/// for its addresses with the proxy's MAC. Traffic for its registered services starts a wake: magic packets every
+/// 2 s, at most 15, until the host shows it is awake; then everything is released and the captured connection
+/// requests are replayed to it. Frames come in with `now`; frames to send and decisions go out as actions.
+public struct Takeover: Sendable {
+    public var configuration: TakeoverConfiguration
+    public private(set) var statistics = TakeoverStatistics()
+
+    var interfaces: [Int: InterfaceContext] = [:]
+    var hosts: [OwnerKey: Host] = [:]
+    /// Watched address on an interface (by name) → its host.
+    var addressOwners: [InterfaceAddressKey: OwnerKey] = [:]
+    /// When an ignored connection to (host, port) was last logged.
+    var ignoredLogged: [IgnoredKey: Timestamp] = [:]
+
+    struct InterfaceAddressKey: Hashable, Sendable {
+        var interface: String
+        var address: IPAddress
+    }
+
+    struct IgnoredKey: Hashable, Sendable {
+        var host: OwnerKey
+        var port: WakePolicy.Port
+    }
+
+    enum Phase: Hashable, Sendable {
+        /// Not answering; probing starts at `next`.
+        case waiting
+        case probing(sent: Int)
+        /// Answering; announcement `sent` of 4 is due at `next`.
+        case announcing(sent: Int, startedAt: Timestamp)
+        /// Answering, announcements done.
+        case claimed
+        /// The owner was seen more than `maximumProbeRestarts` times: never taken over again this epoch.
+        case stopped
+    }
+
+    struct WakeProgress: Hashable, Sendable {
+        var trigger: WakeTrigger
+        var startedAt: Timestamp
+        var attempts = 0
+        var next: Timestamp
+    }
+
+    struct Host: Sendable {
+        var key: OwnerKey
+        var hostName: String?
+        var sequence: UInt8
+        var wakeMAC: MACAddress
+        var password: SecureOnPassword?
+        var v4: [IPv4Address]
+        var v6: [IPv6Address]
+        var ports: Set<WakePolicy.Port>
+        var phase: Phase = .waiting
+        var next: Timestamp?
+        var restarts = 0
+        var neighboursInstalled = false
+        var wake: WakeProgress?
+        var lastWakeEnded: Timestamp?
+        /// Connection requests seen while waking, replayed to the host when it is up (lurtz/sleep-proxy's trick).
+        var replay: [(at: Timestamp, client: String, frame: [UInt8])] = []
+        /// False once the registration is gone (lease expired) and only the wake sequence remains.
+        var registered = true
+
+        var macs: [MACAddress] { self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC] }
+
+        var isAnswering: Bool {
+            switch self.phase {
+            case .announcing, .claimed: return self.registered
+            default: return false
+            }
+        }
+
+        var addresses: [IPAddress] { self.v4.map(IPAddress.v4) + self.v6.map(IPAddress.v6) }
+    }
+
+    public init(configuration: TakeoverConfiguration = TakeoverConfiguration()) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Interfaces and registrations
+
+    /// The interfaces served. A host on an interface that went away keeps its state; it is served again when the
+    /// interface returns (a cable pull must not forget sleeping hosts).
+    public mutating func setInterfaces(_ contexts: [InterfaceContext]) -> [TakeoverAction] {
+        let old = self.interfaces
+        self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+        return contexts.filter { old[$0.index] != $0 }.map { .watchChanged(interfaceIndex: $0.index) }
+    }
+
+    /// Addresses whose traffic the capture filter must pass on the interface.
+    public func watchedAddresses(interfaceIndex: Int) -> [IPAddress] {
+        guard let name = self.interfaces[interfaceIndex]?.name else { return [] }
+        return self.hosts.values.filter { $0.key.interface == name && $0.registered }.flatMap(\.addresses).sorted()
+    }
+
+    public var hostCount: Int { self.hosts.count }
+
+    /// A registration was accepted (or restored at start). A new sleep epoch starts the takeover from the
+    /// beginning a second later; a renewal keeps the current state and picks up changed addresses and services.
+    public mutating func registered(_ registration: OwnerRegistration, now: Timestamp) -> [TakeoverAction] {
+        var actions: [TakeoverAction] = []
+        let key = registration.key
+        var v4: [IPv4Address] = []
+        var v6: [IPv6Address] = []
+        for address in registration.addresses {
+            switch address {
+            case .v4(let a): v4.append(a)
+            case .v6(let a): v6.append(a)
+            }
+        }
+        var ports: Set<WakePolicy.Port> = []
+        for service in registration.summary.services {
+            switch service.transport {
+            case .tcp: ports.insert(WakePolicy.Port(.tcp, service.port))
+            case .udp: ports.insert(WakePolicy.Port(.udp, service.port))
+            case nil: break
+            }
+        }
+        let owner = registration.owner
+        var host = self.hosts[key] ?? Host(
+            key: key, hostName: nil, sequence: owner.sequence, wakeMAC: owner.wakeMAC ?? key.primaryMAC, password: nil, v4: [], v6: [], ports: [],
+            next: now + TakeoverRules.startDelay)
+        let isNew = self.hosts[key] == nil || !host.registered
+        if !isNew, host.sequence != owner.sequence {
+            // The host registered a new sleep epoch: it was awake in between.
+            actions += self.release(&host, now: now)
+            if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
+            host.phase = .waiting
+            host.next = now + TakeoverRules.startDelay
+            host.restarts = 0
+        } else if isNew {
+            host.phase = .waiting
+            host.next = now + TakeoverRules.startDelay
+            host.registered = true
+        }
+        let oldAddresses = host.addresses
+        host.hostName = registration.hostName?.description
+        host.sequence = owner.sequence
+        host.wakeMAC = owner.wakeMAC ?? key.primaryMAC
+        host.password = owner.password
+        host.v4 = v4
+        host.v6 = v6
+        host.ports = ports
+        if oldAddresses != host.addresses {
+            // Addresses that went away are released; new ones are announced with the next step.
+            if host.neighboursInstalled, let index = self.index(of: key.interface) {
+                for address in oldAddresses where !host.addresses.contains(address) {
+                    actions.append(.removeNeighbour(interfaceIndex: index, address: address))
+                }
+                for address in host.addresses where !oldAddresses.contains(address) {
+                    actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC))
+                }
+            }
+            for address in oldAddresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil }
+        }
+        for address in host.addresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = key }
+        self.hosts[key] = host
+        if oldAddresses != host.addresses || isNew, let index = self.index(of: key.interface) {
+            actions.append(.watchChanged(interfaceIndex: index))
+        }
+        return actions
+    }
+
+    /// A registration ended. Hand-back means the host is awake: release silently (and end a wake sequence with
+    /// success). Expiry with the action "wake" keeps only the wake sequence; anything else releases.
+    public mutating func removed(_ key: OwnerKey, reason: RemovalReason, wake: Bool, now: Timestamp) -> [TakeoverAction] {
+        guard var host = self.hosts[key] else { return [] }
+        var actions = self.release(&host, now: now)
+        if reason == .handBack {
+            if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
+        }
+        for address in host.addresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil }
+        host.registered = false
+        host.phase = .stopped
+        host.next = nil
+        if wake, reason == .expired {
+            self.hosts[key] = host
+            actions += self.startWake(key, trigger: .leaseExpired, now: now)
+        } else if host.wake != nil, reason != .handBack {
+            self.hosts[key] = host  // an administrator's forget does not cancel a wake in progress
+        } else {
+            self.hosts[key] = nil
+        }
+        if let index = self.index(of: key.interface) { actions.append(.watchChanged(interfaceIndex: index)) }
+        return actions
+    }
+
+    /// Starts waking a host (an administrator, an mDNS conflict, lease expiry, or traffic for its services).
+    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
+        self.startWake(key, trigger: trigger, now: now)
+    }
+
+    /// The state of one host, for the admin side.
+    public func state(of key: OwnerKey) -> HostStatus? {
+        guard let host = self.hosts[key] else { return nil }
+        let phase: HostStatus.Phase
+        switch host.phase {
+        case .waiting: phase = host.restarts > 0 ? .ownerSeen : .starting
+        case .probing: phase = .probing
+        case .announcing, .claimed: phase = .answering
+        case .stopped: phase = .stopped
+        }
+        return HostStatus(phase: phase, waking: host.wake != nil, wakeAttempts: host.wake?.attempts ?? 0, probeRestarts: host.restarts)
+    }
+
+    public struct HostStatus: Hashable, Sendable {
+        public enum Phase: String, Hashable, Sendable {
+            case starting, probing, answering, ownerSeen = "owner-seen", stopped
+        }
+        public var phase: Phase
+        public var waking: Bool
+        public var wakeAttempts: Int
+        public var probeRestarts: Int
+    }
+
+    // MARK: - Timers
+
+    public func nextDeadline() -> Timestamp? {
+        var deadline: Timestamp? = nil
+        for host in self.hosts.values {
+            for time in [host.next, host.wake?.next] {
+                if let time, deadline == nil || time < deadline! { deadline = time }
+            }
+        }
+        return deadline
+    }
+
+    public mutating func tick(now: Timestamp) -> [TakeoverAction] {
+        var actions: [TakeoverAction] = []
+        for key in Array(self.hosts.keys) {
+            guard var host = self.hosts[key] else { continue }
+            if let wake = host.wake, wake.next <= now {
+                if wake.attempts < TakeoverRules.maximumWakeAttempts {
+                    actions += self.sendBurst(&host, now: now)
+                } else {
+                    actions += self.finishWake(&host, awake: false, now: now)
+                    if !host.registered {
+                        self.hosts[key] = nil
+                        continue
+                    }
+                    // The proxy still holds the host: point the neighbours back at the proxy.
+                    if host.isAnswering { actions += self.announcementFrames(host) }
+                }
+            }
+            if let next = host.next, next <= now, host.registered {
+                actions += self.step(&host, now: now)
+            }
+            self.hosts[key] = host
+        }
+        // Forget logged ignores once they can be logged again.
+        if self.ignoredLogged.count > TakeoverRules.maximumIgnoredLogKeys / 2 {
+            self.ignoredLogged = self.ignoredLogged.filter { now - $0.value < TakeoverRules.ignoredLogInterval }
+        }
+        return actions
+    }
+
+    /// One step of probing or announcing.
+    private mutating func step(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
+        guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else {
+            host.next = now + TakeoverRules.probeInterval  // the interface is away; try again later
+            return []
+        }
+        var actions: [TakeoverAction] = []
+        switch host.phase {
+        case .waiting:
+            host.phase = .probing(sent: 0)
+            return self.step(&host, now: now)
+        case .probing(let sent) where sent < TakeoverRules.probeCount:
+            // sps-protocol §4.3: probes go unicast to the owner's wake MAC: only it should answer.
+            for address in host.v4 {
+                actions.append(.sendFrame(ARPPacket.probe(from: context.macAddress, for: address).frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index))
+            }
+            for address in host.v6 {
+                let ns = NeighborDiscoveryMessage(kind: .solicitation, target: address)
+                actions.append(.sendFrame(ns.frame(ethernetSource: context.macAddress, ethernetDestination: host.wakeMAC, source: .any, destination: address.solicitedNodeMulticast).bytes, interfaceIndex: index))
+            }
+            host.phase = .probing(sent: sent + 1)
+            host.next = now + TakeoverRules.probeInterval
+        case .probing:
+            // Silence: the host sleeps. Take the addresses over.
+            host.phase = .announcing(sent: 0, startedAt: now)
+            return self.step(&host, now: now)
+        case .announcing(let sent, let startedAt):
+            if sent == 0 {
+                for address in host.addresses { actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC)) }
+                host.neighboursInstalled = true
+            }
+            actions += self.announcementFrames(host)
+            let offsets = TakeoverRules.announcementOffsets
+            if sent + 1 < offsets.count {
+                host.phase = .announcing(sent: sent + 1, startedAt: startedAt)
+                host.next = startedAt + offsets[sent + 1]
+            } else {
+                host.phase = .claimed
+                host.next = nil
+            }
+        case .claimed, .stopped:
+            host.next = nil
+        }
+        return actions
+    }
+
+    /// Gratuitous ARP and unsolicited NA (O set, RFC 4861 §7.2.6) saying the proxy's MAC has the addresses.
+    private func announcementFrames(_ host: Host) -> [TakeoverAction] {
+        guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
+        var actions: [TakeoverAction] = []
+        for address in host.v4 {
+            actions.append(.sendFrame(ARPPacket.announcement(from: context.macAddress, for: address).frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index))
+        }
+        if host.wake == nil {
+            for address in host.v6 {
+                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: context.macAddress)
+                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address, destination: .allNodes).bytes, interfaceIndex: index))
+            }
+        }
+        return actions
+    }
+
+    /// Stops answering for the host and removes the proxy machine's neighbour entries.
+    private func release(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
+        var actions: [TakeoverAction] = []
+        if host.neighboursInstalled, let index = self.index(of: host.key.interface) {
+            for address in host.addresses { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+        }
+        host.neighboursInstalled = false
+        return actions
+    }
+
+    // MARK: - Waking
+
+    private mutating func startWake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
+        guard var host = self.hosts[key] else { return [] }
+        guard host.wake == nil else { return [] }
+        if let ended = host.lastWakeEnded, now - ended < TakeoverRules.wakeHoldoff {
+            self.statistics.wakesSuppressed += 1
+            return []
+        }
+        self.statistics.wakes += 1
+        host.wake = WakeProgress(trigger: trigger, startedAt: now, next: now)
+        var actions: [TakeoverAction] = [.event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))]
+        actions += self.sendBurst(&host, now: now)
+        // Issue 5 §3 / sps-protocol §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
+        // as soon as it is up. The Ethernet source stays the proxy's: a forged owner source would teach the
+        // switch to send the host's unicast (our magic packets included) to the proxy's port.
+        if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
+            for address in host.v6 {
+                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: host.wakeMAC)
+                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address, destination: .allNodes).bytes, interfaceIndex: index))
+            }
+        }
+        self.hosts[key] = host
+        return actions
+    }
+
+    /// The magic packet, unicast to the wake MAC first (Wi-Fi stations that missed a group-key rotation), then
+    /// broadcast (switches that do not flood unknown unicast); sps-protocol §4.6.
+    private mutating func sendBurst(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
+        guard var wake = host.wake else { return [] }
+        wake.attempts += 1
+        wake.next = now + TakeoverRules.wakeInterval
+        host.wake = wake
+        guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
+        var password = host.password
+        if password == nil, self.configuration.appendZeroPassword { password = SecureOnPassword(bytes: [0, 0, 0, 0, 0, 0]) }
+        let magic = MagicPacket(target: host.wakeMAC, password: password)
+        self.statistics.magicPackets += 1
+        var actions: [TakeoverAction] = [
+            .sendFrame(magic.frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index),
+            .sendFrame(magic.frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index),
+        ]
+        if self.configuration.udpMagicPacket { actions.append(.sendWakeDatagram(magic.payload, interfaceIndex: index)) }
+        return actions
+    }
+
+    /// Ends a wake sequence: logged with its outcome; on success the captured connection requests go to the host.
+    private mutating func finishWake(_ host: inout Host, awake: Bool, now: Timestamp) -> [TakeoverAction] {
+        guard let wake = host.wake else { return [] }
+        host.wake = nil
+        var actions: [TakeoverAction] = []
+        if awake {
+            let seconds = Double((now - wake.startedAt).nanosecondsClamped) / 1e9
+            actions.append(.event(WakeEvent(kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, seconds: seconds)))
+            if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
+                for (at, _, frame) in host.replay where now - at <= TakeoverRules.replayWindow {
+                    guard frame.count >= EthernetFrame.headerLength else { continue }
+                    // Addressed to the host itself now, from the proxy's MAC.
+                    actions.append(.sendFrame(host.wakeMAC.bytes + context.macAddress.bytes + frame[12...], interfaceIndex: index))
+                }
+            }
+        } else {
+            host.lastWakeEnded = now
+            actions.append(.event(WakeEvent(kind: .noResponse, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, attempts: wake.attempts)))
+        }
+        host.replay.removeAll()
+        return actions
+    }
+
+    // MARK: - Frames
+
+    /// One frame captured on `interfaceIndex`. `outgoing` marks frames the proxy machine itself sent (its kernel
+    /// connecting to a sleeping host, or our own frames, which are recognised and skipped).
+    public mutating func receive(frame bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+        guard let context = self.interfaces[interfaceIndex] else { return [] }
+        self.statistics.framesSeen += 1
+        let frame: EthernetFrame
+        do {
+            frame = try EthernetFrame(decoding: ByteBuffer(bytes: bytes))
+        } catch {
+            self.statistics.malformedFrames += 1
+            return []
+        }
+        do {
+            switch frame.etherType {
+            case .arp:
+                return self.handleARP(try ARPPacket(decoding: frame.payload), frame: frame, context: context, outgoing: outgoing, now: now)
+            case .ipv4:
+                let packet = try IPv4Packet(decoding: frame.payload)
+                // sps-protocol §4.4: only a first fragment carries the ports.
+                guard packet.header.isFirstFragment else { return [] }
+                return self.handleTransport(
+                    proto: packet.header.proto, source: .v4(packet.header.source), destination: .v4(packet.header.destination), payload: packet.payload,
+                    bytes: bytes, context: context, outgoing: outgoing, now: now)
+            case .ipv6:
+                let packet = try IPv6Packet(decoding: frame.payload)
+                if packet.upperLayerProtocol == .icmpv6 {
+                    guard let message = try? NeighborDiscoveryMessage(decoding: packet) else { return [] }  // other ICMPv6, or invalid ND
+                    return self.handleND(message, packet: packet, frame: frame, context: context, outgoing: outgoing, now: now)
+                }
+                return self.handleTransport(
+                    proto: packet.upperLayerProtocol, source: .v6(packet.header.source), destination: .v6(packet.header.destination), payload: packet.payload,
+                    bytes: bytes, context: context, outgoing: outgoing, now: now)
+            default:
+                return []
+            }
+        } catch {
+            self.statistics.malformedFrames += 1
+            return []
+        }
+    }
+
+    private func owner(of address: IPAddress, on context: InterfaceContext) -> OwnerKey? {
+        self.addressOwners[InterfaceAddressKey(interface: context.name, address: address)]
+    }
+
+    private mutating func handleARP(_ arp: ARPPacket, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+        if outgoing || frame.source == context.macAddress || arp.senderMAC == context.macAddress {
+            // sps-protocol §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
+            // (our probes have sender 0.0.0.0 and our announcements sender = target, so they are not this).
+            if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context),
+                let host = self.hosts[key], host.isAnswering
+            {
+                return [.setNeighbour(interfaceIndex: context.index, address: .v4(arp.targetIP), mac: host.wakeMAC)]
+            }
+            return []
+        }
+        var actions: [TakeoverAction] = []
+        var handled: OwnerKey? = nil
+        // Pass 1: a request for a proxied address.
+        if arp.operation == .request, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key] {
+            handled = key
+            if host.macs.contains(arp.senderMAC) || host.macs.contains(frame.source) {
+                actions += self.ownerSeen(key, now: now)
+            } else if host.isAnswering {
+                self.statistics.arpReplies += 1
+                let reply = ARPPacket.reply(to: arp, from: context.macAddress)
+                actions.append(.sendFrame(reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes, interfaceIndex: context.index))
+            }
+        }
+        // Pass 2: anyone asserting a proxied address as its own.
+        if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key], host.phase != .stopped {
+            if host.macs.contains(arp.senderMAC) {
+                if handled != key { actions += self.ownerSeen(key, now: now) }
+            } else {
+                self.statistics.conflicts += 1
+                actions += self.startWake(key, trigger: .addressConflict(address: arp.senderIP.description, from: arp.senderMAC.description), now: now)
+            }
+        }
+        return actions
+    }
+
+    private mutating func handleND(_ message: NeighborDiscoveryMessage, packet: IPv6Packet, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+        let source = packet.header.source
+        if outgoing || frame.source == context.macAddress {
+            if message.kind == .solicitation, !source.isUnspecified, source != message.target, let key = self.owner(of: .v6(message.target), on: context),
+                let host = self.hosts[key], host.isAnswering
+            {
+                return [.setNeighbour(interfaceIndex: context.index, address: .v6(message.target), mac: host.wakeMAC)]
+            }
+            return []
+        }
+        let senderMACs = [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
+        var actions: [TakeoverAction] = []
+        var handled: OwnerKey? = nil
+        switch message.kind {
+        case .solicitation:
+            guard let key = self.owner(of: .v6(message.target), on: context), let host = self.hosts[key] else { break }
+            handled = key
+            if senderMACs.contains(where: host.macs.contains) {
+                actions += self.ownerSeen(key, now: now)
+            } else if source.isUnspecified {
+                // Someone else wants the address (DAD, RFC 4862 §5.4). Defend it with an NA to all nodes (RFC 4861
+                // §7.2.4: S clear, O set), and wake the owner: sps-protocol §4.3 recommends treating it as a conflict.
+                if host.isAnswering, host.wake == nil {
+                    self.statistics.neighbourAdvertisements += 1
+                    let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: message.target, targetLinkLayerAddress: context.macAddress)
+                    actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target, destination: .allNodes).bytes, interfaceIndex: context.index))
+                }
+                if host.phase != .stopped {
+                    self.statistics.conflicts += 1
+                    actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
+                }
+            } else if host.isAnswering, host.wake == nil {
+                // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
+                self.statistics.neighbourAdvertisements += 1
+                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.solicited, .override], target: message.target, targetLinkLayerAddress: context.macAddress)
+                let destinationMAC = message.sourceLinkLayerAddress ?? frame.source
+                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: destinationMAC, source: message.target, destination: source).bytes, interfaceIndex: context.index))
+            }
+            // Pass 2 for an NS: its source address.
+            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key], key != handled, host.phase != .stopped {
+                if senderMACs.contains(where: host.macs.contains) {
+                    actions += self.ownerSeen(key, now: now)
+                } else {
+                    self.statistics.conflicts += 1
+                    actions += self.startWake(key, trigger: .addressConflict(address: source.description, from: frame.source.description), now: now)
+                }
+            }
+        case .advertisement:
+            guard let key = self.owner(of: .v6(message.target), on: context), let host = self.hosts[key], host.phase != .stopped else { break }
+            if senderMACs.contains(where: host.macs.contains) {
+                actions += self.ownerSeen(key, now: now)
+            } else {
+                self.statistics.conflicts += 1
+                actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
+            }
+        }
+        return actions
+    }
+
+    /// sps-protocol §5.2: the owner spoke for its own address, so it is awake. Stop answering, finish a wake
+    /// sequence with success, and probe again later (the records stay until an Owner option or expiry).
+    private mutating func ownerSeen(_ key: OwnerKey, now: Timestamp) -> [TakeoverAction] {
+        guard var host = self.hosts[key] else { return [] }
+        self.statistics.ownerSeen += 1
+        var actions: [TakeoverAction] = []
+        if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
+        switch host.phase {
+        case .stopped:
+            break
+        case .waiting:
+            // Already quiet: the host is still up; push the next probe out without counting a restart.
+            if let next = host.next, host.restarts > 0 { host.next = max(next, now + TakeoverRules.restartDelayAfterAnnouncing) }
+            else if host.next != nil { host.next = max(host.next!, now + TakeoverRules.restartDelayBeforeAnnouncing) }
+        case .probing, .announcing, .claimed:
+            let announced: Bool
+            if case .probing = host.phase { announced = false } else { announced = true }
+            actions += self.release(&host, now: now)
+            host.restarts += 1
+            if host.restarts > TakeoverRules.maximumProbeRestarts {
+                host.phase = .stopped
+                host.next = nil
+            } else {
+                host.phase = .waiting
+                host.next = now + (announced ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
+            }
+        }
+        self.hosts[key] = host
+        return actions
+    }
+
+    private mutating func handleTransport(
+        proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8], context: InterfaceContext, outgoing: Bool, now: Timestamp
+    ) -> [TakeoverAction] {
+        guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context), var host = self.hosts[key] else { return [] }
+        // Only while the proxy stands in for the host (or is already waking it): before the takeover and after
+        // the owner was seen, the host itself is up and gets its own traffic.
+        guard host.isAnswering || host.wake != nil else { return [] }
+        let trigger: WakeTrigger
+        let port: WakePolicy.Port
+        var connectionRequest = false
+        do {
+            if proto == .tcp {
+                let segment = try TCPSegment(decoding: payload)
+                let flags = segment.flags
+                // sps-protocol §4.4: never RST, never FIN alone; a SYN (not a SYN-ACK) opens a connection.
+                guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
+                connectionRequest = segment.isConnectionRequest
+                port = WakePolicy.Port(.tcp, segment.destinationPort)
+                trigger = .connection(transport: .tcp, client: source.description, clientPort: segment.sourcePort, port: segment.destinationPort)
+                // Port 22 wakes on any segment when the host offers SSH; elsewhere only a connection request does.
+                let sshData = segment.destinationPort == TakeoverRules.sshPort && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
+                guard connectionRequest || sshData else { return [] }
+            } else {
+                let datagram = try UDPDatagram(decoding: payload)
+                if datagram.destinationPort == TakeoverRules.natTraversalPort, datagram.payload.readableBytes == 1, datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF {
+                    return []
+                }
+                port = WakePolicy.Port(.udp, datagram.destinationPort)
+                trigger = .connection(transport: .udp, client: source.description, clientPort: datagram.sourcePort, port: datagram.destinationPort)
+            }
+        } catch {
+            self.statistics.malformedFrames += 1
+            return []
+        }
+        guard self.configuration.policy.wakes(port, macs: host.macs, registered: host.ports) else {
+            if connectionRequest { return self.logIgnored(host: host, port: port, trigger: trigger, now: now) }
+            return []
+        }
+        if connectionRequest, case .connection(_, let client, let clientPort, _) = trigger {
+            // A retransmitted SYN replaces the one kept for its connection.
+            let connection = "\(client) \(clientPort)"
+            host.replay.removeAll { now - $0.at > TakeoverRules.replayWindow || $0.client == connection }
+            if host.replay.count >= TakeoverRules.maximumReplayedSegments { host.replay.removeFirst() }
+            host.replay.append((now, connection, bytes))
+            self.hosts[key] = host
+        }
+        return self.startWake(key, trigger: trigger, now: now)
+    }
+
+    private mutating func logIgnored(host: Host, port: WakePolicy.Port, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
+        self.statistics.ignoredConnections += 1
+        let key = IgnoredKey(host: host.key, port: port)
+        if let last = self.ignoredLogged[key], now - last < TakeoverRules.ignoredLogInterval { return [] }
+        guard self.ignoredLogged.count < TakeoverRules.maximumIgnoredLogKeys || self.ignoredLogged[key] != nil else { return [] }
+        self.ignoredLogged[key] = now
+        return [.event(WakeEvent(kind: .ignored, at: now, host: host.key, hostName: host.hostName, trigger: trigger))]
+    }
+
+    private func index(of interface: String) -> Int? {
+        self.interfaces.first { $0.value.name == interface }?.key
+    }
+}

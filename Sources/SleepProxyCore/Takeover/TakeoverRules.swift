@@ -1,0 +1,38 @@
+/// The timings and bounds of address takeover and waking, each with its source.
+public enum TakeoverRules {
+    /// sps-protocol §4.3: the proxy starts probing about a second after the registration, giving the host time
+    /// to actually go to sleep.
+    public static let startDelay: Duration = .seconds(1)
+    /// sps-protocol §4.3 / RFC 5227 §2.1.1: three probes unicast to the owner's wake MAC, a second apart.
+    public static let probeCount = 3
+    public static let probeInterval: Duration = .seconds(1)
+    /// Issue 5 / Apple's four announcements: gratuitous ARP (unsolicited NA) at 0, 1, 3 and 7 s.
+    public static let announcementOffsets: [Duration] = [.zero, .seconds(1), .seconds(3), .seconds(7)]
+    /// sps-protocol §5.2: after the owner is seen on the wire, probing starts again after 10 s (1 s when it
+    /// had not announced yet), at most 20 times (`MAX_PROBE_RESTARTS`).
+    public static let restartDelayAfterAnnouncing: Duration = .seconds(10)
+    public static let restartDelayBeforeAnnouncing: Duration = .seconds(1)
+    public static let maximumProbeRestarts = 20
+    /// sps-protocol §4.6: one burst of magic packets per host every 2 s, 15 bursts at most.
+    public static let wakeInterval: Duration = .seconds(2)
+    public static let maximumWakeAttempts = 15
+    /// After a wake sequence ended without a sign of the host, a new trigger may start another only after this
+    /// long (our own rate limit: a client retrying a connection to a host whose Wake-on-LAN is off must not keep
+    /// the link busy with magic packets).
+    public static let wakeHoldoff: Duration = .seconds(10)
+    /// Connection requests kept per host for replay once it is awake, and how old they may be (a client's
+    /// connect() gives up after about 75-130 s; a replay older than a minute helps nobody).
+    public static let maximumReplayedSegments = 8
+    public static let replayWindow: Duration = .seconds(60)
+    /// A SYN to an unregistered port is logged at most once per (host, port) in this period, and the table of
+    /// recently logged ones is bounded, so a port scan cannot flood the wake log.
+    public static let ignoredLogInterval: Duration = .seconds(60)
+    public static let maximumIgnoredLogKeys = 1024
+    /// sps-protocol §4.3: Apple's capture filter took at most 250 addresses per interface (`MAX_BPF_ADDRS`).
+    /// Past it, the filter passes all IP traffic and the packet path sorts it out.
+    public static let maximumFilteredAddresses = 250
+    /// sps-protocol §4.4: SSH (port 22) wakes on any segment but RST and FIN-only, not only on a SYN.
+    public static let sshPort: UInt16 = 22
+    /// sps-protocol §4.4: a one-byte 0xFF datagram to IPsec NAT-T is a keepalive, never a reason to wake.
+    public static let natTraversalPort: UInt16 = 4500
+}

@@ -1,0 +1,78 @@
+import SleepProxyWire
+
+/// Why a host was woken (or would have been).
+public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
+    public enum Transport: String, Hashable, Sendable { case tcp, udp }
+
+    /// Traffic for one of the host's services: the client and the port it wanted.
+    case connection(transport: Transport, client: String, clientPort: UInt16, port: UInt16)
+    /// Another responder answered one of the host's unique mDNS records differently.
+    case mdnsConflict(name: String, from: String)
+    /// Another machine claimed one of the host's addresses (ARP or neighbour discovery).
+    case addressConflict(address: String, from: String)
+    /// The lease ran out while the host slept (expiry action "wake").
+    case leaseExpired
+    /// An administrator asked for it.
+    case administrator
+
+    public var description: String {
+        switch self {
+        case .connection(let transport, let client, let clientPort, let port):
+            return "\(transport.rawValue) connection from \(client) port \(clientPort) to port \(port)"
+        case .mdnsConflict(let name, let from): return "mDNS conflict on \(name) from \(from)"
+        case .addressConflict(let address, let from): return "address \(address) claimed by \(from)"
+        case .leaseExpired: return "lease expired"
+        case .administrator: return "administrator"
+        }
+    }
+}
+
+/// One line of the wake log (issue 5 §7): a wake and why, how it ended, or traffic that was not a reason.
+public struct WakeEvent: Hashable, Sendable {
+    public enum Kind: String, Hashable, Sendable {
+        /// Magic packets started.
+        case wake
+        /// The host showed it is awake (ARP, neighbour discovery or a new Owner sequence).
+        case awake
+        /// No sign of the host after the last magic packet.
+        case noResponse = "no-response"
+        /// A connection attempt to a port the host did not register: not woken.
+        case ignored
+    }
+
+    public var kind: Kind
+    /// Monotonic time of the event (the I/O layer adds the wall-clock time when it records it).
+    public var at: Timestamp
+    public var host: OwnerKey
+    public var hostName: String?
+    public var trigger: WakeTrigger
+    /// For `awake`: seconds from the first magic packet. For `noResponse`: magic packets sent.
+    public var seconds: Double?
+    public var attempts: Int?
+
+    public init(kind: Kind, at: Timestamp, host: OwnerKey, hostName: String?, trigger: WakeTrigger, seconds: Double? = nil, attempts: Int? = nil) {
+        self.kind = kind
+        self.at = at
+        self.host = host
+        self.hostName = hostName
+        self.trigger = trigger
+        self.seconds = seconds
+        self.attempts = attempts
+    }
+
+    static func twoDecimals(_ value: Double) -> String {
+        let hundredths = Int((value * 100).rounded())
+        let fraction = hundredths % 100
+        return "\(hundredths / 100).\(fraction < 10 ? "0" : "")\(fraction)"
+    }
+
+    public var summary: String {
+        let who = "\(self.hostName ?? "?") (\(self.host))"
+        switch self.kind {
+        case .wake: return "waking \(who): \(self.trigger)"
+        case .awake: return "\(who) is awake after \(Self.twoDecimals(self.seconds ?? 0)) s (woken for \(self.trigger))"
+        case .noResponse: return "\(who) showed no sign of waking after \(self.attempts ?? 0) magic packets (woken for \(self.trigger))"
+        case .ignored: return "not waking \(who) for \(self.trigger): no registered service on that port"
+        }
+    }
+}
