@@ -36,11 +36,13 @@ let package = Package(
         ),
         // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).
         .target(name: "CSleepProxyLinux"),
+        // libnl-3 (LGPL-2.1, linked dynamically) for neighbour entries and link/address notifications.
+        .systemLibrary(name: "CNetlink", pkgConfig: "libnl-route-3.0", providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]),
         // Thin adapters between the kernel and the pure layers.
         .target(
             name: "SleepProxyIO",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux",
+                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", "CNetlink", "SleepProxyControl",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

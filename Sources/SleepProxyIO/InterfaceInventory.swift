@@ -3,6 +3,11 @@ import NIOCore
 import NIOPosix
 import SleepProxyCore
 import SleepProxyWire
+import CSleepProxyLinux
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// The proxy's view of the machine's interfaces: names, indexes, MACs and prefixes, read from the kernel.
 public struct InterfaceInventory: Sendable {
@@ -17,15 +22,17 @@ public struct InterfaceInventory: Sendable {
 
     public init(interfaces: [Interface]) { self.interfaces = interfaces }
 
-    /// Reads every interface with its addresses (getifaddrs through NIO) and its MAC and flags (sysfs).
+    /// Reads every interface with its addresses (getifaddrs through NIO) and its MAC and flags (getifaddrs'
+    /// AF_PACKET entries: unlike /sys/class/net, they describe the network namespace the process is in).
     public static func read() throws -> InterfaceInventory {
         var byName: [String: Interface] = [:]
+        let links = Self.links()
         for device in try System.enumerateDevices() {
             let name = device.name
             if byName[name] == nil {
-                let flags = Self.sysfsFlags(name)
+                let flags = Int(links[name]?.flags ?? 0)
                 byName[name] = Interface(
-                    context: InterfaceContext(name: name, index: device.interfaceIndex, macAddress: Self.sysfsMAC(name) ?? .zero, prefixes: []),
+                    context: InterfaceContext(name: name, index: device.interfaceIndex, macAddress: links[name]?.mac ?? .zero, prefixes: []),
                     isUp: flags & 0x1 != 0,
                     isLoopback: flags & 0x8 != 0,
                     supportsMulticast: device.multicastSupported
@@ -46,14 +53,24 @@ public struct InterfaceInventory: Sendable {
         self.interfaces.filter { $0.isUp && $0.supportsMulticast && !$0.isLoopback }
     }
 
-    static func sysfsMAC(_ name: String) -> MACAddress? {
-        guard let text = try? String(contentsOfFile: "/sys/class/net/\(name)/address", encoding: .utf8) else { return nil }
-        return MACAddress(text.trimmingCharacters(in: .whitespacesAndNewlines))
-    }
-
-    static func sysfsFlags(_ name: String) -> Int {
-        guard let text = try? String(contentsOfFile: "/sys/class/net/\(name)/flags", encoding: .utf8) else { return 0 }
-        return Int(text.trimmingCharacters(in: .whitespacesAndNewlines).dropFirst(2), radix: 16) ?? 0
+    /// Each interface's flags and hardware address, from getifaddrs' AF_PACKET entries.
+    static func links() -> [String: (flags: UInt32, mac: MACAddress?)] {
+        var first: UnsafeMutablePointer<ifaddrs>? = nil
+        guard getifaddrs(&first) == 0 else { return [:] }
+        defer { freeifaddrs(first) }
+        var result: [String: (flags: UInt32, mac: MACAddress?)] = [:]
+        var entry = first
+        while let current = entry {
+            defer { entry = current.pointee.ifa_next }
+            guard let address = current.pointee.ifa_addr, address.pointee.sa_family == UInt16(AF_PACKET), let namePointer = current.pointee.ifa_name else { continue }
+            let name = String(cString: namePointer)
+            let mac = address.withMemoryRebound(to: sockaddr_ll.self, capacity: 1) { link -> MACAddress? in
+                guard link.pointee.sll_halen == 6 else { return nil }
+                return withUnsafeBytes(of: link.pointee.sll_addr) { MACAddress(bytes: Array($0.prefix(6))) }
+            }
+            result[name] = (current.pointee.ifa_flags, mac)
+        }
+        return result
     }
 
     static func prefix(address: SocketAddress?, netmask: SocketAddress?) -> IPPrefix? {

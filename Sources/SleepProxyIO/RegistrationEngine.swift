@@ -21,12 +21,18 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var stateDirectory: URL
         /// The proxy's own advertisement; nil runs without the mDNS side (registration only).
         public var responder: ResponderConfiguration?
+        /// Address takeover and wake; nil runs without the packet side.
+        public var takeover: TakeoverConfiguration?
 
-        public init(registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL, responder: ResponderConfiguration? = nil) {
+        public init(
+            registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL,
+            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil
+        ) {
             self.registration = registration
             self.interfaces = interfaces
             self.stateDirectory = stateDirectory
             self.responder = responder
+            self.takeover = takeover
         }
     }
 
@@ -40,6 +46,9 @@ public final class RegistrationEngine: @unchecked Sendable {
     enum Event {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
         case mdns(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
+        case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
+        /// Netlink saw a link or address change.
+        case linksChanged
     }
 
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
@@ -53,6 +62,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var batches = 0
         public var responder = ResponderStatistics()
         public var instanceLabel: String?
+        public var takeover = TakeoverStatistics()
     }
 
     private let configuration: Configuration
@@ -61,6 +71,11 @@ public final class RegistrationEngine: @unchecked Sendable {
     private var registrar: Registrar
     private var responder: Responder?
     private var mdns: MDNSSockets?
+    private var takeover: Takeover?
+    private var packets: PacketLinks?
+    private var neighbours: NeighbourTable?
+    private var monitor: LinkMonitor?
+    public let wakeLog: WakeLog
     private var servedContexts: [InterfaceContext] = []
     private var inventory: InterfaceInventory
     private var inventoryReadAt: Timestamp
@@ -95,6 +110,24 @@ public final class RegistrationEngine: @unchecked Sendable {
         }
         logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(registrar.store.recordCount) records from \(journal.directory.path)")
         self.registrar = registrar
+        self.wakeLog = WakeLog(directory: configuration.stateDirectory)
+        if let takeoverConfiguration = configuration.takeover {
+            var takeover = Takeover(configuration: takeoverConfiguration)
+            for registration in registrar.store.owners.values { _ = takeover.registered(registration, now: now) }
+            self.takeover = takeover
+            self.packets = PacketLinks(logger: logger, sink: { [mailbox] bytes, index, outgoing in mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing)) })
+            do {
+                self.neighbours = try NeighbourTable(logger: logger)
+            } catch {
+                logger.warning("\(error); the proxy machine's own connections to sleeping hosts will not wake them")
+            }
+            do {
+                let monitor = try LinkMonitor(logger: logger, changed: { [mailbox] in mailbox.post(.linksChanged) })
+                self.monitor = monitor
+            } catch {
+                logger.warning("\(error); interfaces are re-read every \(RegistrationEngine.inventoryRefreshInterval) instead")
+            }
+        }
         if let responderConfiguration = configuration.responder {
             self.responder = Responder(configuration: responderConfiguration)
             self.mdns = MDNSSockets(logger: logger, sink: { [mailbox] event in mailbox.post(event) })
@@ -110,6 +143,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         thread.name = "sleepproxy-registration-engine"
         self.thread = thread
         thread.start()
+        self.monitor?.start()
     }
 
     /// Stops after the batch in progress; registrations stay in the journal for the next start. Safe to call
@@ -139,7 +173,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.refreshInventory(now: SystemClock.now())
         while true {
             let timeout: TimeInterval
-            if let deadline = [self.registrar.nextDeadline(), self.responder?.nextDeadline()].compactMap({ $0 }).min() {
+            if let deadline = [self.registrar.nextDeadline(), self.responder?.nextDeadline(), self.takeover?.nextDeadline()].compactMap({ $0 }).min() {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
             } else {
                 timeout = 1
@@ -152,6 +186,9 @@ public final class RegistrationEngine: @unchecked Sendable {
                     self.responder = responder
                 }
                 self.mdns?.close()
+                self.withTakeover { $0.shutdown() }
+                self.monitor?.stop()
+                self.packets?.close()
                 break
             }
             if events.isEmpty {
@@ -178,6 +215,10 @@ public final class RegistrationEngine: @unchecked Sendable {
 
         for event in events {
             switch event {
+            case .frame(let bytes, let interfaceIndex, let outgoing):
+                self.withTakeover { $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now) }
+            case .linksChanged:
+                self.refreshInventory(now: now)
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):
                 guard var responder = self.responder, let source = IPAddress(remote), let port = remote.port else { continue }
                 let actions = responder.receive(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, store: self.registrar.store, now: now)
@@ -192,6 +233,7 @@ public final class RegistrationEngine: @unchecked Sendable {
                 if case .accepted(let acceptance) = outcome {
                     entries.append(.put(acceptance.registration))
                     self.responder?.registered(acceptance.registration, previous: acceptance.previous, now: now)
+                    self.withTakeover { $0.registered(acceptance.registration, now: now) }
                 }
                 if let reply = outcome.reply { replies.append((channel, remote, reply)) }
             }
@@ -200,10 +242,10 @@ public final class RegistrationEngine: @unchecked Sendable {
             let expired = expiry.registration
             entries.append(.remove(expired.key))
             self.responder?.removed(expired, reason: .expired, now: now)
-            // Magic packets go out through the packet side, which this build does not have yet: say what is due
-            // rather than pretend it happened.
-            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped with goodbyes; due action: \(expiry.action.rawValue)\(expiry.action == .wake ? " (no magic packet: address takeover and wake are not in this build)" : "")")
+            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped with goodbyes; action: \(expiry.action.rawValue)")
+            self.withTakeover { $0.removed(expired.key, reason: .expired, wake: expiry.action == .wake, now: now) }
         }
+        self.withTakeover { $0.tick(now: now) }
         if var responder = self.responder {
             let due = responder.tick(store: self.registrar.store, now: now)
             self.responder = responder
@@ -260,14 +302,50 @@ public final class RegistrationEngine: @unchecked Sendable {
                 guard let registration = self.registrar.remove(key) else { continue }
                 entries.append(.remove(key))
                 self.responder?.removed(registration, reason: .handBack, now: now)
+                self.withTakeover { $0.removed(key, reason: .handBack, wake: false, now: now) }
                 self.logger.notice("hand-back: \(registration.hostName?.description ?? "?") (\(key)) is awake (Owner sequence \(sequence)); its records were dropped silently")
             case .conflict(let key, let record, let source):
-                self.logger.warning("conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(key); the owner must wake to defend it (wake is not in this build)")
+                self.logger.warning("conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(key); waking the owner to defend it")
+                self.withTakeover { $0.wake(key, trigger: .mdnsConflict(name: record.name.description, from: source.description), now: now) }
             case .renamed(let instance, let host):
                 self.logger.notice("mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local")
             }
         }
         return transmissions
+    }
+
+    /// Runs `body` on the takeover state in place (a copy would duplicate every host's state on each frame) and
+    /// carries out its actions.
+    private func withTakeover(_ body: (inout Takeover) -> [TakeoverAction]) {
+        guard self.takeover != nil else { return }
+        let actions = body(&self.takeover!)
+        self.performTakeover(actions)
+    }
+
+    /// Carries out what the packet side decided, at once (a wake's first magic packet must not wait for the batch).
+    private func performTakeover(_ actions: [TakeoverAction]) {
+        for action in actions {
+            switch action {
+            case .sendFrame(let frame, let index):
+                self.logger.trace("packets: sending \(frame.count) bytes on interface \(index)")
+                self.packets?.send(frame, interfaceIndex: index)
+            case .sendWakeDatagram(let payload, let index):
+                self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
+            case .setNeighbour(let index, let address, let mac):
+                self.neighbours?.set(interfaceIndex: index, address: address, mac: mac)
+            case .removeNeighbour(let index, let address):
+                self.neighbours?.remove(interfaceIndex: index, address: address)
+            case .watchChanged(let index):
+                if let takeover = self.takeover { self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index) }
+            case .event(let event):
+                if event.kind == .ignored { self.logger.info("wake: \(event.summary)") } else { self.logger.notice("wake: \(event.summary)") }
+                do {
+                    try self.wakeLog.append(event, at: Date())
+                } catch {
+                    self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
+                }
+            }
+        }
     }
 
     static func transmissions(_ actions: [ResponderAction]) -> [MDNSTransmission] {
@@ -308,12 +386,14 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.logger.warning("interfaces: cannot read the interface list: \(error)")
         }
         self.inventoryReadAt = now
-        guard var responder = self.responder else { return }
         let served = self.configuration.interfaces.isEmpty
             ? self.inventory.defaultServed.map(\.context)
             : self.inventory.interfaces.filter { self.configuration.interfaces.contains($0.context.name) && $0.isUp }.map(\.context)
         guard served != self.servedContexts else { return }
         self.servedContexts = served
+        self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
+        self.withTakeover { $0.setInterfaces(served) }
+        guard var responder = self.responder else { return }
         self.mdns?.serve(served)
         self.mdns?.send(Self.transmissions(responder.setInterfaces(served, now: now)))
         self.responder = responder
@@ -352,6 +432,7 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.status.responder = responder.statistics
                 self.status.instanceLabel = responder.configuration.instanceLabel
             }
+            if let takeover = self.takeover { self.status.takeover = takeover.statistics }
         }
     }
 }

@@ -84,7 +84,7 @@ public final class SleepingHost: @unchecked Sendable {
         return self.magicPackets
     }
 
-    static func magicPayload(_ bytes: [UInt8]) -> [UInt8]? {
+    public static func magicPayload(_ bytes: [UInt8]) -> [UInt8]? {
         guard let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)) else { return nil }
         switch frame.etherType {
         case .wakeOnLAN:

@@ -60,6 +60,18 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
+    @Option(name: .long, help: ArgumentHelp("Wake policy rule; repeat for several. tcp/445 wakes every host on TCP 445, -udp/137 never wakes on UDP 137, 02:00:00:00:00:05@tcp/22 (or -02:...@tcp/22) adds (removes) a port for one host. Registered _tcp/_udp services always count unless removed.", valueName: "rule"))
+    var wakeRule: [String] = []
+
+    @Flag(name: .long, help: "Append six zero bytes to magic packets of hosts that registered no SecureOn password, as Apple does (some NICs then ignore them).")
+    var wakeZeroPassword = false
+
+    @Flag(name: .long, help: "Also send every magic packet as a UDP broadcast to port 9.")
+    var wakeUDP = false
+
+    @Flag(name: .long, help: "Answer mDNS only: no address takeover, no wake (no CAP_NET_RAW needed).")
+    var noTakeover = false
+
     func validate() throws {
         guard (1...65535).contains(self.registrationPort) else {
             throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
@@ -77,6 +89,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             throw ValidationError("--max-hosts must be 1-100000 and --max-records 1-1000000")
         }
         _ = try self.advertisedName()
+        _ = try self.wakePolicy()
         if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
             throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
         }
@@ -85,6 +98,18 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         } catch {
             throw ValidationError("--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))")
         }
+    }
+
+    func wakePolicy() throws -> WakePolicy {
+        var policy = WakePolicy()
+        for rule in self.wakeRule {
+            do {
+                try policy.add(rule: rule)
+            } catch {
+                throw ValidationError("--wake-rule: \(error)")
+            }
+        }
+        return policy
     }
 
     static var machineHostName: String {
@@ -134,7 +159,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         instanceLabel: try self.advertisedName().description,
                         hostLabel: self.hostLabel ?? "\(Self.machineHostName)-sleep-proxy",
                         registrationPort: UInt16(self.registrationPort),
-                        seed: UInt64.random(in: .min ... .max))
+                        seed: UInt64.random(in: .min ... .max)),
+                    takeover: self.noTakeover ? nil : TakeoverConfiguration(policy: try self.wakePolicy(), appendZeroPassword: self.wakeZeroPassword, udpMagicPacket: self.wakeUDP)
                 ),
                 logger: logger
             )

@@ -1,0 +1,55 @@
+import Foundation
+
+/// One line of the wake log as stored in `wake-events.jsonl` and as the admin CLI shows it: a wake and its
+/// reason, its outcome, or a connection that did not wake a host. The field names are the stable schema.
+public struct WakeLogEntry: Codable, Hashable, Sendable {
+    /// `wake`, `awake`, `no-response` or `ignored`.
+    public var kind: String
+    public var time: Date
+    /// The sleeping host: primary MAC, interface, and host name when known.
+    public var mac: String
+    public var interface: String
+    public var hostName: String?
+    public var trigger: Trigger
+    /// `awake`: seconds from the first magic packet until the host was seen.
+    public var seconds: Double?
+    /// `no-response`: magic packets sent.
+    public var attempts: Int?
+    /// The line as logged.
+    public var summary: String
+
+    public struct Trigger: Codable, Hashable, Sendable {
+        /// `connection`, `mdns-conflict`, `address-conflict`, `lease-expired` or `administrator`.
+        public var type: String
+        public var transport: String?
+        public var client: String?
+        public var clientPort: UInt16?
+        public var port: UInt16?
+        public var address: String?
+        public var name: String?
+        public var from: String?
+
+        public init(type: String, transport: String? = nil, client: String? = nil, clientPort: UInt16? = nil, port: UInt16? = nil, address: String? = nil, name: String? = nil, from: String? = nil) {
+            self.type = type
+            self.transport = transport
+            self.client = client
+            self.clientPort = clientPort
+            self.port = port
+            self.address = address
+            self.name = name
+            self.from = from
+        }
+    }
+
+    public init(kind: String, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?, attempts: Int?, summary: String) {
+        self.kind = kind
+        self.time = time
+        self.mac = mac
+        self.interface = interface
+        self.hostName = hostName
+        self.trigger = trigger
+        self.seconds = seconds
+        self.attempts = attempts
+        self.summary = summary
+    }
+}

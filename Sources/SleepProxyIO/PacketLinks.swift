@@ -1,0 +1,295 @@
+import CSleepProxyLinux
+import Foundation
+import Logging
+import SleepProxyWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The classic BPF program that passes what the packet side needs (sps-protocol §4.3, linux-notes §2): every ARP
+/// frame, IPv6 ICMPv6 (neighbour discovery; validated in Swift), and IPv4/IPv6 packets addressed to a watched
+/// address. IPv6 destinations are matched on their last 32 bits, as Apple's filter did, and checked exactly in
+/// Swift. Past `TakeoverRules.maximumFilteredAddresses` addresses of a family, the family passes whole.
+public enum CaptureFilter {
+    public struct Instruction: Hashable, Sendable {
+        public var code: UInt16
+        public var jt: UInt8
+        public var jf: UInt8
+        public var k: UInt32
+    }
+
+    /// Bytes of each accepted frame handed to us: all of it (a SYN is replayed whole).
+    static let snapLength: UInt32 = 0xFFFF
+    static let maximumAddresses = 250  // TakeoverRules.maximumFilteredAddresses; jump offsets are 8 bits
+
+    private static func ins(_ code: UInt16, _ jt: UInt8, _ jf: UInt8, _ k: UInt32) -> Instruction { Instruction(code: code, jt: jt, jf: jf, k: k) }
+    private static let ldh: UInt16 = 0x28, ld: UInt16 = 0x20, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
+
+    public static func program(addresses: [IPAddress]) -> [Instruction] {
+        var v4: [UInt32] = []
+        var v6: [UInt32] = []
+        for address in addresses {
+            switch address {
+            case .v4(let a): v4.append(a.rawValue)
+            case .v6(let a): v6.append(UInt32(truncatingIfNeeded: a.low))
+            }
+        }
+        v4 = Array(Set(v4)).sorted()
+        v6 = Array(Set(v6)).sorted()
+        // Each block: match its addresses, ending in "reject, accept".
+        func block(load: [Instruction], values: [UInt32]) -> [Instruction] {
+            if values.count > maximumAddresses { return [ins(ret, 0, 0, snapLength)] }
+            var result = load
+            for (i, value) in values.enumerated() {
+                // Jump to the final "accept": skip the remaining compares and the reject.
+                result.append(ins(jeq, UInt8(values.count - i), 0, value))
+            }
+            result.append(ins(ret, 0, 0, 0))
+            result.append(ins(ret, 0, 0, snapLength))
+            return result
+        }
+        let v4Block = block(load: [ins(ld, 0, 0, 30)], values: v4)
+        // ICMPv6 (next header 58 right after the fixed header) passes; the accept is at the end of the block.
+        var v6Block: [Instruction] = [ins(ret, 0, 0, snapLength)]
+        if v6.count <= maximumAddresses {
+            // ldb [20]; jeq 58 → the block's final accept (past the load, the compares and the reject).
+            v6Block = [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)] + block(load: [ins(ld, 0, 0, 50)], values: v6)
+        }
+        var program = [ins(ldh, 0, 0, 12)]
+        program.append(ins(jeq, 0, 1, 0x0806))
+        program.append(ins(ret, 0, 0, snapLength))
+        program.append(ins(jeq, 0, UInt8(v4Block.count), 0x0800))
+        program += v4Block
+        program.append(ins(jeq, 0, UInt8(v6Block.count), 0x86DD))
+        program += v6Block
+        program.append(ins(ret, 0, 0, 0))
+        return program
+    }
+}
+
+/// Raw Ethernet on the served interfaces: one receive socket (AF_PACKET with the capture filter) read by a plain
+/// thread per interface, and one send-only socket per interface (linux-notes §2: NIO's pipe channel merges writes
+/// and dies on ENETDOWN; a thread and direct `send` do neither).
+public final class PacketLinks: @unchecked Sendable {
+    // @unchecked: `links` is guarded by `lock`; each link's socket is used by its reader thread and by `send`
+    // (send on a packet socket is thread-safe in the kernel).
+    public typealias Sink = @Sendable (_ frame: [UInt8], _ interfaceIndex: Int, _ outgoing: Bool) -> Void
+
+    private final class Link: @unchecked Sendable {
+        let index: Int
+        let name: String
+        let receiveFD: Int32
+        let sendFD: Int32
+        var datagramFD: Int32 = -1
+        var joined: Set<MACAddress> = []
+        let stopped = NIOLockedFlag()
+        let finished = DispatchSemaphore(value: 0)
+
+        init(index: Int, name: String, receiveFD: Int32, sendFD: Int32) {
+            self.index = index
+            self.name = name
+            self.receiveFD = receiveFD
+            self.sendFD = sendFD
+        }
+    }
+
+    private let logger: Logger
+    private let sink: Sink
+    private let lock = NSLock()
+    private var links: [Int: Link] = [:]
+    /// How long a reader blocks before looking at its stop flag.
+    static let receiveTimeout = timeval(tv_sec: 0, tv_usec: 200_000)
+
+    public init(logger: Logger, sink: @escaping Sink) {
+        self.logger = logger
+        self.sink = sink
+    }
+
+    /// Opens links on `interfaces` (index, name) not yet open and closes the others.
+    public func serve(_ interfaces: [(index: Int, name: String)]) {
+        let wanted = Set(interfaces.map(\.index))
+        let (toClose, existing): ([Link], Set<Int>) = self.lock.withLock {
+            let gone = self.links.values.filter { !wanted.contains($0.index) }
+            for link in gone { self.links[link.index] = nil }
+            return (gone, Set(self.links.keys))
+        }
+        for link in toClose { self.close(link) }
+        for (index, name) in interfaces where !existing.contains(index) {
+            do {
+                let link = try self.open(index: index, name: name)
+                self.lock.withLock { self.links[index] = link }
+            } catch {
+                self.logger.error("packets: cannot capture on \(name): \(error). Address takeover and wake need CAP_NET_RAW (run as root or grant the capability)")
+            }
+        }
+    }
+
+    private func open(index: Int, name: String) throws -> Link {
+        // Protocol 0 first: nothing is queued before the filter is attached; then bind with ETH_P_ALL.
+        let receiveFD = try retryingSyscall("socket(AF_PACKET)") { socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let sendFD: Int32
+        do {
+            try Self.attach(CaptureFilter.program(addresses: []), to: receiveFD)
+            var timeout = Self.receiveTimeout
+            try retryingSyscall("setsockopt(SO_RCVTIMEO)") { setsockopt(receiveFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) }
+            var address = sockaddr_ll()
+            address.sll_family = UInt16(AF_PACKET)
+            address.sll_protocol = UInt16(ETH_P_ALL).bigEndian
+            address.sll_ifindex = Int32(index)
+            try retryingSyscall("bind(AF_PACKET)") {
+                withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(receiveFD, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) } }
+            }
+            sendFD = try retryingSyscall("socket(AF_PACKET)") { socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        } catch {
+            Glibc.close(receiveFD)
+            throw error
+        }
+        let link = Link(index: index, name: name, receiveFD: receiveFD, sendFD: sendFD)
+        let thread = Thread { [self] in
+            self.read(link)
+            link.finished.signal()
+        }
+        thread.name = "packets-\(name)"
+        thread.start()
+        self.logger.info("packets: capturing on \(name)")
+        return link
+    }
+
+    private func read(_ link: Link) {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        var reportedDown = false
+        while !link.stopped.value {
+            var address = sockaddr_ll()
+            var length = socklen_t(MemoryLayout<sockaddr_ll>.size)
+            let count = buffer.withUnsafeMutableBytes { raw in
+                withUnsafeMutablePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(link.receiveFD, raw.baseAddress, raw.count, 0, $0, &length) }
+                }
+            }
+            if count < 0 {
+                let code = errno
+                // linux-notes §2: ENETDOWN comes once when the link goes down; the socket works again after it
+                // comes back up.
+                if code == ENETDOWN, !reportedDown {
+                    reportedDown = true
+                    self.logger.notice("packets: \(link.name) is down; waiting for it to come back")
+                }
+                if code != EAGAIN, code != EWOULDBLOCK, code != EINTR, code != ENETDOWN {
+                    self.logger.warning("packets: receive on \(link.name): \(SystemCallError(function: "recvfrom", errno: code))")
+                    usleep(100_000)
+                }
+                continue
+            }
+            reportedDown = false
+            guard count > 0 else { continue }
+            self.sink(Array(buffer[0..<count]), link.index, address.sll_pkttype == UInt8(PACKET_OUTGOING))
+        }
+    }
+
+    private static func attach(_ program: [CaptureFilter.Instruction], to fd: Int32) throws {
+        var filters = program.map { sock_filter(code: $0.code, jt: $0.jt, jf: $0.jf, k: $0.k) }
+        try filters.withUnsafeMutableBufferPointer { buffer in
+            var fprog = sock_fprog(len: UInt16(buffer.count), filter: buffer.baseAddress)
+            try retryingSyscall("setsockopt(SO_ATTACH_FILTER)") { setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, socklen_t(MemoryLayout<sock_fprog>.size)) }
+        }
+    }
+
+    /// Replaces the capture filter and the solicited-node multicast memberships (RFC 4861 §7.2.1: an NS for a
+    /// proxied IPv6 address goes to its solicited-node group, which a real NIC filters out unless joined).
+    public func watch(_ addresses: [IPAddress], interfaceIndex: Int) {
+        guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
+        do {
+            try Self.attach(CaptureFilter.program(addresses: addresses), to: link.receiveFD)
+        } catch {
+            self.logger.error("packets: cannot update the capture filter on \(link.name): \(error)")
+        }
+        var groups: Set<MACAddress> = []
+        for case .v6(let address) in addresses { groups.insert(address.solicitedNodeMulticast.multicastMAC) }
+        self.lock.withLock {
+            for mac in groups.subtracting(link.joined) { Self.membership(PACKET_ADD_MEMBERSHIP, mac, link) }
+            for mac in link.joined.subtracting(groups) { Self.membership(PACKET_DROP_MEMBERSHIP, mac, link) }
+            link.joined = groups
+        }
+    }
+
+    private static func membership(_ option: Int32, _ mac: MACAddress, _ link: Link) {
+        var request = packet_mreq()
+        request.mr_ifindex = Int32(link.index)
+        request.mr_type = UInt16(PACKET_MR_MULTICAST)
+        request.mr_alen = 6
+        withUnsafeMutableBytes(of: &request.mr_address) { raw in
+            for (i, byte) in mac.bytes.enumerated() { raw[i] = byte }
+        }
+        _ = setsockopt(link.receiveFD, SOL_PACKET, option, &request, socklen_t(MemoryLayout<packet_mreq>.size))
+    }
+
+    /// Sends whole Ethernet frames out of the interface. Failures are logged, never fatal (a link that is down).
+    public func send(_ frame: [UInt8], interfaceIndex: Int) {
+        guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
+        var address = sockaddr_ll()
+        address.sll_family = UInt16(AF_PACKET)
+        address.sll_ifindex = Int32(interfaceIndex)
+        address.sll_halen = 6
+        let sent = frame.withUnsafeBytes { raw in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(link.sendFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) }
+            }
+        }
+        if sent != frame.count {
+            self.logger.warning("packets: send on \(link.name): \(SystemCallError(function: "sendto", errno: errno))")
+        }
+    }
+
+    /// A magic packet as a UDP broadcast to port 9, bound to the interface (linux-notes §2: without
+    /// SO_BINDTODEVICE the limited broadcast follows the default route, if any).
+    public func sendWakeDatagram(_ payload: [UInt8], interfaceIndex: Int) {
+        guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
+        if link.datagramFD < 0 {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { return }
+            var one: Int32 = 1
+            setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, socklen_t(MemoryLayout<Int32>.size))
+            _ = link.name.withCString { setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1)) }
+            link.datagramFD = fd
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = MagicPacket.udpPort.bigEndian
+        address.sin_addr.s_addr = IPv4Address.broadcast.rawValue.bigEndian
+        let sent = payload.withUnsafeBytes { raw in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(link.datagramFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        }
+        if sent != payload.count {
+            self.logger.warning("packets: UDP magic packet on \(link.name): \(SystemCallError(function: "sendto", errno: errno))")
+        }
+    }
+
+    public func close() {
+        let all = self.lock.withLock { () -> [Link] in
+            defer { self.links.removeAll() }
+            return Array(self.links.values)
+        }
+        for link in all { self.close(link) }
+    }
+
+    private func close(_ link: Link) {
+        link.stopped.value = true
+        link.finished.wait()
+        Glibc.close(link.receiveFD)
+        Glibc.close(link.sendFD)
+        if link.datagramFD >= 0 { Glibc.close(link.datagramFD) }
+    }
+}
+
+/// A Bool readable and settable from several threads.
+final class NIOLockedFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var state = false
+    var value: Bool {
+        get { self.lock.withLock { self.state } }
+        set { self.lock.withLock { self.state = newValue } }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import SleepProxyControl
+import SleepProxyCore
+
+/// The wake log on disk (issue 5 §7): one JSON object per line in `wake-events.jsonl` in the state directory,
+/// keeping at least the last `keptEvents` across restarts. Appends are not synced one by one (the log explains,
+/// it does not decide anything); the file is rewritten with the newest `keptEvents` once it holds twice that.
+public final class WakeLog: @unchecked Sendable {
+    // @unchecked: used only by the engine thread after init; `recent` is read through `lock`.
+    public static let keptEvents = 1000
+    public static let fileName = "wake-events.jsonl"
+
+    public let url: URL
+    private var lineCount = 0
+    private let lock = NSLock()
+    private var recentEntries: [WakeLogEntry] = []
+
+    public init(directory: URL) {
+        self.url = directory.appendingPathComponent(Self.fileName)
+        let entries = Self.read(self.url)
+        self.lineCount = entries.count
+        self.recentEntries = Array(entries.suffix(Self.keptEvents))
+    }
+
+    /// The newest entries, oldest first.
+    public var recent: [WakeLogEntry] { self.lock.withLock { self.recentEntries } }
+
+    /// Lines that do not parse (a torn last line after a crash) are skipped.
+    static func read(_ url: URL) -> [WakeLogEntry] {
+        guard let data = try? Data(contentsOf: url) else { return [] }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return data.split(separator: 0x0A).compactMap { try? decoder.decode(WakeLogEntry.self, from: Data($0)) }
+    }
+
+    public func append(_ event: WakeEvent, at time: Date) throws {
+        let entry = Self.entry(event, at: time)
+        self.lock.withLock {
+            self.recentEntries.append(entry)
+            if self.recentEntries.count > Self.keptEvents { self.recentEntries.removeFirst(self.recentEntries.count - Self.keptEvents) }
+        }
+        let line = try ControlProtocol.frame(entry)
+        if self.lineCount + 1 > 2 * Self.keptEvents {
+            // Rewrite with the newest entries, atomically (a crash leaves the old file or the new one).
+            var data = Data()
+            for kept in self.recent { data += try ControlProtocol.frame(kept) }
+            try data.write(to: self.url, options: .atomic)
+            self.lineCount = self.recent.count
+            return
+        }
+        if !FileManager.default.fileExists(atPath: self.url.path) {
+            _ = FileManager.default.createFile(atPath: self.url.path, contents: nil, attributes: [.posixPermissions: 0o640])
+        }
+        let handle = try FileHandle(forWritingTo: self.url)
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: line)
+        self.lineCount += 1
+    }
+
+    static func entry(_ event: WakeEvent, at time: Date) -> WakeLogEntry {
+        let trigger: WakeLogEntry.Trigger
+        switch event.trigger {
+        case .connection(let transport, let client, let clientPort, let port):
+            trigger = .init(type: "connection", transport: transport.rawValue, client: client, clientPort: clientPort, port: port)
+        case .mdnsConflict(let name, let from): trigger = .init(type: "mdns-conflict", name: name, from: from)
+        case .addressConflict(let address, let from): trigger = .init(type: "address-conflict", address: address, from: from)
+        case .leaseExpired: trigger = .init(type: "lease-expired")
+        case .administrator: trigger = .init(type: "administrator")
+        }
+        return WakeLogEntry(
+            kind: event.kind.rawValue, time: time, mac: event.host.primaryMAC.description, interface: event.host.interface, hostName: event.hostName,
+            trigger: trigger, seconds: event.seconds, attempts: event.attempts, summary: event.summary)
+    }
+}

@@ -1,0 +1,179 @@
+import Foundation
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyIO
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// sleepproxyd taking over a sleeping host's addresses and waking it for its clients, end to end in the lab
+/// (issue 5 §8): real kernels on both ends, the daemon's packet sockets, netlink, and the wake log.
+@Suite("Address takeover and wake in the lab", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+final class TakeoverLabTests {
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    let client: LabHost
+    let state: URL
+
+    static let proxyMAC = MACAddress("02:53:50:00:00:01")!
+    static let sleeperMAC = MACAddress("02:53:50:00:00:02")!
+    static let thirdMAC = MACAddress("02:53:50:00:00:33")!
+
+    /// Connects to `address`:`port` with a 5 s timeout; prints the seconds connect() took and the first line.
+    static let connectScript = """
+        import socket, sys, time
+        family = socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET
+        s = socket.socket(family, socket.SOCK_STREAM); s.settimeout(float(sys.argv[3]))
+        start = time.monotonic()
+        try:
+            s.connect((sys.argv[1], int(sys.argv[2])))
+            elapsed = time.monotonic() - start
+            print('connected %.3f %s' % (elapsed, s.recv(64).decode().strip()), flush=True)
+        except Exception as e:
+            print('failed %.3f %s' % (time.monotonic() - start, e), flush=True)
+        """
+
+    init() throws {
+        self.lab = try LabNetwork()
+        self.proxy = try self.lab.addHost("proxy", mac: Self.proxyMAC, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
+        self.sleeper = try SleepingHost(lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], ipv6: ["2001:db8::2/64"], servicePort: 8080)
+        self.client = try self.lab.addHost("client", mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
+        self.state = self.lab.directory.appendingPathComponent("state")
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    func register(sequence: UInt8 = 0, password: SecureOnPassword? = nil) throws {
+        let message = SampleRegistration.message(
+            id: 0x5100 + UInt16(sequence), mac: Self.sleeperMAC, sequence: sequence, host: "sleeper.local.",
+            addresses: [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!], services: [("Web._http._tcp", 8080), ("Shell._ssh._tcp", 22)], password: password)
+        let replies = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [message.encoded(options: .appleUpdate)])
+        #expect(replies.first??.prefix(2) == [0x51, UInt8(sequence)], "registration not accepted: \(String(describing: replies))")
+    }
+
+    /// The client's neighbour entry for `address` (its MAC), polled until `expected` or the timeout.
+    func neighbour(_ address: String, becomes expected: MACAddress, timeout: TimeInterval) throws -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        repeat {
+            let output = try self.client.run(["ip", "neigh", "show", address]).stdout.lowercased()
+            if output.contains(expected.description.lowercased()) { return true }
+            usleep(100_000)
+        } while Date() < deadline
+        return false
+    }
+
+    func connect(_ address: String, port: Int = 8080, timeout: Double = 5) throws -> ManagedProcess {
+        try self.client.spawn(["/usr/bin/python3", "-c", Self.connectScript, address, "\(port)", "\(timeout)"], logName: "connect-\(port)")
+    }
+
+    func wakeLog() -> [WakeLogEntry] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let data = (try? Data(contentsOf: self.state.appendingPathComponent(WakeLog.fileName))) ?? Data()
+        return data.split(separator: 0x0A).compactMap { try? decoder.decode(WakeLogEntry.self, from: Data($0)) }
+    }
+
+    /// The client talks to the awake sleeper over both families, so it has the sleeper's MAC in its caches.
+    func warmUp() throws {
+        for address in ["192.0.2.2", "2001:db8::2"] {
+            let connection = try self.connect(address, timeout: 2)
+            #expect(connection.waitForOutput("connected", timeout: 4))
+            connection.stop()
+        }
+    }
+
+    /// Sleeps the host after its registration and waits until the client's cache points at the proxy.
+    func sleepAndWaitForTakeover(_ address: String) throws {
+        try self.sleeper.sleep()
+        #expect(try self.neighbour(address, becomes: Self.proxyMAC, timeout: 12), "the gratuitous ARP/NA never reached the client's cache")
+    }
+
+    /// One sleep → connect → magic packet → wake half a second later → connect completes, for `address`.
+    func connectWakesTheSleeper(_ address: String, password: SecureOnPassword?) throws {
+        let before = self.sleeper.magicPackets.count
+        let connection = try self.connect(address)
+        defer { connection.stop() }
+        let packets = self.sleeper.waitForMagicPackets(before + 1, timeout: 5)
+        let first = try #require(packets.dropFirst(before).first, "no magic packet reached the sleeper")
+        // Exactly 6×FF, 16× the MAC and the password (none: no trailer).
+        let expected = MagicPacket(target: Self.sleeperMAC, password: password).payload
+        #expect(SleepingHost.magicPayload(first.frame.bytes) == expected)
+        #expect(Array(first.frame.bytes[0..<6]) == Self.sleeperMAC.bytes && Array(first.frame.bytes[6..<12]) == Self.proxyMAC.bytes, "unicast to the wake MAC first, from the proxy's MAC")
+        let broadcast = self.sleeper.waitForMagicPackets(before + 2, timeout: 2).dropFirst(before + 1).first
+        #expect(broadcast.map { Array($0.frame.bytes[0..<6]) } == MACAddress.broadcast.bytes)
+        usleep(500_000)
+        try self.sleeper.wake()
+        #expect(connection.waitForOutput("connected", timeout: 5), "connect() did not complete: \(connection.output)")
+        let line = connection.output.split(separator: "\n").first { $0.hasPrefix("connected") } ?? ""
+        let seconds = Double(line.split(separator: " ").dropFirst().first ?? "") ?? 99
+        // The replayed SYN completes the connection before the client's own first retransmission (1 s).
+        #expect(seconds < 1.0 && line.hasSuffix("awake"), "\(line)")
+    }
+
+    @Test func aConnectionWakesTheSleeperOverIPv4ThenIPv6() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.warmUp()
+        try self.register()
+        try self.sleepAndWaitForTakeover("192.0.2.2")
+        try self.connectWakesTheSleeper("192.0.2.2", password: nil)
+
+        // Asleep again, a new sleep epoch with a SecureOn password; this time the client comes over IPv6.
+        let password = try #require(SecureOnPassword(bytes: [0x11, 0x22, 0x33, 0x44, 0x55, 0x66]))
+        try self.register(sequence: 1, password: password)
+        try self.sleepAndWaitForTakeover("2001:db8::2")
+        try self.connectWakesTheSleeper("2001:db8::2", password: password)
+
+        let log = self.wakeLog()
+        #expect(log.filter { $0.kind == "wake" }.map { $0.trigger.port } == [8080, 8080])
+        #expect(log.filter { $0.kind == "awake" }.count == 2 && log.allSatisfy { $0.mac == Self.sleeperMAC.description })
+        #expect(log.first { $0.kind == "wake" }?.trigger.client == "192.0.2.20")
+    }
+
+    @Test func onlyRegisteredServiceTrafficWakesAndAThirdMachineClaimingTheAddressDoes() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.warmUp()
+        try self.register()
+        try self.sleepAndWaitForTakeover("192.0.2.2")
+        // An unregistered port, ICMP echo and UDP to an unregistered port: answered by nobody, no magic packet.
+        let unregistered = try self.connect("192.0.2.2", port: 9999, timeout: 1)
+        try self.client.namespace.sendFrame(TestFrames.ping(from: self.client.mac, to: Self.proxyMAC, source: IPAddress("192.0.2.20")!, destination: IPAddress("192.0.2.2")!))
+        try self.client.namespace.sendFrame(TestFrames.ping(from: self.client.mac, to: Self.proxyMAC, source: IPAddress("2001:db8::20")!, destination: IPAddress("2001:db8::2")!))
+        _ = try self.client.run(["/usr/bin/python3", "-c", "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'hi', ('192.0.2.2', 7777))"])
+        #expect(unregistered.waitForOutput("failed", timeout: 5))
+        unregistered.stop()
+        usleep(500_000)
+        #expect(self.sleeper.magicPackets.isEmpty, "woken by traffic that is no reason: \(self.sleeper.magicPackets.count) packets")
+        #expect(self.wakeLog().contains { $0.kind == "ignored" && $0.trigger.port == 9999 })
+        // A third machine announces the sleeper's address as its own: the owner must wake and defend it.
+        try self.client.namespace.sendFrame(TestFrames.arpAnnouncement(from: Self.thirdMAC, for: IPv4Address(192, 0, 2, 2)))
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
+        #expect(self.wakeLog().contains { $0.kind == "wake" && $0.trigger.type == "address-conflict" && $0.trigger.from == Self.thirdMAC.description })
+    }
+
+    @Test func anAwakeOwnerAnsweringTheProbesIsNotTakenOver() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        let capture = try FrameCapture(in: self.client.namespace)
+        defer { capture.stop() }
+        try self.register()  // ... and stays awake: its kernel answers the proxy's ARP probes.
+        usleep(7_000_000)
+        let claims = capture.captured.filter { frame in
+            guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)), ethernet.etherType == .arp,
+                let arp = try? ARPPacket(decoding: ethernet.payload)
+            else { return false }
+            return arp.senderMAC == Self.proxyMAC && arp.senderIP == IPv4Address(192, 0, 2, 2)
+        }
+        #expect(claims.isEmpty, "the proxy announced an address its awake owner still uses")
+        let connection = try self.connect("192.0.2.2", timeout: 2)
+        defer { connection.stop() }
+        #expect(connection.waitForOutput("connected", timeout: 3))
+        #expect(self.sleeper.magicPackets.isEmpty)
+    }
+}
