@@ -324,11 +324,19 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     /// Carries out what the packet side decided, at once (a wake's first magic packet must not wait for the batch).
     private func performTakeover(_ actions: [TakeoverAction]) {
+        // Frames first: a magic packet or an ARP reply must not wait for a log line or a netlink round trip.
+        var rest: [TakeoverAction] = []
         for action in actions {
-            switch action {
-            case .sendFrame(let frame, let index):
-                self.logger.trace("packets: sending \(frame.count) bytes on interface \(index)")
+            if case .sendFrame(let frame, let index) = action {
                 self.packets?.send(frame, interfaceIndex: index)
+            } else {
+                rest.append(action)
+            }
+        }
+        for action in rest {
+            switch action {
+            case .sendFrame:
+                break
             case .sendWakeDatagram(let payload, let index):
                 self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
             case .setNeighbour(let index, let address, let mac):

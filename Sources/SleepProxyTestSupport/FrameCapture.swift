@@ -30,6 +30,9 @@ public final class FrameCapture: @unchecked Sendable {
         self.fd = try namespace.inside { () throws -> Int32 in
             let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(UInt16(ETH_P_ALL).bigEndian))
             guard fd >= 0 else { throw CommandError("AF_PACKET socket: \(String(cString: strerror(errno)))") }
+            // A large buffer: a capture that falls behind for a moment must not lose the very frames a test times.
+            var size: Int32 = 8 << 20
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, socklen_t(MemoryLayout<Int32>.size))
             var address = sockaddr_ll()
             address.sll_family = UInt16(AF_PACKET)
             address.sll_protocol = UInt16(ETH_P_ALL).bigEndian
@@ -72,6 +75,14 @@ public final class FrameCapture: @unchecked Sendable {
 
     /// Every frame captured so far.
     public var captured: [CapturedFrame] { self.lock.withLock { self.frames } }
+
+    /// How many frames were captured so far.
+    public var count: Int { self.lock.withLock { self.frames.count } }
+
+    /// The frames captured after the first `index` (cheap to poll: copies only the new ones).
+    public func captured(from index: Int) -> [CapturedFrame] {
+        self.lock.withLock { index < self.frames.count ? Array(self.frames[index...]) : [] }
+    }
 
     /// Waits until at least `count` captured frames satisfy `predicate`, or `timeout` passes; returns them.
     public func wait(for count: Int = 1, timeout: TimeInterval, where predicate: (CapturedFrame) -> Bool) -> [CapturedFrame] {

@@ -16,7 +16,7 @@ enum Benchmarks {
             benchmarkFilter = arguments[index + 1]
             arguments.removeSubrange(index...index + 1)
         }
-        let groups = arguments.isEmpty ? ["wire", "registration", "responder"] : arguments
+        let groups = arguments.isEmpty ? ["wire", "registration", "responder", "takeover"] : arguments
         print("sleepproxy-bench (\(isDebugBuild ? "DEBUG build: figures are meaningless, use -c release" : "release build"))")
         let stealBefore = CPUSteal.read()
         defer {
@@ -31,6 +31,9 @@ enum Benchmarks {
                 try RegistrationBenchmarks.run()
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
                 try RegistrationBenchmarks.runLab(daemon: daemon)
+            case "takeover":
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
+                try TakeoverBenchmarks.runLab(daemon: daemon)
             case "responder-local":
                 try ResponderBenchmarks.run()
             case "responder":
@@ -38,7 +41,7 @@ enum Benchmarks {
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
-                print("unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local")
+                print("unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, takeover")
                 exit(2)
             }
         }

@@ -157,6 +157,27 @@ final class TakeoverLabTests {
         #expect(self.wakeLog().contains { $0.kind == "wake" && $0.trigger.type == "address-conflict" && $0.trigger.from == Self.thirdMAC.description })
     }
 
+    @Test func theProxyMachinesOwnConnectionWakesTheSleeperAndCompletes() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.register()
+        try self.sleeper.sleep()
+        usleep(5_000_000)  // probes and the first announcement
+        // The proxy machine's kernel has a neighbour entry for the sleeper (its MAC), installed over netlink.
+        let entry = try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.lowercased()
+        #expect(entry.contains(Self.sleeperMAC.description.lowercased()) && entry.contains("permanent"), "\(entry)")
+        let script = "import socket,time; s=socket.socket(); s.settimeout(5); t=time.monotonic(); s.connect(('192.0.2.2', 8080)); print('connected %.3f' % (time.monotonic()-t), flush=True)"
+        let connection = try self.proxy.spawn(["/usr/bin/python3", "-c", script], logName: "local-connect")
+        defer { connection.stop() }
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty, "the proxy's own SYN did not wake the sleeper")
+        usleep(300_000)
+        try self.sleeper.wake()
+        #expect(connection.waitForOutput("connected", timeout: 5), "\(connection.output)")
+        // Released: the entry is gone once the owner is seen.
+        usleep(300_000)
+        #expect(!(try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.contains("PERMANENT")))
+    }
+
     @Test func anAwakeOwnerAnsweringTheProbesIsNotTakenOver() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
