@@ -178,6 +178,23 @@ final class TakeoverLabTests {
         #expect(!(try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.contains("PERMANENT")))
     }
 
+    @Test func theProxyKeepsWatchingAfterItsLinkGoesDownAndUp() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.warmUp()
+        try self.register()
+        try self.sleepAndWaitForTakeover("192.0.2.2")
+        // A cable pull on the proxy: its packet socket reports ENETDOWN, netlink reports the link; nothing restarts.
+        try self.proxy.setLink(up: false)
+        usleep(1_500_000)
+        try self.proxy.setLink(up: true)
+        usleep(2_500_000)
+        let before = self.sleeper.magicPackets.count
+        let connection = try self.connect("192.0.2.2", timeout: 3)
+        defer { connection.stop() }
+        #expect(self.sleeper.waitForMagicPackets(before + 1, timeout: 4).count > before, "no wake after the link came back: \(daemon.output)")
+    }
+
     @Test func anAwakeOwnerAnsweringTheProbesIsNotTakenOver() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
