@@ -220,9 +220,11 @@ public final class RegistrationEngine: @unchecked Sendable {
             case .linksChanged:
                 self.refreshInventory(now: now)
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):
-                guard var responder = self.responder, let source = IPAddress(remote), let port = remote.port else { continue }
-                let actions = responder.receive(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, store: self.registrar.store, now: now)
-                self.responder = responder
+                // In place (optional chaining), not on a copy: a copy would duplicate the responder's tables and
+                // its answer cache on every packet.
+                guard self.responder != nil, let source = IPAddress(remote), let port = remote.port else { continue }
+                let store = self.registrar.store
+                let actions = self.responder?.receive(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, store: store, now: now) ?? []
                 outgoing += self.perform(actions, entries: &entries, now: now)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
                 guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
@@ -246,9 +248,9 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.withTakeover { $0.removed(expired.key, reason: .expired, wake: expiry.action == .wake, now: now) }
         }
         self.withTakeover { $0.tick(now: now) }
-        if var responder = self.responder {
-            let due = responder.tick(store: self.registrar.store, now: now)
-            self.responder = responder
+        if self.responder != nil {
+            let store = self.registrar.store
+            let due = self.responder?.tick(store: store, now: now) ?? []
             outgoing += self.perform(due, entries: &entries, now: now)
         }
         // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
@@ -401,10 +403,9 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.servedContexts = served
         self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
         self.withTakeover { $0.setInterfaces(served) }
-        guard var responder = self.responder else { return }
+        guard self.responder != nil else { return }
         self.mdns?.serve(served)
-        self.mdns?.send(Self.transmissions(responder.setInterfaces(served, now: now)))
-        self.responder = responder
+        self.mdns?.send(Self.transmissions(self.responder?.setInterfaces(served, now: now) ?? []))
     }
 
     private func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String) {
