@@ -24,6 +24,9 @@ public enum CaptureFilter {
     static let maximumAddresses = 250  // TakeoverRules.maximumFilteredAddresses; jump offsets are 8 bits
 
     private static func ins(_ code: UInt16, _ jt: UInt8, _ jf: UInt8, _ k: UInt32) -> Instruction { Instruction(code: code, jt: jt, jf: jf, k: k) }
+    /// `SKF_AD_OFF + SKF_AD_PKTTYPE` (linux/filter.h): loads the packet type (`PACKET_OUTGOING` = 4).
+    static let skfAncillaryPacketType: UInt32 = 0xFFFF_F000 &+ 4
+    static let packetOutgoing: UInt32 = 4
     private static let ldh: UInt16 = 0x28, ld: UInt16 = 0x20, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
 
     public static func program(addresses: [IPAddress]) -> [Instruction] {
@@ -56,7 +59,20 @@ public enum CaptureFilter {
             // ldb [20]; jeq 58 → the block's final accept (past the load, the compares and the reject).
             v6Block = [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)] + block(load: [ins(ld, 0, 0, 50)], values: v6)
         }
-        var program = [ins(ldh, 0, 0, 12)]
+        // Frames this machine sends come back to a packet socket as PACKET_OUTGOING. The proxy's own ARP and
+        // neighbour discovery are dropped here (a takeover of many hosts would otherwise feed every announcement
+        // back to the engine); its kernel's IP to a sleeping host passes (that SYN must wake it).
+        var program = [
+            ins(ld, 0, 0, skfAncillaryPacketType),
+            ins(jeq, 0, 6, packetOutgoing),
+            ins(ldh, 0, 0, 12),
+            ins(jeq, 3, 0, 0x0806),
+            ins(jeq, 0, 3, 0x86DD),
+            ins(ldb, 0, 0, 20),
+            ins(jeq, 0, 1, 58),
+            ins(ret, 0, 0, 0),
+        ]
+        program.append(ins(ldh, 0, 0, 12))
         program.append(ins(jeq, 0, 1, 0x0806))
         program.append(ins(ret, 0, 0, snapLength))
         program.append(ins(jeq, 0, UInt8(v4Block.count), 0x0800))

@@ -66,6 +66,9 @@ public final class SleepingHost: @unchecked Sendable {
         try self.host.namespace.sendFrame(frame.bytes)
     }
 
+    /// Every frame the host's interface saw or sent so far.
+    public var capturedFrames: [CapturedFrame] { self.capture.captured }
+
     /// Magic packets received so far (EtherType 0x0842, or UDP to port 9 over IPv4 or IPv6), with their payloads.
     public var magicPackets: [(frame: CapturedFrame, packet: MagicPacket)] {
         self.capture.captured.compactMap { frame in

@@ -130,7 +130,7 @@ enum ResponderBenchmarks {
             defer { process.stop() }
             usleep(500_000)
             try self.registerAll(from: clients)
-            usleep(3_000_000)  // Past the announcements.
+            usleep(12_000_000)  // Past the mDNS announcements and the address takeover (probes, then ARP/NA at 0, 1, 3, 7 s).
             for rate in rates { proxyResults.append(try self.load(from: querier, rate: rate, seconds: seconds)) }
         }
 

@@ -110,9 +110,21 @@ final class TakeoverLabTests {
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 5), "connect() did not complete: \(connection.output)")
         let line = connection.output.split(separator: "\n").first { $0.hasPrefix("connected") } ?? ""
-        let seconds = Double(line.split(separator: " ").dropFirst().first ?? "") ?? 99
-        // The replayed SYN completes the connection before the client's own first retransmission (1 s).
-        #expect(seconds < 1.0 && line.hasSuffix("awake"), "\(line)")
+        #expect(line.hasSuffix("awake"), "\(line)")
+        // The proxy replayed the client's SYN to the host, from its own MAC, with checksums the host accepts (how
+        // fast that completes connect() is the benchmark's business: a timed assertion would be flaky here).
+        let replayed = self.sleeper.capturedFrames.contains { frame in
+            guard frame.packetType != 4, let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)), ethernet.source == Self.proxyMAC else { return false }
+            let payload: ByteBuffer?
+            switch ethernet.etherType {
+            case .ipv4: payload = (try? IPv4Packet(decoding: ethernet.payload))?.payload
+            case .ipv6: payload = (try? IPv6Packet(decoding: ethernet.payload))?.payload
+            default: payload = nil
+            }
+            guard let payload, let segment = try? TCPSegment(decoding: payload) else { return false }
+            return segment.isConnectionRequest && segment.destinationPort == 8080
+        }
+        #expect(replayed, "no replayed SYN reached the sleeper")
     }
 
     @Test func aConnectionWakesTheSleeperOverIPv4ThenIPv6() throws {
