@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire
 
@@ -49,6 +50,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
         /// Netlink saw a link or address change.
         case linksChanged
+        /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
+        case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
     }
 
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
@@ -66,17 +69,18 @@ public final class RegistrationEngine: @unchecked Sendable {
     }
 
     private let configuration: Configuration
-    private let logger: Logger
+    let logger: Logger
+    let startedAt = Date()
     private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity)
-    private var registrar: Registrar
-    private var responder: Responder?
+    var registrar: Registrar
+    var responder: Responder?
     private var mdns: MDNSSockets?
-    private var takeover: Takeover?
+    var takeover: Takeover?
     private var packets: PacketLinks?
     private var neighbours: NeighbourTable?
     private var monitor: LinkMonitor?
     public let wakeLog: WakeLog
-    private var servedContexts: [InterfaceContext] = []
+    var servedContexts: [InterfaceContext] = []
     private var inventory: InterfaceInventory
     private var inventoryReadAt: Timestamp
     private let journal: JournalFile
@@ -167,6 +171,14 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     func post(_ event: Event) { self.mailbox.post(event) }
 
+    /// Runs an admin request on the engine thread; `reply` gets the answer (or a failure when the engine is full
+    /// or stopping).
+    public func control(_ request: ControlRequest, reply: @escaping @Sendable (ControlResponse) -> Void) {
+        if !self.mailbox.post(.control(request, reply: reply)) {
+            reply(.failure("the daemon is busy or stopping; try again"))
+        }
+    }
+
     // MARK: - The engine thread
 
     private func run() {
@@ -212,6 +224,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         var entries: [RegistrationJournal.Entry] = []
         var replies: [(Channel, SocketAddress, [UInt8])] = []
         var outgoing: [MDNSTransmission] = []
+        var controlReplies: [(ControlResponse, @Sendable (ControlResponse) -> Void)] = []
 
         for event in events {
             switch event {
@@ -219,6 +232,8 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.withTakeover { $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now) }
             case .linksChanged:
                 self.refreshInventory(now: now)
+            case .control(let request, let reply):
+                controlReplies.append((self.handleControl(request, now: now, entries: &entries), reply))
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):
                 // In place (optional chaining), not on a copy: a copy would duplicate the responder's tables and
                 // its answer cache on every packet.
@@ -267,9 +282,11 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(entries.count) changes not acknowledged")
                 self.statusLock.withLock { self.status.persistenceFailures += 1 }
                 replies.removeAll()
+                controlReplies = controlReplies.map { (ControlResponse.failure("the state directory could not be written (\(error)); nothing was changed"), $0.1) }
                 self.reloadFromJournal()
             }
         }
+        for (response, reply) in controlReplies { reply(response) }
         // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
         var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
         for (channel, remote, reply) in replies {
@@ -318,7 +335,7 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     /// Runs `body` on the takeover state in place (a copy would duplicate every host's state on each frame) and
     /// carries out its actions.
-    private func withTakeover(_ body: (inout Takeover) -> [TakeoverAction]) {
+    func withTakeover(_ body: (inout Takeover) -> [TakeoverAction]) {
         guard self.takeover != nil else { return }
         let actions = body(&self.takeover!)
         self.performTakeover(actions)

@@ -11,11 +11,13 @@ public struct RegistrationService: Service {
     public let engine: RegistrationEngine
     public let port: Int
     public let logger: Logger
+    public let control: ControlServer?
 
-    public init(engine: RegistrationEngine, port: Int, logger: Logger) {
+    public init(engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil) {
         self.engine = engine
         self.port = port
         self.logger = logger
+        self.control = control
     }
 
     public func run() async throws {
@@ -27,8 +29,16 @@ public struct RegistrationService: Service {
             self.engine.stop()
             throw error
         }
+        do {
+            try self.control?.start()
+        } catch {
+            await listener.close()
+            self.engine.stop()
+            throw error
+        }
         self.logger.notice("listening for sleep proxy registrations on UDP port \(listener.port)")
         try? await gracefulShutdown()
+        self.control?.stop()
         await listener.close()
         self.engine.stop()
         self.logger.notice("registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start")

@@ -146,7 +146,7 @@ enum RegistrationBenchmarks {
         let clients = try lab.addHost("clients", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
         let hostCount = 100
         for n in 0..<hostCount { try clients.addAddress("192.0.2.\(100 + n)/24") }
-        let process = try proxy.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--log-level", "warning"], logName: "bench")
+        let process = try proxy.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--control-socket", lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning"], logName: "bench")
         defer { process.stop() }
         usleep(300_000)
 

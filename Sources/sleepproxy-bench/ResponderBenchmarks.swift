@@ -124,7 +124,7 @@ enum ResponderBenchmarks {
         let rates = [5_000, 10_000, 20_000, 40_000, 60_000]
         let seconds = 1.0
 
-        let process = try server.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--log-level", "warning", "--max-hosts", "\(hostCount)"], logName: "bench-responder")
+        let process = try server.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--control-socket", lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning", "--max-hosts", "\(hostCount)"], logName: "bench-responder")
         var proxyResults: [LoadResult] = []
         do {
             defer { process.stop() }

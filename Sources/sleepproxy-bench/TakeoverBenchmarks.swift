@@ -40,7 +40,7 @@ enum TakeoverBenchmarks {
         let server = try lab.addHost("server", mac: proxyMAC, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
         let sleepers = try lab.addHost("sleepers", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
         let querier = try lab.addHost("querier", mac: querierMAC, ipv4: ["192.0.2.20/24"])
-        let process = try server.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--log-level", "warning"], logName: "bench-takeover")
+        let process = try server.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--control-socket", lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning"], logName: "bench-takeover")
         defer { process.stop() }
         usleep(500_000)
 

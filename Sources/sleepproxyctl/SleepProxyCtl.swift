@@ -1,18 +1,239 @@
 import ArgumentParser
+import Foundation
 import SleepProxyControl
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @main
 struct SleepProxyCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sleepproxyctl",
         abstract: "Inspect and steer a running sleepproxyd: proxied hosts, their records, and why they woke.",
-        version: "0.1.0 (control protocol \(ControlProtocol.version))"
+        version: "0.3.0 (control protocol \(ControlProtocol.version))",
+        subcommands: [Status.self, Hosts.self, Host.self, Wake.self, Forget.self, Events.self]
     )
+}
 
+struct Connection: ParsableArguments {
     @Option(name: .long, help: "The daemon's control socket.")
     var socket: String = "/run/sleep-proxy/control.sock"
 
+    @Flag(name: .long, help: "Print the daemon's JSON response (one object per line; schema in README).")
+    var json = false
+}
+
+// MARK: - Commands
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Interfaces, hosts, records, uptime, version, refusals by reason.")
+    @OptionGroup var connection: Connection
+
     func run() throws {
-        throw ValidationError("no commands are available in this version yet; see --help and README.md")
+        let response = try Client.ask(ControlRequest(command: .status), connection)
+        guard !connection.json, let status = response.status else { return }
+        print("sleepproxyd \(status.version), up \(HumanDuration.format(status.uptimeSeconds))")
+        print("advertised as: \(status.advertisedName ?? "-")")
+        print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
+        print("hosts:         \(status.hosts) sleeping, \(status.records) records")
+        print("registrations: \(status.registrationsAccepted) accepted")
+        print("answers:       \(status.queriesAnswered) queries answered")
+        print("wakes:         \(status.wakes) (\(status.magicPackets) magic packet bursts)")
+        if status.refusals.isEmpty {
+            print("refusals:      none")
+        } else {
+            print("refusals:")
+            for (reason, count) in status.refusals.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(count)") }
+        }
+    }
+}
+
+struct Hosts: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The sleeping hosts: name, MAC, addresses, services, lease left, state, last wake.")
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        let response = try Client.ask(ControlRequest(command: .hosts), connection)
+        guard !connection.json else { return }
+        let hosts = response.hosts ?? []
+        guard !hosts.isEmpty else {
+            print("no sleeping hosts")
+            return
+        }
+        let rows = hosts.map { host in
+            [host.name ?? "?", host.mac, host.addresses.joined(separator: " "), host.services.joined(separator: " "), HumanDuration.format(host.leaseSeconds), host.state,
+             host.lastWake.map { "\(Client.ago($0.time)) (\(Client.reason($0)))" } ?? "-"]
+        }
+        Client.table(["NAME", "MAC", "ADDRESSES", "SERVICES", "LEASE", "STATE", "LAST WAKE"], rows)
+    }
+}
+
+struct Host: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "One host: its records with TTLs, owner data, wake history.")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Host name (mac-mini or mac-mini.local) or MAC address.") var target: String
+
+    func run() throws {
+        let response = try Client.ask(ControlRequest(command: .host, target: self.target), connection)
+        guard !connection.json, let host = response.host else { return }
+        Client.printDetail(host)
+    }
+}
+
+struct Wake: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Wake a sleeping host now (magic packets until it answers).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Host name or MAC address.") var target: String
+
+    func run() throws {
+        let response = try Client.ask(ControlRequest(command: .wake, target: self.target), connection)
+        guard !connection.json, let host = response.host else { return }
+        print("waking \(host.summary.name ?? host.summary.mac) (\(host.wakeMAC)): magic packets every 2 s until it answers")
+    }
+}
+
+struct Forget: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Stop proxying a host: drop its records and release its addresses (it is not woken).")
+    @OptionGroup var connection: Connection
+    @Argument(help: "Host name or MAC address.") var target: String
+    @Flag(name: .long, help: "Send goodbyes so that browsers drop its services at once (as on lease expiry).") var goodbyes = false
+
+    func run() throws {
+        let response = try Client.ask(ControlRequest(command: .forget, target: self.target, goodbyes: self.goodbyes), connection)
+        guard !connection.json, let host = response.hosts?.first else { return }
+        print("forgot \(host.name ?? host.mac)\(self.goodbyes ? " (goodbyes sent)" : "")")
+    }
+}
+
+struct Events: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The wake log: wakes and their reasons, outcomes, ignored connections.")
+    @OptionGroup var connection: Connection
+    @Option(name: .long, help: "Only this host (name or MAC).") var host: String?
+    @Option(name: .long, help: "Only events in the last DURATION (90s, 15m, 2h, 7d).") var since: String?
+    @Flag(name: .long, help: "Keep printing new events as they happen.") var follow = false
+
+    func validate() throws {
+        if let since, HumanDuration.parse(since) == nil { throw ValidationError("--since takes a duration such as 90s, 15m, 2h or 7d, not \"\(since)\"") }
+    }
+
+    func run() throws {
+        let start = self.since.flatMap(HumanDuration.parse).map { Date(timeIntervalSinceNow: -$0) }
+        let request = ControlRequest(command: .events, target: self.host, since: start, follow: self.follow)
+        try Client.ask(request, connection, stream: self.follow) { response in
+            guard !connection.json else { return }
+            for event in response.events ?? [] { print(Client.eventLine(event)) }
+        }
+    }
+}
+
+// MARK: - Talking to the daemon
+
+enum Client {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// Sends one request and returns the first response (printed as JSON with --json). `stream` keeps reading and
+    /// hands every response to `each` until the daemon closes the connection.
+    @discardableResult
+    static func ask(_ request: ControlRequest, _ connection: Connection, stream: Bool = false, each: ((ControlResponse) -> Void)? = nil) throws -> ControlResponse {
+        let fd = try self.connect(connection.socket)
+        defer { close(fd) }
+        let line = try ControlProtocol.frame(request)
+        guard line.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == line.count else {
+            throw Failure(description: "the daemon closed the connection")
+        }
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        var first: ControlResponse? = nil
+        while true {
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count <= 0 { break }
+            buffer += chunk[0..<count]
+            for line in try ControlProtocol.takeLines(from: &buffer) {
+                let response = try ControlProtocol.decode(ControlResponse.self, from: line)
+                guard response.ok else { throw Failure(description: response.error ?? "the daemon refused the request") }
+                if connection.json { print(String(decoding: line, as: UTF8.self)) }
+                each?(response)
+                if first == nil { first = response }
+                if !stream { return response }
+            }
+        }
+        guard let first else { throw Failure(description: "the daemon closed the connection without answering") }
+        return first
+    }
+
+    static func connect(_ path: String) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "cannot create a socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw Failure(description: "socket path too long: \(path)") }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in bytes.enumerated() { raw[i] = byte }
+        }
+        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        if result != 0 {
+            let code = errno
+            close(fd)
+            switch code {
+            case ENOENT, ECONNREFUSED: throw Failure(description: "sleepproxyd is not running (nothing listens on \(path)); start it, or pass --socket")
+            case EACCES, EPERM: throw Failure(description: "permission denied on \(path): run as root or as a member of the daemon's control group")
+            default: throw Failure(description: "cannot connect to \(path): \(String(cString: strerror(code)))")
+            }
+        }
+        return fd
+    }
+
+    static func ago(_ date: Date) -> String { "\(HumanDuration.format(Date().timeIntervalSince(date))) ago" }
+
+    static func reason(_ event: WakeLogEntry) -> String {
+        let trigger = event.trigger
+        switch trigger.type {
+        case "connection": return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
+        case "address-conflict": return "address \(trigger.address ?? "?") claimed by \(trigger.from ?? "?")"
+        case "mdns-conflict": return "mDNS conflict on \(trigger.name ?? "?")"
+        default: return trigger.type
+        }
+    }
+
+    static func eventLine(_ event: WakeLogEntry) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = .current
+        let time = formatter.string(from: event.time)
+        let who = event.hostName ?? event.mac
+        switch event.kind {
+        case "wake": return "\(time)  \(who)  woken: \(self.reason(event))"
+        case "awake": return "\(time)  \(who)  awake after \(String(format: "%.1f", event.seconds ?? 0)) s"
+        case "no-response": return "\(time)  \(who)  no sign of waking after \(event.attempts ?? 0) magic packets"
+        case "ignored": return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)"
+        default: return "\(time)  \(who)  \(event.summary)"
+        }
+    }
+
+    static func printDetail(_ host: HostDetail) {
+        let summary = host.summary
+        print("\(summary.name ?? "?")  \(summary.mac) on \(summary.interface)  \(summary.state)")
+        print("  addresses:  \(summary.addresses.joined(separator: " "))")
+        print("  services:   \(summary.services.joined(separator: " "))")
+        print("  lease:      \(HumanDuration.format(summary.leaseSeconds)) left; registered \(HumanDuration.format(host.registeredSecondsAgo)) ago")
+        print("  owner:      sequence \(host.sequence), wake MAC \(host.wakeMAC), \(host.hasPassword ? "SecureOn password" : "no password")")
+        print("  records:")
+        self.table(["NAME", "TYPE", "TTL", "DATA"], host.records.map { [$0.name, $0.type + ($0.unique ? "" : " (shared)"), "\($0.ttl)", $0.data] }, indent: "    ")
+        print("  wake history:")
+        if host.wakeHistory.isEmpty { print("    none") }
+        for event in host.wakeHistory { print("    " + self.eventLine(event)) }
+    }
+
+    static func table(_ header: [String], _ rows: [[String]], indent: String = "") {
+        var widths = header.map(\.count)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        func line(_ cells: [String]) -> String {
+            indent + cells.enumerated().map { i, cell in i == cells.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+        }
+        print(line(header))
+        for row in rows { print(line(row)) }
     }
 }

@@ -72,6 +72,12 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Flag(name: .long, help: "Answer mDNS only: no address takeover, no wake (no CAP_NET_RAW needed).")
     var noTakeover = false
 
+    @Option(name: .long, help: "The admin socket sleepproxyctl talks to (mode 0660).")
+    var controlSocket: String = "/run/sleep-proxy/control.sock"
+
+    @Option(name: .long, help: "Group that may use the admin socket besides root (default: root only).")
+    var controlGroup: String?
+
     func validate() throws {
         guard (1...65535).contains(self.registrationPort) else {
             throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
@@ -169,7 +175,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: RegistrationService(engine: engine, port: self.registrationPort, logger: logger))],
+                services: [.init(service: RegistrationService(
+                    engine: engine, port: self.registrationPort, logger: logger,
+                    control: ControlServer(path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger)))],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

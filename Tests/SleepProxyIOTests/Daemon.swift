@@ -18,7 +18,7 @@ enum Daemon {
     }
 
     static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = []) throws -> ManagedProcess {
-        let process = try host.spawn([self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path, "--log-level", ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info"] + extra, logName: logName)
+        let process = try host.spawn([self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path, "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level", ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info"] + extra, logName: logName)
         guard process.waitForOutput("listening for sleep proxy registrations", timeout: 15) else {
             throw CommandError("sleepproxyd did not start: \(process.output)")
         }

@@ -93,7 +93,7 @@ final class RegistrationSocketTests {
         // A second daemon on the same state directory, or the same port, is refused with the reason.
         let sameState = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path], timeout: .seconds(15))
         #expect(sameState.status != 0 && sameState.stderr.contains("in use by another sleepproxyd"), "\(sameState)")
-        let samePort = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2"], timeout: .seconds(15))
+        let samePort = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2", "--control-socket", self.state.path + "-2/control.sock"], timeout: .seconds(15))
         #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
     }
 

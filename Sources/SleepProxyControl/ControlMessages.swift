@@ -1,0 +1,172 @@
+import Foundation
+
+/// One request from `sleepproxyctl` to `sleepproxyd`. The JSON field names are the stable schema.
+public struct ControlRequest: Codable, Hashable, Sendable {
+    public enum Command: String, Codable, Hashable, Sendable {
+        case status, hosts, host, wake, forget, events
+    }
+
+    public var version: Int
+    public var command: Command
+    /// `host`, `wake`, `forget`: a host name (`mac-mini`, `mac-mini.local`) or a primary MAC.
+    public var target: String?
+    /// `forget`: send goodbyes for the host's records (as on expiry) instead of dropping them silently.
+    public var goodbyes: Bool?
+    /// `events`: only this host (name or MAC), only events at or after `since`.
+    public var since: Date?
+    /// `events`: keep the connection open and send each new event as its own response line.
+    public var follow: Bool?
+
+    public init(command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil) {
+        self.version = ControlProtocol.version
+        self.command = command
+        self.target = target
+        self.goodbyes = goodbyes
+        self.since = since
+        self.follow = follow
+    }
+}
+
+/// The daemon's answer: `ok` with the part the command asked for, or `error` with one sentence.
+public struct ControlResponse: Codable, Hashable, Sendable {
+    public var version: Int
+    public var ok: Bool
+    public var error: String?
+    public var status: DaemonStatus?
+    public var hosts: [HostSummary]?
+    public var host: HostDetail?
+    public var events: [WakeLogEntry]?
+
+    public init(ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil, host: HostDetail? = nil, events: [WakeLogEntry]? = nil) {
+        self.version = ControlProtocol.version
+        self.ok = ok
+        self.error = error
+        self.status = status
+        self.hosts = hosts
+        self.host = host
+        self.events = events
+    }
+
+    public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+}
+
+public struct DaemonStatus: Codable, Hashable, Sendable {
+    public var version: String
+    public var startedAt: Date
+    public var uptimeSeconds: Double
+    public var interfaces: [String]
+    public var advertisedName: String?
+    public var hosts: Int
+    public var records: Int
+    public var registrationsAccepted: Int
+    /// Refusals and malformed registrations by reason.
+    public var refusals: [String: Int]
+    public var queriesAnswered: Int
+    public var wakes: Int
+    public var magicPackets: Int
+
+    public init(
+        version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?, hosts: Int, records: Int,
+        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int
+    ) {
+        self.version = version
+        self.startedAt = startedAt
+        self.uptimeSeconds = uptimeSeconds
+        self.interfaces = interfaces
+        self.advertisedName = advertisedName
+        self.hosts = hosts
+        self.records = records
+        self.registrationsAccepted = registrationsAccepted
+        self.refusals = refusals
+        self.queriesAnswered = queriesAnswered
+        self.wakes = wakes
+        self.magicPackets = magicPackets
+    }
+}
+
+public struct HostSummary: Codable, Hashable, Sendable {
+    public var name: String?
+    public var mac: String
+    public var interface: String
+    public var addresses: [String]
+    /// `_http._tcp:8080` per service.
+    public var services: [String]
+    public var leaseSeconds: Double
+    /// `asleep` (the proxy answers for it), `waking` (magic packets going out), `awake` (its owner was seen on
+    /// the wire; the proxy holds its records until an Owner option or expiry), `starting` (probing).
+    public var state: String
+    public var lastWake: WakeLogEntry?
+
+    public init(name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: String, lastWake: WakeLogEntry?) {
+        self.name = name
+        self.mac = mac
+        self.interface = interface
+        self.addresses = addresses
+        self.services = services
+        self.leaseSeconds = leaseSeconds
+        self.state = state
+        self.lastWake = lastWake
+    }
+}
+
+public struct HostDetail: Codable, Hashable, Sendable {
+    public struct Record: Codable, Hashable, Sendable {
+        public var name: String
+        public var type: String
+        public var ttl: UInt32
+        public var unique: Bool
+        public var data: String
+
+        public init(name: String, type: String, ttl: UInt32, unique: Bool, data: String) {
+            self.name = name
+            self.type = type
+            self.ttl = ttl
+            self.unique = unique
+            self.data = data
+        }
+    }
+
+    public var summary: HostSummary
+    public var sequence: Int
+    public var wakeMAC: String
+    public var hasPassword: Bool
+    public var registeredSecondsAgo: Double
+    public var records: [Record]
+    public var wakeHistory: [WakeLogEntry]
+
+    public init(summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double, records: [Record], wakeHistory: [WakeLogEntry]) {
+        self.summary = summary
+        self.sequence = sequence
+        self.wakeMAC = wakeMAC
+        self.hasPassword = hasPassword
+        self.registeredSecondsAgo = registeredSecondsAgo
+        self.records = records
+        self.wakeHistory = wakeHistory
+    }
+}
+
+/// "2h 5m", "45 s", "3d 4h": durations as people read them.
+public enum HumanDuration {
+    public static func format(_ seconds: Double) -> String {
+        guard seconds.isFinite else { return "-" }
+        let total = Int(max(0, seconds.rounded()))
+        let days = total / 86400, hours = total % 86400 / 3600, minutes = total % 3600 / 60, secs = total % 60
+        if days > 0 { return "\(days)d \(hours)h" }
+        if hours > 0 { return "\(hours)h \(minutes)m" }
+        if minutes > 0 { return "\(minutes)m \(secs)s" }
+        return "\(secs)s"
+    }
+
+    /// "90s", "15m", "2h", "7d" (or a bare number of seconds) as seconds; nil for anything else.
+    public static func parse(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var body = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+        var unit = 1.0
+        if let last = body.last, let factor = units[last] {
+            unit = factor
+            body = body.dropLast()
+        }
+        guard let value = Double(body), value >= 0, value.isFinite else { return nil }
+        return value * unit
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import SleepProxyControl
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// sleepproxyctl against a running sleepproxyd in the lab (issue 6 §7): hosts listed after a registration, the
+/// JSON parsed and checked, `wake` produces a magic packet at the sleeper, `events` shows it with its reason,
+/// `forget` stops the answers.
+@Suite("Admin CLI in the lab", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+final class AdminLabTests {
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    let client: LabHost
+    let state: URL
+
+    static let sleeperMAC = MACAddress("02:53:50:00:00:02")!
+
+    init() throws {
+        self.lab = try LabNetwork()
+        self.proxy = try self.lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
+        self.sleeper = try SleepingHost(lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], servicePort: 8080)
+        self.client = try self.lab.addHost("client", mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"])
+        self.state = self.lab.directory.appendingPathComponent("state")
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    static var ctl: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxyctl").path }
+
+    func ctl(_ arguments: [String]) throws -> CommandResult {
+        try self.proxy.run([Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path])
+    }
+
+    /// Runs a command with --json and decodes its (first) response line.
+    func json(_ command: [String]) throws -> ControlResponse {
+        let result = try self.proxy.run([Self.ctl] + command + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
+        #expect(result.succeeded, "\(command): \(result)")
+        let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
+        return try ControlProtocol.decode(ControlResponse.self, from: line)
+    }
+
+    @Test func listShowWakeEventsAndForgetAHost() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        let message = SampleRegistration.message(
+            id: 0x6100, mac: Self.sleeperMAC, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!], services: [("Files._smb._tcp", 445), ("Web._http._tcp", 8080)])
+        let replies = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [message.encoded(options: .appleUpdate)])
+        #expect(replies.first??.prefix(2) == [0x61, 0x00])
+        try self.sleeper.sleep()
+        usleep(5_000_000)
+
+        let hosts = try #require(try self.json(["hosts"]).hosts)
+        let listed = try #require(hosts.first)
+        #expect(hosts.count == 1 && listed.name == "sleeper.local." && listed.mac == Self.sleeperMAC.description && listed.addresses == ["192.0.2.2"])
+        #expect(listed.services.sorted() == ["_http._tcp:8080", "_smb._tcp:445"] && listed.state == "asleep" && listed.leaseSeconds > 7000)
+        let table = try self.ctl(["hosts"])
+        #expect(table.succeeded && table.stdout.contains("sleeper.local.") && table.stdout.contains("asleep"), "\(table)")
+
+        let detail = try #require(try self.json(["host", "sleeper"]).host)
+        #expect(detail.records.contains { $0.type == "SRV" && $0.data.contains("445") } && detail.sequence == 0 && !detail.hasPassword)
+        #expect(try self.json(["host", Self.sleeperMAC.description]).host?.summary.mac == Self.sleeperMAC.description)
+
+        // wake: a magic packet at the sleeper, and the event with its reason.
+        let woken = try self.ctl(["wake", "sleeper.local"])
+        #expect(woken.succeeded && woken.stdout.contains("waking"), "\(woken)")
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
+        let events = try #require(try self.json(["events", "--host", "sleeper"]).events)
+        #expect(events.contains { $0.kind == "wake" && $0.trigger.type == "administrator" })
+        let human = try self.ctl(["events", "--since", "10m"])
+        #expect(human.stdout.contains("woken: administrator"), "\(human)")
+
+        // forget: no answers for its records any more.
+        let forgot = try self.ctl(["forget", "sleeper"])
+        #expect(forgot.succeeded, "\(forgot)")
+        let query = DNSMessage(id: 3, questions: [DNSQuestion(name: "sleeper.local.", type: .a)])
+        #expect(try RawMDNS.exchange(in: self.client, packets: [query], to: .v4(.mdnsGroup), listen: .seconds(1)).isEmpty)
+        #expect(try self.json(["status"]).status?.hosts == 0)
+
+        // Errors: one sentence, non-zero exit, nothing changed.
+        let missing = try self.ctl(["host", "nosuch"])
+        #expect(missing.status != 0 && missing.stderr.contains("no sleeping host named \"nosuch\""), "\(missing)")
+        let badSince = try self.ctl(["events", "--since", "soon"])
+        #expect(badSince.status != 0 && badSince.stderr.contains("--since takes a duration"))
+        let noDaemon = try self.proxy.run([Self.ctl, "status", "--socket", self.lab.directory.appendingPathComponent("nothing.sock").path])
+        #expect(noDaemon.status != 0 && noDaemon.stderr.contains("sleepproxyd is not running"), "\(noDaemon)")
+    }
+}
