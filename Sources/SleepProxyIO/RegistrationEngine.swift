@@ -52,6 +52,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         case linksChanged
         /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
         case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
+        /// Settings a reload (SIGHUP) changes in place.
+        case reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply)
     }
 
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
@@ -171,6 +173,11 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     func post(_ event: Event) { self.mailbox.post(event) }
 
+    /// Applies reloaded settings on the engine thread.
+    public func reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+        self.mailbox.post(.reconfigure(takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply))
+    }
+
     /// Runs an admin request on the engine thread; `reply` gets the answer (or a failure when the engine is full
     /// or stopping).
     public func control(_ request: ControlRequest, reply: @escaping @Sendable (ControlResponse) -> Void) {
@@ -232,6 +239,9 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.withTakeover { $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now) }
             case .linksChanged:
                 self.refreshInventory(now: now)
+            case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
+                if let takeoverConfiguration { self.takeover?.configuration = takeoverConfiguration }
+                self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
             case .control(let request, let reply):
                 controlReplies.append((self.handleControl(request, now: now, entries: &entries), reply))
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):

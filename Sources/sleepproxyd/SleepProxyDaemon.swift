@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
+import UnixSignals
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxyIO
@@ -78,6 +79,81 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Group that may use the admin socket besides root (default: root only).")
     var controlGroup: String?
 
+    @Option(name: .long, help: "Configuration file: one `setting = value` per line, settings named like these flags (default: \(SleepProxyDaemon.defaultConfigPath) when it exists). Flags win over the file; SIGHUP re-reads it.")
+    var config: String?
+
+    static let defaultConfigPath = "/etc/sleep-proxy/sleepproxyd.conf"
+
+    /// Every setting the file may hold, named like its flag.
+    static let settings: [String: ConfigFile.Kind] = [
+        "interface": .repeated, "state-directory": .single, "registration-port": .single, "lease-minimum": .single, "lease-maximum": .single,
+        "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single, "allow-transfers": .flag,
+        "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
+        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single, "control-group": .single,
+    ]
+
+    /// Reads the configuration file into arguments, checking each line on its own so that an error names its line.
+    static func configArguments(path: String) throws -> [String] {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw ValidationError("cannot read the configuration file \(path): \(error.localizedDescription)")
+        }
+        let entries: [ConfigFile.Entry]
+        do {
+            entries = try ConfigFile.parse(text, settings: Self.settings)
+        } catch {
+            throw ValidationError("\(path) \(error)")
+        }
+        var arguments: [String] = []
+        for entry in entries {
+            let these = ConfigFile.arguments(for: entry, kind: Self.settings[entry.key]!)
+            do {
+                _ = try Self.parseAsRoot(these)
+            } catch {
+                let message = Self.message(for: error).replacingOccurrences(of: "Error: ", with: "")
+                throw ValidationError("\(path) line \(entry.line): \(message)")
+            }
+            arguments += these
+        }
+        return arguments
+    }
+
+    /// The arguments to run with: the configuration file's (if any) first, then the command line's.
+    static func effectiveArguments(_ commandLine: [String]) throws -> [String] {
+        var path: String? = nil
+        var explicit = false
+        if let index = commandLine.firstIndex(of: "--config"), index + 1 < commandLine.count {
+            path = commandLine[index + 1]
+            explicit = true
+        } else if let inline = commandLine.first(where: { $0.hasPrefix("--config=") }) {
+            path = String(inline.dropFirst("--config=".count))
+            explicit = true
+        } else if FileManager.default.fileExists(atPath: Self.defaultConfigPath) {
+            path = Self.defaultConfigPath
+        }
+        guard let path else { return commandLine }
+        if explicit, !FileManager.default.fileExists(atPath: path) {
+            throw ValidationError("the configuration file \(path) does not exist")
+        }
+        return try Self.configArguments(path: path) + commandLine + (explicit ? [] : ["--config", path])
+    }
+
+    static func main() async {
+        do {
+            let arguments = try Self.effectiveArguments(Array(CommandLine.arguments.dropFirst()))
+            var command = try Self.parseAsRoot(arguments)
+            if let daemon = command as? SleepProxyDaemon {
+                try await daemon.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            Self.exit(withError: error)
+        }
+    }
+
     func validate() throws {
         guard (1...65535).contains(self.registrationPort) else {
             throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
@@ -118,6 +194,13 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         return policy
     }
 
+    /// The settings a reload cannot change in place.
+    var restartSettings: [String] {
+        [self.interface.joined(separator: ","), self.stateDirectory, "\(self.registrationPort)", "\(self.leaseMinimum)", "\(self.leaseMaximum)",
+         "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics, self.hostLabel ?? "",
+         self.controlSocket, self.controlGroup ?? ""]
+    }
+
     static var machineHostName: String {
         let name = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "linux"
         return name.isEmpty ? "linux" : name
@@ -140,11 +223,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
 
     func run() async throws {
         let level = Logger.Level(rawValue: self.logLevel)!
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let levelBox = LogLevelBox(level)
+        LoggingSystem.bootstrap { label in ReloadableLogHandler(base: StreamLogHandler.standardError(label: label), level: levelBox) }
         let logger = Logger(label: "sleepproxyd")
 
         let registration = RegistrationConfiguration(
@@ -182,16 +262,84 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                 logger: logger
             )
         )
+        // SIGHUP re-reads the configuration file: the log level, wake rules, expiry action and refusal reply change
+        // at once; settings that need new sockets or a new state directory are reported as needing a restart.
+        let reloader = Task { [config = self.config, original = self] in
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                guard let path = config else {
+                    logger.notice("SIGHUP: no configuration file in use; nothing to reload")
+                    continue
+                }
+                do {
+                    let arguments = try Self.configArguments(path: path) + ["--config", path]
+                    guard let fresh = try Self.parseAsRoot(arguments) as? SleepProxyDaemon else { continue }
+                    try fresh.validate()
+                    levelBox.level = Logger.Level(rawValue: fresh.logLevel) ?? levelBox.level
+                    engine.reconfigure(
+                        takeover: fresh.noTakeover ? nil : TakeoverConfiguration(policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword, udpMagicPacket: fresh.wakeUDP),
+                        expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: fresh.expiryAction)!,
+                        refusalReply: RegistrationConfiguration.RefusalReply(rawValue: fresh.refusalReply)!)
+                    let restartOnly = fresh.restartSettings != original.restartSettings
+                    logger.notice("SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")")
+                } catch {
+                    logger.error("SIGHUP: \(Self.message(for: error)); keeping the running configuration")
+                }
+            }
+        }
         do {
             try await group.run()
         } catch {
             Self.fail("\(error)")
         }
+        reloader.cancel()
     }
 
     /// Startup problems end in one sentence that names the cause and the fix, and a non-zero exit.
     static func fail(_ message: String) -> Never {
         FileHandle.standardError.write(Data("sleepproxyd: \(message)\n".utf8))
         Foundation.exit(1)
+    }
+}
+
+
+/// The log level, changeable while running (SIGHUP).
+final class LogLevelBox: @unchecked Sendable {
+    // @unchecked: `value` is guarded by `lock`.
+    private let lock = NSLock()
+    private var value: Logger.Level
+    init(_ level: Logger.Level) { self.value = level }
+    var level: Logger.Level {
+        get { self.lock.withLock { self.value } }
+        set { self.lock.withLock { self.value = newValue } }
+    }
+}
+
+/// swift-log's stream handler with its level read from a shared box, so a reload reaches every logger.
+struct ReloadableLogHandler: LogHandler {
+    var base: StreamLogHandler
+    let level: LogLevelBox
+
+    init(base: StreamLogHandler, level: LogLevelBox) {
+        self.base = base
+        self.level = level
+    }
+
+    var logLevel: Logger.Level {
+        get { self.level.level }
+        set { self.level.level = newValue }
+    }
+
+    var metadata: Logger.Metadata {
+        get { self.base.metadata }
+        set { self.base.metadata = newValue }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { self.base[metadataKey: key] }
+        set { self.base[metadataKey: key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        self.base.log(event: event)
     }
 }

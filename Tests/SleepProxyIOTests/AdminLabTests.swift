@@ -89,4 +89,26 @@ final class AdminLabTests {
         let noDaemon = try self.proxy.run([Self.ctl, "status", "--socket", self.lab.directory.appendingPathComponent("nothing.sock").path])
         #expect(noDaemon.status != 0 && noDaemon.stderr.contains("sleepproxyd is not running"), "\(noDaemon)")
     }
+
+    @Test func aConfigurationFileIsReadAndReloadedOnSIGHUPAndABadEditChangesNothing() throws {
+        let config = self.lab.directory.appendingPathComponent("sleepproxyd.conf")
+        try "# lab\nlog-level = info\nwake-rule = tcp/445\n".write(to: config, atomically: true, encoding: .utf8)
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--config", config.path])
+        defer { daemon.stop() }
+        // A bad edit: the reload is refused with the line, and the daemon keeps running on what it had.
+        try "log-level = info\nwake-rule = tcp/445\nlease-maximum = forever\n".write(to: config, atomically: true, encoding: .utf8)
+        _ = try self.proxy.run(["kill", "-HUP", "\(daemon.pid)"])
+        #expect(daemon.waitForOutput("line 3", timeout: 5), "\(daemon.output)")
+        #expect(daemon.output.contains("keeping the running configuration"))
+        #expect(try self.json(["status"]).status != nil, "the daemon stopped answering after a bad reload")
+        // A good edit is applied.
+        try "log-level = debug\nwake-rule = -tcp/445\n".write(to: config, atomically: true, encoding: .utf8)
+        _ = try self.proxy.run(["kill", "-HUP", "\(daemon.pid)"])
+        #expect(daemon.waitForOutput("SIGHUP: reloaded", timeout: 5), "\(daemon.output)")
+        // A bad file at start: one sentence with the line, non-zero exit.
+        let broken = self.lab.directory.appendingPathComponent("broken.conf")
+        try "interface = eth0\nspeed = fast\n".write(to: broken, atomically: true, encoding: .utf8)
+        let refused = try self.proxy.run([Daemon.executable.path, "--config", broken.path, "--state-directory", self.state.path + "-x"])
+        #expect(refused.status != 0 && refused.stderr.contains("line 2: unknown setting \"speed\""), "\(refused)")
+    }
 }

@@ -29,7 +29,13 @@ public struct Registrar: Sendable {
     /// RFC 9664 §8: at most 7 days for KEY-LEASE.
     public static let maximumKeyLease: UInt32 = 7 * 86_400
 
-    public let configuration: RegistrationConfiguration
+    public private(set) var configuration: RegistrationConfiguration
+
+    /// Settings a reload may change while hosts are held: what expiry does and how refusals are answered.
+    public mutating func reconfigure(expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+        self.configuration.expiryAction = expiryAction
+        self.configuration.refusalReply = refusalReply
+    }
     public private(set) var store: RecordStore
     public private(set) var statistics = RegistrationStatistics()
     private var rateLimiter: RateLimiter
