@@ -75,7 +75,8 @@ public final class ControlServer: @unchecked Sendable {
                 unlink(self.path)
                 throw StartError(description: "the control group \"\(group)\" does not exist; create it (groupadd \(group)) or leave --control-group out")
             }
-            chown(self.path, 0, entry.pointee.gr_gid)
+            // Group only (the owner stays whoever runs the daemon: changing it needs CAP_CHOWN).
+            chown(self.path, uid_t.max, entry.pointee.gr_gid)
         }
         self.fd = fd
         let thread = Thread { [self] in

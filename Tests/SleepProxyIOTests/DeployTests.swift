@@ -1,0 +1,52 @@
+import Foundation
+import SleepProxyTestSupport
+import Testing
+
+/// The files in deploy/ are checked as the tools that read them would (issue 6 §7).
+@Suite("Deployment files")
+struct DeployTests {
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..").standardized
+
+    /// `systemd-analyze verify` on the unit, with ExecStart pointed at the binary just built (verify checks that
+    /// the command exists). Its warnings go to stderr with exit 0, so stderr must be empty; a misspelt directive
+    /// is shown to produce one, so this check can fail.
+    @Test(.enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze"), "needs systemd-analyze"))
+    func theSystemdUnitVerifies() throws {
+        let unit = try String(contentsOf: Self.repository.appendingPathComponent("deploy/sleep-proxy.service"), encoding: .utf8)
+        #expect(unit.contains("ExecStart=/usr/bin/sleepproxyd "))
+        for capability in ["CAP_NET_RAW", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE"] { #expect(unit.contains(capability)) }
+        for hardening in ["ProtectSystem=strict", "NoNewPrivileges=yes", "PrivateTmp=yes", "StateDirectory=sleep-proxy", "User=sleep-proxy"] {
+            #expect(unit.contains(hardening), "\(hardening) missing")
+        }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("unit-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        func verify(_ text: String, name: String) throws -> CommandResult {
+            let url = directory.appendingPathComponent(name)
+            try text.replacingOccurrences(of: "/usr/bin/sleepproxyd", with: Daemon.executable.path).write(to: url, atomically: true, encoding: .utf8)
+            return try Command.run(["/usr/bin/systemd-analyze", "verify", url.path], timeout: .seconds(60))
+        }
+        let result = try verify(unit, name: "sleep-proxy.service")
+        #expect(result.succeeded && result.stderr.isEmpty, "\(result)")
+        let broken = try verify(unit.replacingOccurrences(of: "NoNewPrivileges=yes", with: "NoNewPrivilegez=yes"), name: "broken.service")
+        #expect(broken.stderr.contains("Unknown key"), "\(broken)")
+    }
+
+    /// The example configuration is accepted by the daemon as it ships (every line, commented or not).
+    @Test func theExampleConfigurationParses() throws {
+        let config = Self.repository.appendingPathComponent("deploy/sleepproxyd.conf")
+        let text = try String(contentsOf: config, encoding: .utf8)
+        // Uncomment every example setting: each must be a valid line too.
+        let uncommented = text.split(separator: "\n", omittingEmptySubsequences: false).map { line in
+            line.hasPrefix("#") && line.dropFirst().contains("=") && !line.dropFirst().hasPrefix(" ") ? String(line.dropFirst()) : String(line)
+        }.joined(separator: "\n")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxyd-\(getpid()).conf")
+        defer { try? FileManager.default.removeItem(at: file) }
+        for candidate in [text, uncommented] {
+            try candidate.write(to: file, atomically: true, encoding: .utf8)
+            // --help after a valid configuration prints the usage and exits 0; a bad line exits non-zero first.
+            let result = try Command.run([Daemon.executable.path, "--config", file.path, "--help"], timeout: .seconds(30))
+            #expect(result.succeeded, "\(result)")
+        }
+    }
+}

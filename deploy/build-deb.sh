@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds a Debian package of sleep-proxy from this repository: deploy/build-deb.sh [OUTPUT_DIRECTORY].
+# The binaries are linked with the Swift runtime, so the package needs only libnl at run time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-$PWD}
+version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/SleepProxyIO/ControlHandling.swift)
+arch=$(dpkg --print-architecture)
+
+if [ -z "${SKIP_BUILD:-}" ]; then
+    swift build -c release --static-swift-stdlib --product sleepproxyd
+    swift build -c release --static-swift-stdlib --product sleepproxyctl
+fi
+bin=$(swift build -c release --show-bin-path)
+
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+install -d "$root/DEBIAN" "$root/usr/bin" "$root/lib/systemd/system" "$root/etc/sleep-proxy" "$root/usr/share/doc/sleep-proxy"
+install -m 0755 "$bin/sleepproxyd" "$bin/sleepproxyctl" "$root/usr/bin/"
+install -m 0644 deploy/sleep-proxy.service "$root/lib/systemd/system/sleep-proxy.service"
+install -m 0644 deploy/sleepproxyd.conf "$root/etc/sleep-proxy/sleepproxyd.conf"
+install -m 0644 README.md "$root/usr/share/doc/sleep-proxy/README.md"
+install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$root/DEBIAN/"
+echo "/etc/sleep-proxy/sleepproxyd.conf" > "$root/DEBIAN/conffiles"
+cat > "$root/DEBIAN/control" <<CONTROL
+Package: sleep-proxy
+Version: $version
+Architecture: $arch
+Maintainer: sleep-proxy developers <sleep-proxy@localhost>
+Depends: libc6, libstdc++6, libgcc-s1, libnl-3-200, libnl-route-3-200, adduser
+Section: net
+Priority: optional
+Description: Bonjour Sleep Proxy for Linux
+ Keeps sleeping Macs, Apple TVs and Linux hosts discoverable over mDNS while they
+ sleep, answers ARP and neighbour discovery for them, and wakes them with a
+ Wake-on-LAN magic packet when someone connects to one of their services.
+CONTROL
+fakeroot dpkg-deb --build "$root" "$out/sleep-proxy_${version}_${arch}.deb"
