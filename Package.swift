@@ -20,6 +20,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.1.0"),
     ],
     targets: [
         // Codecs: bytes in, values out, and back. NIOCore only (ByteBuffer); no sockets, no clocks.
@@ -48,6 +50,8 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ],
             swiftSettings: swiftSettings
         ),

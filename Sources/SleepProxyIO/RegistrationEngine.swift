@@ -68,6 +68,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var responder = ResponderStatistics()
         public var instanceLabel: String?
         public var takeover = TakeoverStatistics()
+        /// Wakes started, by trigger type (`connection`, `address-conflict`, ...).
+        public var wakesByReason: [String: Int] = [:]
     }
 
     private let configuration: Configuration
@@ -375,6 +377,10 @@ public final class RegistrationEngine: @unchecked Sendable {
             case .watchChanged(let index):
                 if let takeover = self.takeover { self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index) }
             case .event(let event):
+                if event.kind == .wake {
+                    let reason = WakeLog.entry(event, at: Date()).trigger.type
+                    self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
+                }
                 if event.kind == .ignored { self.logger.info("wake: \(event.summary)") } else { self.logger.notice("wake: \(event.summary)") }
                 do {
                     try self.wakeLog.append(event, at: Date())

@@ -12,12 +12,14 @@ public struct RegistrationService: Service {
     public let port: Int
     public let logger: Logger
     public let control: ControlServer?
+    public let metrics: MetricsEndpoint?
 
-    public init(engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil) {
+    public init(engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil, metrics: MetricsEndpoint? = nil) {
         self.engine = engine
         self.port = port
         self.logger = logger
         self.control = control
+        self.metrics = metrics
     }
 
     public func run() async throws {
@@ -31,7 +33,9 @@ public struct RegistrationService: Service {
         }
         do {
             try self.control?.start()
+            try self.metrics?.start()
         } catch {
+            self.control?.stop()
             await listener.close()
             self.engine.stop()
             throw error
@@ -39,6 +43,7 @@ public struct RegistrationService: Service {
         self.logger.notice("listening for sleep proxy registrations on UDP port \(listener.port)")
         try? await gracefulShutdown()
         self.control?.stop()
+        self.metrics?.stop()
         await listener.close()
         self.engine.stop()
         self.logger.notice("registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start")

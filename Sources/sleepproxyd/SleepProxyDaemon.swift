@@ -79,6 +79,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Group that may use the admin socket besides root (default: root only).")
     var controlGroup: String?
 
+    @Option(name: .long, help: "Where to serve Prometheus metrics (GET /metrics): IPv4:PORT, or none.")
+    var prometheusAddress: String = "127.0.0.1:9580"
+
     @Option(name: .long, help: "Configuration file: one `setting = value` per line, settings named like these flags (default: \(SleepProxyDaemon.defaultConfigPath) when it exists). Flags win over the file; SIGHUP re-reads it.")
     var config: String?
 
@@ -89,7 +92,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         "interface": .repeated, "state-directory": .single, "registration-port": .single, "lease-minimum": .single, "lease-maximum": .single,
         "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single, "allow-transfers": .flag,
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
-        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single, "control-group": .single,
+        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single, "control-group": .single, "prometheus-address": .single,
     ]
 
     /// Reads the configuration file into arguments, checking each line on its own so that an error names its line.
@@ -172,6 +175,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         _ = try self.advertisedName()
         _ = try self.wakePolicy()
+        if self.prometheusAddress != "none", self.prometheusAddress.split(separator: ":").count != 2 || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil {
+            throw ValidationError("--prometheus-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
+        }
         if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
             throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
         }
@@ -198,7 +204,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     var restartSettings: [String] {
         [self.interface.joined(separator: ","), self.stateDirectory, "\(self.registrationPort)", "\(self.leaseMinimum)", "\(self.leaseMaximum)",
          "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics, self.hostLabel ?? "",
-         self.controlSocket, self.controlGroup ?? ""]
+         self.controlSocket, self.controlGroup ?? "", self.prometheusAddress]
     }
 
     static var machineHostName: String {
@@ -253,11 +259,18 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         } catch {
             Self.fail("\(error)")
         }
+        let metrics: MetricsEndpoint?
+        do {
+            metrics = self.prometheusAddress == "none" ? nil : try MetricsEndpoint(address: self.prometheusAddress, engine: engine, logger: logger)
+        } catch {
+            Self.fail("\(error)")
+        }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: [.init(service: RegistrationService(
                     engine: engine, port: self.registrationPort, logger: logger,
-                    control: ControlServer(path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger)))],
+                    control: ControlServer(path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger),
+                    metrics: metrics))],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

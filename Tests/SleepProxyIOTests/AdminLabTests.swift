@@ -74,6 +74,13 @@ final class AdminLabTests {
         let human = try self.ctl(["events", "--since", "10m"])
         #expect(human.stdout.contains("woken: administrator"), "\(human)")
 
+        // Metrics: the wake and the host, in Prometheus text format on the local endpoint.
+        let scrape = try self.proxy.run(["/usr/bin/python3", "-c", "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())"])
+        #expect(scrape.succeeded, "\(scrape)")
+        #expect(scrape.stdout.contains("sleepproxy_wakes_total{reason=\"administrator\"} 1"), "\(scrape.stdout)")
+        #expect(scrape.stdout.contains("sleepproxy_hosts 1") && scrape.stdout.contains("sleepproxy_registrations_total{outcome=\"accepted\"} 1"))
+        #expect(scrape.stdout.contains("sleepproxy_magic_packets_total"))
+
         // forget: no answers for its records any more.
         let forgot = try self.ctl(["forget", "sleeper"])
         #expect(forgot.succeeded, "\(forgot)")
