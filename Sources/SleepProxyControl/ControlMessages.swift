@@ -4,6 +4,8 @@ import Foundation
 public struct ControlRequest: Codable, Hashable, Sendable {
     public enum Command: String, Codable, Hashable, Sendable {
         case status, hosts, host, wake, forget, events
+        /// Decommissioning: wake every host and stop proxying it, so each re-registers elsewhere.
+        case releaseAll = "release-all"
     }
 
     public var version: Int

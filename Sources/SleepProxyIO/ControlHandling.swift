@@ -38,6 +38,22 @@ extension RegistrationEngine {
             self.withTakeover { $0.removed(key, reason: .administrative, wake: false, now: now) }
             self.logger.notice("admin: forgot \(registration.hostName?.description ?? "?") (\(key))\(request.goodbyes == true ? " with goodbyes" : ", silently")")
             return ControlResponse(hosts: [self.summary(of: registration, now: now)])
+        case .releaseAll:
+            let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+            var released: [HostSummary] = []
+            for registration in all {
+                let key = registration.key
+                released.append(self.summary(of: registration, now: now))
+                // Woken first (the wake sequence outlives the registration), then dropped silently: the host
+                // comes back up and registers with whichever proxy remains.
+                self.withTakeover { $0.wake(key, trigger: .administrator, now: now) }
+                _ = self.registrar.remove(key)
+                entries.append(.remove(key))
+                self.responder?.removed(registration, reason: .administrativeSilent, now: now)
+                self.withTakeover { $0.removed(key, reason: .administrative, wake: false, now: now) }
+            }
+            self.logger.notice("admin: released all \(all.count) sleeping hosts (woken and forgotten) for decommissioning")
+            return ControlResponse(hosts: released)
         case .events:
             var events = self.wakeLog.recent
             if let since = request.since { events = events.filter { $0.time >= since } }

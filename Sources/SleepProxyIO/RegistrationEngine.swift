@@ -1,3 +1,4 @@
+import CSleepProxyLinux
 import Foundation
 import Logging
 import NIOCore
@@ -120,6 +121,16 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.registrar = registrar
         self.wakeLog = WakeLog(directory: configuration.stateDirectory)
         if let takeoverConfiguration = configuration.takeover {
+            // Without CAP_NET_RAW the packet side cannot work at all: say so at start rather than run half a proxy.
+            let probe = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            if probe < 0 {
+                let code = errno
+                if code == EPERM || code == EACCES {
+                    throw RegistrationEngineError(description: "no permission to open raw packet sockets (CAP_NET_RAW) for address takeover and wake: run as root, grant CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit in deploy/ does), or pass --no-takeover to answer mDNS only")
+                }
+            } else {
+                close(probe)
+            }
             var takeover = Takeover(configuration: takeoverConfiguration)
             for registration in registrar.store.owners.values { _ = takeover.registered(registration, now: now) }
             self.takeover = takeover

@@ -12,7 +12,7 @@ struct SleepProxyCtl: ParsableCommand {
         commandName: "sleepproxyctl",
         abstract: "Inspect and steer a running sleepproxyd: proxied hosts, their records, and why they woke.",
         version: "0.3.0 (control protocol \(ControlProtocol.version))",
-        subcommands: [Status.self, Hosts.self, Host.self, Wake.self, Forget.self, Events.self]
+        subcommands: [Status.self, Hosts.self, Host.self, Wake.self, Forget.self, Events.self, ReleaseAll.self]
     )
 }
 
@@ -106,6 +106,25 @@ struct Forget: ParsableCommand {
     }
 }
 
+struct ReleaseAll: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "release-all",
+        abstract: "Decommissioning: wake every sleeping host and stop proxying it (each re-registers with another proxy).")
+    @OptionGroup var connection: Connection
+    @Flag(name: .long, help: "Really do it.") var yes = false
+
+    func validate() throws {
+        guard self.yes else { throw ValidationError("this wakes every sleeping host; add --yes to confirm") }
+    }
+
+    func run() throws {
+        let response = try Client.ask(ControlRequest(command: .releaseAll), connection)
+        guard !connection.json else { return }
+        let hosts = response.hosts ?? []
+        print("released \(hosts.count) host\(hosts.count == 1 ? "" : "s")\(hosts.isEmpty ? "" : ": " + hosts.map { $0.name ?? $0.mac }.joined(separator: ", ")); you can stop sleepproxyd now")
+    }
+}
+
 struct Events: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "The wake log: wakes and their reasons, outcomes, ignored connections.")
     @OptionGroup var connection: Connection
@@ -122,7 +141,8 @@ struct Events: ParsableCommand {
         let request = ControlRequest(command: .events, target: self.host, since: start, follow: self.follow)
         try Client.ask(request, connection, stream: self.follow) { response in
             guard !connection.json else { return }
-            for event in response.events ?? [] { print(Client.eventLine(event)) }
+            // Written straight to the descriptor: with --follow each line must show at once, even into a pipe.
+            for event in response.events ?? [] { FileHandle.standardOutput.write(Data((Client.eventLine(event) + "\n").utf8)) }
         }
     }
 }
@@ -154,7 +174,7 @@ enum Client {
             for line in try ControlProtocol.takeLines(from: &buffer) {
                 let response = try ControlProtocol.decode(ControlResponse.self, from: line)
                 guard response.ok else { throw Failure(description: response.error ?? "the daemon refused the request") }
-                if connection.json { print(String(decoding: line, as: UTF8.self)) }
+                if connection.json { FileHandle.standardOutput.write(Data(line + [0x0A])) }
                 each?(response)
                 if first == nil { first = response }
                 if !stream { return response }

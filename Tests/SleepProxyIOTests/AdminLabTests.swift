@@ -65,12 +65,16 @@ final class AdminLabTests {
         #expect(detail.records.contains { $0.type == "SRV" && $0.data.contains("445") } && detail.sequence == 0 && !detail.hasPassword)
         #expect(try self.json(["host", Self.sleeperMAC.description]).host?.summary.mac == Self.sleeperMAC.description)
 
-        // wake: a magic packet at the sleeper, and the event with its reason.
+        // wake: a magic packet at the sleeper, and the event with its reason (also streamed to a follower).
+        let follower = try self.proxy.spawn([Self.ctl, "events", "--follow", "--socket", self.state.appendingPathComponent("control.sock").path], logName: "follow")
+        defer { follower.stop() }
+        usleep(500_000)
         let woken = try self.ctl(["wake", "sleeper.local"])
         #expect(woken.succeeded && woken.stdout.contains("waking"), "\(woken)")
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
         let events = try #require(try self.json(["events", "--host", "sleeper"]).events)
         #expect(events.contains { $0.kind == "wake" && $0.trigger.type == "administrator" })
+        #expect(follower.waitForOutput("woken: administrator", timeout: 3), "events --follow: \(follower.output)")
         let human = try self.ctl(["events", "--since", "10m"])
         #expect(human.stdout.contains("woken: administrator"), "\(human)")
 
@@ -93,6 +97,18 @@ final class AdminLabTests {
         #expect(missing.status != 0 && missing.stderr.contains("no sleeping host named \"nosuch\""), "\(missing)")
         let badSince = try self.ctl(["events", "--since", "soon"])
         #expect(badSince.status != 0 && badSince.stderr.contains("--since takes a duration"))
+        // Decommissioning: asks for confirmation; then wakes and releases every host.
+        #expect(try self.ctl(["release-all"]).stderr.contains("add --yes"))
+        let again = SampleRegistration.message(
+            id: 0x6101, mac: Self.sleeperMAC, sequence: 1, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!], services: [("Web._http._tcp", 8080)])
+        try self.sleeper.wake()
+        _ = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [again.encoded(options: .appleUpdate)])
+        try self.sleeper.sleep()
+        let before = self.sleeper.magicPackets.count
+        let released = try self.ctl(["release-all", "--yes"])
+        #expect(released.succeeded && released.stdout.contains("released 1 host: sleeper.local."), "\(released)")
+        #expect(self.sleeper.waitForMagicPackets(before + 1, timeout: 3).count > before, "release-all did not wake the host")
+        #expect(try self.json(["hosts"]).hosts?.isEmpty == true)
         let noDaemon = try self.proxy.run([Self.ctl, "status", "--socket", self.lab.directory.appendingPathComponent("nothing.sock").path])
         #expect(noDaemon.status != 0 && noDaemon.stderr.contains("sleepproxyd is not running"), "\(noDaemon)")
     }

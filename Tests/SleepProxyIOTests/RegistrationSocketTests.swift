@@ -93,6 +93,9 @@ final class RegistrationSocketTests {
         // A second daemon on the same state directory, or the same port, is refused with the reason.
         let sameState = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path], timeout: .seconds(15))
         #expect(sameState.status != 0 && sameState.stderr.contains("in use by another sleepproxyd"), "\(sameState)")
+        // Without CAP_NET_RAW (dropped from every set), a clear sentence about the capability and --no-takeover.
+        let unprivileged = try self.proxy.run(["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-net_raw", "--", Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-3", "--control-socket", self.state.path + "-3/control.sock"], timeout: .seconds(15))
+        #expect(unprivileged.status != 0 && unprivileged.stderr.contains("CAP_NET_RAW") && unprivileged.stderr.contains("--no-takeover"), "\(unprivileged)")
         let samePort = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2", "--control-socket", self.state.path + "-2/control.sock"], timeout: .seconds(15))
         #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
     }
