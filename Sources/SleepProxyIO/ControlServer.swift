@@ -11,7 +11,7 @@ import Glibc
 /// thread and a thread per connection: admin traffic is a handful of requests, and every request is answered
 /// on the engine thread anyway.
 public final class ControlServer: @unchecked Sendable {
-    // @unchecked: `connections` and `stopped` are guarded by `lock`; `fd` is set before the accept thread starts.
+    // @unchecked: `connections` is guarded by `lock`; `loop` is set by `start` before any connection is served.
     /// Connections served at once; more are told to retry (a local script looping on the socket must not exhaust
     /// threads).
     public static let maximumConnections = 16
@@ -22,11 +22,9 @@ public final class ControlServer: @unchecked Sendable {
     private let group: String?
     private let engine: RegistrationEngine
     private let logger: Logger
-    private var fd: Int32 = -1
     private let lock = NSLock()
     private var connections = 0
-    private var stopped = false
-    private let finished = DispatchSemaphore(value: 0)
+    private var loop: AcceptLoop?
 
     public init(path: String, group: String?, engine: RegistrationEngine, logger: Logger) {
         self.path = path
@@ -78,53 +76,36 @@ public final class ControlServer: @unchecked Sendable {
             // Group only (the owner stays whoever runs the daemon: changing it needs CAP_CHOWN).
             chown(self.path, uid_t.max, entry.pointee.gr_gid)
         }
-        self.fd = fd
-        let thread = Thread { [self] in
-            self.acceptLoop()
-            self.finished.signal()
-        }
-        thread.name = "control"
-        thread.start()
+        self.loop = AcceptLoop(fd: fd, name: "control") { [self] client in self.admit(client) }
         self.logger.info("control: listening on \(self.path)")
     }
 
     public func stop() {
-        let wasRunning = self.lock.withLock { () -> Bool in
-            defer { self.stopped = true }
-            return !self.stopped && self.fd >= 0
-        }
-        guard wasRunning else { return }
-        self.finished.wait()
-        close(self.fd)
+        guard let loop = self.loop, !loop.isStopped else { return }
+        loop.stop()
         unlink(self.path)
     }
 
-    private var isStopped: Bool { self.lock.withLock { self.stopped } }
+    private var isStopped: Bool { self.loop?.isStopped ?? true }
 
-    private func acceptLoop() {
-        var descriptor = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
-        while !self.isStopped {
-            guard poll(&descriptor, 1, 250) > 0 else { continue }
-            let client = accept(self.fd, nil, nil)
-            guard client >= 0 else { continue }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            let admitted = self.lock.withLock { () -> Bool in
-                guard self.connections < Self.maximumConnections else { return false }
-                self.connections += 1
-                return true
-            }
-            guard admitted else {
-                Self.write(ControlResponse.failure("too many admin connections at once; try again"), to: client)
-                close(client)
-                continue
-            }
-            let thread = Thread { [self] in
-                self.serve(client)
-                close(client)
-                self.lock.withLock { self.connections -= 1 }
-            }
-            thread.start()
+    /// One connection: served on a thread of its own, up to `maximumConnections` at once.
+    private func admit(_ client: Int32) {
+        let admitted = self.lock.withLock { () -> Bool in
+            guard self.connections < Self.maximumConnections else { return false }
+            self.connections += 1
+            return true
         }
+        guard admitted else {
+            Self.write(ControlResponse.failure("too many admin connections at once; try again"), to: client)
+            close(client)
+            return
+        }
+        let thread = Thread { [self] in
+            self.serve(client)
+            close(client)
+            self.lock.withLock { self.connections -= 1 }
+        }
+        thread.start()
     }
 
     @discardableResult

@@ -14,7 +14,7 @@ import Glibc
 /// reads the engine's status and brings swift-metrics counters and gauges, backed by swift-prometheus, up to
 /// date with the difference since the last scrape.
 public final class MetricsEndpoint: @unchecked Sendable {
-    // @unchecked: `last` and `fd` are touched only by the serving thread after `start`; `stopped` by `lock`.
+    // @unchecked: `last` is touched only by the serving thread; `loop` is set by `start` before it serves.
     public let address: String
     public let port: UInt16
     private let engine: RegistrationEngine
@@ -22,10 +22,7 @@ public final class MetricsEndpoint: @unchecked Sendable {
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
     private var last: [String: Int] = [:]
-    private var fd: Int32 = -1
-    private let lock = NSLock()
-    private var stopped = false
-    private let finished = DispatchSemaphore(value: 0)
+    private var loop: AcceptLoop?
 
     public struct StartError: Error, CustomStringConvertible {
         public var description: String
@@ -59,51 +56,31 @@ public final class MetricsEndpoint: @unchecked Sendable {
             close(fd)
             throw StartError(description: "cannot serve metrics on \(self.address):\(self.port) (\(error)); choose another with --prometheus-address, or turn it off with --prometheus-address none")
         }
-        self.fd = fd
-        let thread = Thread { [self] in
-            self.serve()
-            self.finished.signal()
-        }
-        thread.name = "metrics"
-        thread.start()
+        self.loop = AcceptLoop(fd: fd, name: "metrics") { [self] client in self.respond(to: client) }
         self.logger.info("metrics: serving Prometheus metrics on http://\(self.address):\(self.port)/metrics")
     }
 
     public func stop() {
-        let running = self.lock.withLock { () -> Bool in
-            defer { self.stopped = true }
-            return !self.stopped && self.fd >= 0
-        }
-        guard running else { return }
-        self.finished.wait()
-        close(self.fd)
+        self.loop?.stop()
     }
 
-    private var isStopped: Bool { self.lock.withLock { self.stopped } }
-
-    private func serve() {
-        var descriptor = pollfd(fd: self.fd, events: Int16(POLLIN), revents: 0)
-        while !self.isStopped {
-            guard poll(&descriptor, 1, 250) > 0 else { continue }
-            let client = accept(self.fd, nil, nil)
-            guard client >= 0 else { continue }
-            // One request per connection, read with a short timeout: a slow or silent peer cannot hold the loop.
-            var timeout = timeval(tv_sec: 2, tv_usec: 0)
-            setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var request = [UInt8](repeating: 0, count: 2048)
-            let count = recv(client, &request, request.count, 0)
-            let line = count > 0 ? String(decoding: request[0..<count], as: UTF8.self).split(separator: "\r\n").first.map(String.init) ?? "" : ""
-            let response: [UInt8]
-            if line.hasPrefix("GET /metrics ") || line == "GET /metrics" {
-                let body = self.scrape()
-                response = Array("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
-            } else {
-                let body = Array("sleepproxyd serves GET /metrics only\n".utf8)
-                response = Array("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
-            }
-            _ = response.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            close(client)
+    private func respond(to client: Int32) {
+        // One request per connection, read with a short timeout: a slow or silent peer cannot hold the loop.
+        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var request = [UInt8](repeating: 0, count: 2048)
+        let count = recv(client, &request, request.count, 0)
+        let line = count > 0 ? String(decoding: request[0..<count], as: UTF8.self).split(separator: "\r\n").first.map(String.init) ?? "" : ""
+        let response: [UInt8]
+        if line.hasPrefix("GET /metrics ") || line == "GET /metrics" {
+            let body = self.scrape()
+            response = Array("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
+        } else {
+            let body = Array("sleepproxyd serves GET /metrics only\n".utf8)
+            response = Array("HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n".utf8) + body
         }
+        _ = response.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        close(client)
     }
 
     /// Brings every metric up to date with the engine's counts and renders the registry.
