@@ -11,32 +11,12 @@ public enum SampleRegistration {
         services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = [],
         password: SecureOnPassword? = nil
     ) -> DNSMessage {
-        var records: [DNSResourceRecord] = []
-        for address in addresses {
-            records.append(DNSResourceRecord(name: reverseName(address), cacheFlush: true, ttl: 4500, rdata: .ptr(PTRRecord(target: host))))
-        }
-        for (instanceText, port) in services {
-            let instance = try! DNSName(parsing: instanceText + ".local.")
-            records.append(DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(.empty)))
-            records.append(DNSResourceRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: instance.parent))))
-            records.append(DNSResourceRecord(name: instance.parent, ttl: 4500, rdata: .ptr(PTRRecord(target: instance))))
-            records.append(DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .srv(SRVRecord(port: port, target: host))))
-        }
-        for address in addresses {
-            switch address {
-            case .v4(let v4): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .a(ARecord(address: v4))))
-            case .v6(let v6): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .aaaa(AAAARecord(address: v6))))
-            }
-        }
-        records += extra
-        return DNSMessage(
-            id: id,
-            flags: DNSHeaderFlags(response: false, opcode: .update),
-            authorities: records,
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, z: 0x1194), options: [
-                .updateLease(UpdateLeaseOption(lease: lease)), .owner(OwnerOption(sequence: sequence, primaryMAC: mac, wakeMAC: password == nil ? nil : mac, password: password)),
-            ])]
-        )
+        let registration = SleepRegistration(
+            hostName: host, addresses: addresses,
+            services: services.map { SleepRegistration.Service(instance: try! DNSName(parsing: $0.0 + ".local."), port: $0.1) },
+            owner: OwnerOption(sequence: sequence, primaryMAC: mac, wakeMAC: password == nil ? nil : mac, password: password), lease: lease)
+        // One message whatever its size: tests of large registrations need exactly that.
+        return registration.messages(id: id, maximumSize: .max, extra: extra)[0]
     }
 
     /// `d.c.b.a.in-addr.arpa.` or the 32-nibble `ip6.arpa.` name, nibbles upper case as Apple writes them.
