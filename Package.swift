@@ -11,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "sleepproxyd", targets: ["sleepproxyd"]),
         .executable(name: "sleepproxyctl", targets: ["sleepproxyctl"]),
+        .executable(name: "sleepproxy-client", targets: ["sleepproxy-client"]),
         // Exported so that the fuzzing package in Fuzz/ can link the codecs without building our executables.
         .library(name: "SleepProxyWire", targets: ["SleepProxyWire"]),
     ],
@@ -78,6 +79,15 @@ let package = Package(
             name: "sleepproxyctl",
             dependencies: [
                 "SleepProxyControl",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The Linux sleep client: registers this host with a sleep proxy before it suspends.
+        .executableTarget(
+            name: "sleepproxy-client",
+            dependencies: [
+                "SleepProxyCore", "SleepProxyWire", "SleepProxyIO", "CSleepProxyLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -5,10 +5,30 @@
 #include <malloc.h>
 #include <sched.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
 
 int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 
 size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 
 void csp_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
+int csp_wol_magic_enabled(const char *interface) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct ethtool_wolinfo wol;
+    memset(&wol, 0, sizeof wol);
+    wol.cmd = ETHTOOL_GWOL;
+    struct ifreq request;
+    memset(&request, 0, sizeof request);
+    strncpy(request.ifr_name, interface, IFNAMSIZ - 1);
+    request.ifr_data = (char *)&wol;
+    int result = ioctl(fd, SIOCETHTOOL, &request);
+    close(fd);
+    if (result < 0) return -1;
+    return (wol.wolopts & WAKE_MAGIC) ? 1 : 0;
+}
 #endif

@@ -22,6 +22,10 @@ size_t csp_heap_bytes_in_use(void);
 /// (Swift 6 cannot touch the global `stdout` directly).
 void csp_line_buffer_stdout(void);
 
+/// Wake-on-LAN state of an interface (ETHTOOL_GWOL): 1 when magic-packet wake is enabled, 0 when it is not,
+/// -1 when the driver cannot tell (errno says why; virtual interfaces answer EOPNOTSUPP).
+int csp_wol_magic_enabled(const char *interface);
+
 static inline int csp_packet_ignore_outgoing(void) {
 #ifdef PACKET_IGNORE_OUTGOING
     return PACKET_IGNORE_OUTGOING;

@@ -1,0 +1,524 @@
+import ArgumentParser
+import CSleepProxyLinux
+import Foundation
+import SleepProxyCore
+import SleepProxyIO
+import SleepProxyWire
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The Linux sleep client (issue 7): finds sleep proxies, hands them this host's records before it suspends,
+/// and takes them back on resume, in exactly the form Apple's clients use.
+@main
+struct SleepProxyClient: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sleepproxy-client",
+        abstract: "Let this Linux host hand its mDNS records to a Bonjour Sleep Proxy before it suspends.",
+        version: "0.3.0",
+        subcommands: [Proxies.self, Register.self, Hook.self, Status.self]
+    )
+}
+
+struct Options: ParsableArguments {
+    @Option(name: .long, help: "The interface to register on (default: the first up, multicast-capable, non-loopback one with an IPv4 address).")
+    var interface: String?
+
+    @Option(name: .long, help: "This host's .local name without the domain (default: the system host name, as avahi-daemon uses it).")
+    var hostName: String?
+
+    @Option(name: .long, help: "Where the Owner sequence number and the last registration are kept.")
+    var stateDirectory: String = "/var/lib/sleepproxy-client"
+
+    @Option(name: .long, help: "Try this proxy first (its name, as `proxies` lists it, or part of it).")
+    var prefer: String?
+
+    @Option(name: .long, help: "How long to browse for proxies, in seconds.")
+    var browseSeconds: Double = 2
+
+    @Option(name: .long, help: "Lease to ask for, in seconds (the proxy may grant less).")
+    var lease: UInt32 = 7200
+
+    @Option(name: .long, help: "A service to register besides avahi-daemon's: NAME._type._tcp:PORT[:key=value,...]; repeat for several.")
+    var service: [String] = []
+
+    @Flag(name: .long, help: "Do not read the services avahi-daemon publishes for this host.")
+    var noAvahi = false
+
+    @Option(name: .long, help: "SecureOn password for the magic packet, six bytes as aa:bb:cc:dd:ee:ff.")
+    var password: String?
+
+    @Flag(name: .long, help: "Set an RTC wake alarm at 90 % of the granted lease, so the host wakes to renew it.")
+    var rtcWake = false
+
+    func validate() throws {
+        if let hostName, hostName.isEmpty || hostName.utf8.count > 63 || hostName.contains(".") {
+            throw ValidationError("--host-name takes one label of 1 to 63 bytes without dots, not \"\(hostName)\"")
+        }
+        if let password, SecureOnPassword(password) == nil { throw ValidationError("--password must be six bytes written as aa:bb:cc:dd:ee:ff") }
+        for text in self.service where ServiceSpec(text) == nil {
+            throw ValidationError("--service \"\(text)\": write it as NAME._type._tcp:PORT or NAME._type._udp:PORT[:key=value,...]")
+        }
+        guard self.lease > 0 else { throw ValidationError("--lease must be positive") }
+    }
+}
+
+// MARK: - Commands
+
+struct Proxies: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Browse for _sleep-proxy._udp and list the proxies, best first, as Apple's clients rank them.")
+    @OptionGroup var options: Options
+
+    func run() throws {
+        let link = try Link.find(self.options.interface, hostName: self.options.hostName)
+        let proxies = try Browser.proxies(on: link, seconds: self.options.browseSeconds, prefer: self.options.prefer)
+        guard !proxies.isEmpty else {
+            print("no sleep proxy answered on \(link.name)")
+            throw ExitCode(1)
+        }
+        for proxy in proxies { print("\(proxy.label)  \(proxy.address):\(proxy.port)") }
+    }
+}
+
+struct Register: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Register this host's records with the best proxy now and print the granted lease.")
+    @OptionGroup var options: Options
+
+    func run() throws {
+        try Client.register(self.options)
+    }
+}
+
+struct Hook: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "For systemd-sleep: `pre` registers before suspend, `post` announces the wake after resume.",
+        discussion: "Installed as /usr/lib/systemd/system-sleep/sleepproxy-client, systemd runs it as `hook pre suspend` and `hook post suspend`.")
+    @OptionGroup var options: Options
+    @Argument(help: "pre or post") var phase: String
+    @Argument(help: "What systemd is doing (suspend, hibernate, hybrid-sleep, suspend-then-hibernate); informational.") var what: String?
+
+    func validate() throws {
+        guard self.phase == "pre" || self.phase == "post" else { throw ValidationError("hook takes pre or post, not \"\(self.phase)\"") }
+    }
+
+    func run() throws {
+        if self.phase == "pre" {
+            let link = try Link.find(self.options.interface, hostName: self.options.hostName)
+            switch csp_wol_magic_enabled(link.name) {
+            case 1: break
+            case 0: FileHandle.standardError.write(Data("sleepproxy-client: Wake-on-LAN (magic packet) is off on \(link.name), so the proxy cannot wake this host: enable it with `ethtool -s \(link.name) wol g`\n".utf8))
+            default: FileHandle.standardError.write(Data("sleepproxy-client: cannot tell whether Wake-on-LAN is on for \(link.name) (the driver does not say); check `ethtool \(link.name)`\n".utf8))
+            }
+            do {
+                try Client.register(self.options)
+            } catch {
+                // The host sleeps anyway; a failed registration must not block the suspend.
+                FileHandle.standardError.write(Data("sleepproxy-client: \(error); suspending without a sleep proxy\n".utf8))
+            }
+        } else {
+            try Client.announceWake(self.options)
+        }
+    }
+}
+
+struct Status: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "What was registered where, when, with which lease.")
+    @OptionGroup var options: Options
+
+    func run() throws {
+        let state = ClientState.load(self.options.stateDirectory)
+        print("Owner sequence: \(state.sequence)")
+        guard let last = state.last else {
+            print("no registration yet")
+            return
+        }
+        let formatter = ISO8601DateFormatter()
+        let ends = last.at.addingTimeInterval(TimeInterval(last.lease))
+        print("registered with \(last.proxy) (\(last.address):\(last.port)) on \(last.interface) at \(formatter.string(from: last.at))")
+        print("  \(last.records) records in \(last.parts) UPDATE\(last.parts == 1 ? "" : "s"), lease \(last.lease) s, \(ends > Date() ? "ends \(formatter.string(from: ends))" : "ended \(formatter.string(from: ends))")")
+    }
+}
+
+// MARK: - State
+
+struct ClientState: Codable {
+    struct Registration: Codable {
+        var proxy: String
+        var address: String
+        var port: UInt16
+        var interface: String
+        var at: Date
+        var lease: UInt32
+        var records: Int
+        var parts: Int
+    }
+
+    /// The Owner option's sequence number: the same for every registration of one sleep, one more after each
+    /// wake (sps-protocol §3.3, §5.1: a new number tells every proxy the host is back).
+    var sequence: UInt8 = 0
+    var last: Registration?
+
+    static func url(_ directory: String) -> URL { URL(fileURLWithPath: directory).appendingPathComponent("state.json") }
+
+    static func load(_ directory: String) -> ClientState {
+        guard let data = try? Data(contentsOf: self.url(directory)) else { return ClientState() }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return (try? decoder.decode(ClientState.self, from: data)) ?? ClientState()
+    }
+
+    func save(_ directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        try encoder.encode(self).write(to: Self.url(directory), options: .atomic)
+    }
+}
+
+// MARK: - Registering
+
+struct ClientError: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// `NAME._type._tcp:PORT[:key=value,...]`.
+struct ServiceSpec {
+    var service: SleepRegistration.Service
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, let port = UInt16(parts[1]), port > 0 else { return nil }
+        let labels = parts[0].split(separator: ".", omittingEmptySubsequences: false)
+        guard labels.count >= 3, labels[labels.count - 1] == "_tcp" || labels[labels.count - 1] == "_udp", labels[labels.count - 2].hasPrefix("_") else { return nil }
+        let instanceLabel = labels.dropLast(2).joined(separator: ".")
+        guard !instanceLabel.isEmpty,
+            let instance = try? DNSName(labels: [instanceLabel, String(labels[labels.count - 2]), String(labels[labels.count - 1]), "local"])
+        else { return nil }
+        let strings = parts.count == 3 ? parts[2].split(separator: ",").map(String.init) : []
+        guard let txt = strings.isEmpty ? TXTRecord.empty : try? TXTRecord(strings) else { return nil }
+        self.service = SleepRegistration.Service(instance: instance, port: port, txt: txt)
+    }
+}
+
+enum Client {
+    static func register(_ options: Options) throws {
+        let link = try Link.find(options.interface, hostName: options.hostName)
+        guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to register from") }
+        var services = options.service.compactMap { ServiceSpec($0)?.service }
+        if !options.noAvahi { services += Avahi.publishedServices(hostName: link.hostName, interface: link.name) }
+        var seen: Set<DNSName> = []
+        services = services.filter { seen.insert($0.instance).inserted }
+        var state = ClientState.load(options.stateDirectory)
+        let password = options.password.flatMap(SecureOnPassword.init)
+        let registration = SleepRegistration(
+            hostName: link.hostName, addresses: link.ipv4.map(IPAddress.v4) + link.ipv6.map(IPAddress.v6), services: services,
+            owner: OwnerOption(sequence: state.sequence, primaryMAC: link.mac, wakeMAC: password == nil ? nil : link.mac, password: password),
+            lease: options.lease)
+        let id = UInt16.random(in: 1 ... .max)
+        let messages = registration.messages(id: id).map { $0.encoded(options: .appleUpdate) }
+        let proxies = try Browser.proxies(on: link, seconds: options.browseSeconds, prefer: options.prefer)
+        guard !proxies.isEmpty else { throw ClientError(description: "no sleep proxy answered on \(link.name)") }
+        var problems: [String] = []
+        for proxy in proxies {
+            do {
+                let granted = try UDP.exchange(messages, from: source, to: proxy.address, port: proxy.port)
+                state.last = ClientState.Registration(
+                    proxy: proxy.label, address: proxy.address.description, port: proxy.port, interface: link.name, at: Date(), lease: granted,
+                    records: registration.records.count, parts: messages.count)
+                try state.save(options.stateDirectory)
+                print("registered \(registration.records.count) records (\(services.count) services) with \(proxy.label) at \(proxy.address):\(proxy.port); lease \(granted) s")
+                if options.rtcWake { RTC.setAlarm(seconds: Int(Double(granted) * 0.9)) }
+                return
+            } catch {
+                problems.append("\(proxy.label): \(error)")
+            }
+        }
+        throw ClientError(description: "no proxy took the registration (\(problems.joined(separator: "; ")))")
+    }
+
+    /// After resume: a new Owner sequence, announced in mDNS packets so that every proxy drops this host's
+    /// records at once and silently (sps-protocol §5.1; Apple's client keeps the option in its packets for 60 s).
+    static func announceWake(_ options: Options) throws {
+        var state = ClientState.load(options.stateDirectory)
+        state.sequence &+= 1
+        try state.save(options.stateDirectory)
+        let link = try Link.find(options.interface, hostName: options.hostName)
+        let owner = OwnerOption(sequence: state.sequence, primaryMAC: link.mac)
+        var authorities: [DNSResourceRecord] = link.ipv4.map { DNSResourceRecord(name: link.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0))) }
+        authorities += link.ipv6.map { DNSResourceRecord(name: link.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0))) }
+        // A probe for the host name, as a waking Mac sends, with the Owner option in its OPT record.
+        let probe = DNSMessage(
+            questions: [DNSQuestion(name: link.hostName, type: .any, unicastResponse: true)], authorities: authorities,
+            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(owner)])])
+        try UDP.multicast(probe.encoded(options: .mdns), link: link, count: 3, interval: 0.25)
+        print("announced the wake on \(link.name) (Owner sequence \(state.sequence))")
+    }
+}
+
+// MARK: - The network side
+
+struct Link {
+    var name: String
+    var index: Int
+    var mac: MACAddress
+    var ipv4: [IPv4Address]
+    var ipv6: [IPv6Address]
+    var hostName: DNSName
+
+    static func find(_ name: String?, hostName override: String? = nil) throws -> Link {
+        let inventory = try InterfaceInventory.read()
+        let candidates = name.map { wanted in inventory.interfaces.filter { $0.context.name == wanted } } ?? inventory.defaultServed
+        guard let interface = candidates.first(where: { $0.context.prefixes.contains { if case .v4 = $0.address { return true } else { return false } } }) ?? candidates.first else {
+            throw ClientError(description: name.map { "no interface named \($0) (see `ip link`)" } ?? "no up, multicast-capable interface with an address")
+        }
+        var ipv4: [IPv4Address] = []
+        var ipv6: [IPv6Address] = []
+        for prefix in interface.context.prefixes {
+            switch prefix.address {
+            case .v4(let a): ipv4.append(a)
+            case .v6(let a): ipv6.append(a)
+            }
+        }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        _ = buffer.withUnsafeMutableBufferPointer { gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 255) }
+        let short = String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self).split(separator: ".").first.map(String.init) ?? ""
+        let hostName = try DNSName(labels: [override ?? (short.isEmpty ? "linux" : short), "local"])
+        return Link(name: interface.context.name, index: interface.context.index, mac: interface.context.macAddress, ipv4: ipv4, ipv6: ipv6, hostName: hostName)
+    }
+}
+
+struct Proxy {
+    var label: String
+    var address: IPv4Address
+    var port: UInt16
+}
+
+enum Browser {
+    static let serviceType: DNSName = "_sleep-proxy._udp.local."
+
+    /// Asks for `_sleep-proxy._udp` by legacy unicast (RFC 6762 §6.7: every responder answers straight back to
+    /// our port, with the SRV and address records as additionals), then ranks what answered the way Apple's
+    /// clients do: by the advertised metric, lowest first (sps-protocol §1.3).
+    static func proxies(on link: Link, seconds: Double, prefer: String?) throws -> [Proxy] {
+        guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to browse from") }
+        let query = DNSMessage(id: UInt16.random(in: 1 ... .max), questions: [DNSQuestion(name: Self.serviceType, type: .ptr)])
+        let replies = try UDP.ask(query.encoded(), from: source, to: IPv4Address.mdnsGroup, port: 5353, seconds: seconds, link: link)
+        var instances: [DNSName] = []
+        var services: [DNSName: SRVRecord] = [:]
+        var addresses: [DNSName: IPv4Address] = [:]
+        for reply in replies {
+            guard let message = try? DNSMessage(decoding: reply), message.flags.isResponse else { continue }
+            for record in message.answers + message.additionals {
+                switch record.rdata {
+                case .ptr(let ptr) where record.name == Self.serviceType && ptr.target.parent == Self.serviceType:
+                    if !instances.contains(ptr.target) { instances.append(ptr.target) }
+                case .srv(let srv): services[record.name] = srv
+                case .a(let a): addresses[record.name] = a.address
+                default: break
+                }
+            }
+        }
+        var proxies: [Proxy] = []
+        for instance in instances {
+            guard let label = instance.labelStrings.first, let srv = services[instance], let address = addresses[srv.target] else { continue }
+            proxies.append(Proxy(label: label, address: address, port: srv.port))
+        }
+        let ranked = SleepProxyName.rank(proxies.map(\.label))
+        proxies.sort { (ranked.firstIndex(of: $0.label) ?? .max, $0.address.isLinkLocal ? 1 : 0) < (ranked.firstIndex(of: $1.label) ?? .max, $1.address.isLinkLocal ? 1 : 0) }
+        if let prefer, let index = proxies.firstIndex(where: { $0.label.localizedCaseInsensitiveContains(prefer) }) {
+            proxies.insert(proxies.remove(at: index), at: 0)
+        }
+        return proxies
+    }
+}
+
+enum Avahi {
+    /// The services avahi-daemon publishes for this host on `interface`, read with `avahi-browse -arpt`.
+    static func publishedServices(hostName: DNSName, interface: String) -> [SleepRegistration.Service] {
+        guard let tool = ["/usr/bin/avahi-browse", "/bin/avahi-browse"].first(where: FileManager.default.isExecutableFile(atPath:)) else { return [] }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        // -k: raw service types (`_http._tcp`), not the names of avahi's service database ("Web Site").
+        process.arguments = ["-a", "-r", "-p", "-t", "-k"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return [] }
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let host = hostName.description.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "."))
+        var result: [SleepRegistration.Service] = []
+        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("=;") {
+            let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
+            guard fields.count >= 10, fields[1] == interface, fields[2] == "IPv4", fields[5] == "local",
+                self.unescape(fields[6]).lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ".")) == host,
+                let port = UInt16(fields[8]),
+                let instance = try? DNSName(labels: [self.unescape(fields[3])] + fields[4].split(separator: ".").map(String.init) + ["local"])
+            else { continue }
+            let strings = self.txtStrings(fields[9...].joined(separator: ";"))
+            let txt = (try? TXTRecord(strings)) ?? .empty
+            result.append(SleepRegistration.Service(instance: instance, port: port, txt: strings.isEmpty ? .empty : txt))
+        }
+        return result
+    }
+
+    /// avahi-browse writes `\DDD` (decimal) for bytes outside plain ASCII letters and digits.
+    static func unescape(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var utf8 = Array(text.utf8)[...]
+        while let byte = utf8.first {
+            utf8 = utf8.dropFirst()
+            if byte == UInt8(ascii: "\\"), utf8.count >= 3, let value = UInt8(String(decoding: utf8.prefix(3), as: UTF8.self)) {
+                bytes.append(value)
+                utf8 = utf8.dropFirst(3)
+            } else if byte == UInt8(ascii: "\\"), let next = utf8.first {
+                bytes.append(next)
+                utf8 = utf8.dropFirst()
+            } else {
+                bytes.append(byte)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `"a=b" "c=d"` → ["a=b", "c=d"].
+    static func txtStrings(_ text: String) -> [String] {
+        var strings: [String] = []
+        var current: String? = nil
+        var escaped = false
+        for character in text {
+            if var value = current {
+                if escaped {
+                    value.append(character)
+                    escaped = false
+                } else if character == "\\" {
+                    escaped = true
+                } else if character == "\"" {
+                    strings.append(value)
+                    current = nil
+                    continue
+                } else {
+                    value.append(character)
+                }
+                current = value
+            } else if character == "\"" {
+                current = ""
+            }
+        }
+        return strings
+    }
+}
+
+enum UDP {
+    /// A UDP socket bound to `source` (and to the interface), with a receive timeout.
+    static func socket(bound source: IPv4Address, link: Link?, port: UInt16 = 0, reuse: Bool = false) throws -> Int32 {
+        let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw ClientError(description: "cannot open a UDP socket: \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        if reuse {
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+            setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
+        if let link {
+            var interface = in_addr(s_addr: source.rawValue.bigEndian)
+            setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &interface, socklen_t(MemoryLayout<in_addr>.size))
+            var ttl: UInt8 = 255
+            setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, &ttl, 1)
+            _ = link.name.withCString { setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1)) }
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = port == 0 ? source.rawValue.bigEndian : 0
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard bound == 0 else {
+            close(fd)
+            throw ClientError(description: "cannot bind to \(source): \(String(cString: strerror(errno)))")
+        }
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ bytes: [UInt8], to address: IPv4Address, port: UInt16) {
+        var destination = sockaddr_in()
+        destination.sin_family = sa_family_t(AF_INET)
+        destination.sin_port = port.bigEndian
+        destination.sin_addr.s_addr = address.rawValue.bigEndian
+        _ = bytes.withUnsafeBytes { raw in
+            withUnsafePointer(to: &destination) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        }
+    }
+
+    static func receive(_ fd: Int32, until deadline: Date) -> [UInt8]? {
+        let remaining = deadline.timeIntervalSinceNow
+        guard remaining > 0 else { return nil }
+        var timeout = timeval(tv_sec: Int(remaining), tv_usec: Int((remaining - floor(remaining)) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 9216)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        return count > 0 ? Array(buffer[0..<count]) : nil
+    }
+
+    /// Sends one query and collects every reply for `seconds`.
+    static func ask(_ query: [UInt8], from source: IPv4Address, to destination: IPv4Address, port: UInt16, seconds: Double, link: Link) throws -> [[UInt8]] {
+        let fd = try self.socket(bound: source, link: link)
+        defer { close(fd) }
+        self.send(fd, query, to: destination, port: port)
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        var replies: [[UInt8]] = []
+        while Date() < deadline, replies.count < 256 {
+            if let reply = self.receive(fd, until: deadline) { replies.append(reply) }
+        }
+        return replies
+    }
+
+    /// Sends each part of a registration and waits for its reply (sps-protocol §2.5: a short timeout, a second
+    /// try); returns the lease granted, or throws on silence or an error RCODE.
+    static func exchange(_ parts: [[UInt8]], from source: IPv4Address, to proxy: IPv4Address, port: UInt16) throws -> UInt32 {
+        let fd = try self.socket(bound: source, link: nil)
+        defer { close(fd) }
+        var granted: UInt32 = 0
+        for part in parts {
+            let id = UInt16(part[0]) << 8 | UInt16(part[1])
+            var answered = false
+            for _ in 0..<2 where !answered {
+                self.send(fd, part, to: proxy, port: port)
+                let deadline = Date(timeIntervalSinceNow: 1.5)
+                while !answered, let reply = self.receive(fd, until: deadline) {
+                    guard let message = try? DNSMessage(decoding: reply), message.id == id, message.flags.isResponse else { continue }
+                    guard message.flags.responseCode == .noError else { throw ClientError(description: "answered \(message.flags.responseCode)") }
+                    granted = message.ednsOptions?.updateLease?.lease ?? granted
+                    answered = true
+                }
+            }
+            guard answered else { throw ClientError(description: "no reply") }
+        }
+        return granted
+    }
+
+    /// Multicasts an mDNS packet from port 5353 (beside avahi-daemon: SO_REUSEPORT), `count` times.
+    static func multicast(_ bytes: [UInt8], link: Link, count: Int, interval: Double) throws {
+        guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address") }
+        let fd = try self.socket(bound: source, link: link, port: 5353, reuse: true)
+        defer { close(fd) }
+        for attempt in 0..<count {
+            if attempt > 0 { usleep(UInt32(interval * 1_000_000)) }
+            self.send(fd, bytes, to: .mdnsGroup, port: 5353)
+        }
+    }
+}
+
+enum RTC {
+    /// Writes a relative wake alarm to the first RTC (cleared first, as the kernel requires).
+    static func setAlarm(seconds: Int) {
+        let path = "/sys/class/rtc/rtc0/wakealarm"
+        do {
+            try "0".write(toFile: path, atomically: false, encoding: .utf8)
+            try "+\(seconds)".write(toFile: path, atomically: false, encoding: .utf8)
+            print("RTC wake alarm set in \(seconds) s to renew the lease")
+        } catch {
+            FileHandle.standardError.write(Data("sleepproxy-client: cannot set the RTC wake alarm (\(path)): \(error)\n".utf8))
+        }
+    }
+}
