@@ -57,7 +57,7 @@ struct Options: ParsableArguments {
             throw ValidationError("--host-name takes one label of 1 to 63 bytes without dots, not \"\(hostName)\"")
         }
         if let password, SecureOnPassword(password) == nil { throw ValidationError("--password must be six bytes written as aa:bb:cc:dd:ee:ff") }
-        for text in self.service where ServiceSpec(text) == nil {
+        for text in self.service where SleepRegistration.Service(specification: text) == nil {
             throw ValidationError("--service \"\(text)\": write it as NAME._type._tcp:PORT or NAME._type._udp:PORT[:key=value,...]")
         }
         guard self.lease > 0 else { throw ValidationError("--lease must be positive") }
@@ -183,30 +183,11 @@ struct ClientError: Error, CustomStringConvertible {
     var description: String
 }
 
-/// `NAME._type._tcp:PORT[:key=value,...]`.
-struct ServiceSpec {
-    var service: SleepRegistration.Service
-
-    init?(_ text: String) {
-        let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count >= 2, let port = UInt16(parts[1]), port > 0 else { return nil }
-        let labels = parts[0].split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 3, labels[labels.count - 1] == "_tcp" || labels[labels.count - 1] == "_udp", labels[labels.count - 2].hasPrefix("_") else { return nil }
-        let instanceLabel = labels.dropLast(2).joined(separator: ".")
-        guard !instanceLabel.isEmpty,
-            let instance = try? DNSName(labels: [instanceLabel, String(labels[labels.count - 2]), String(labels[labels.count - 1]), "local"])
-        else { return nil }
-        let strings = parts.count == 3 ? parts[2].split(separator: ",").map(String.init) : []
-        guard let txt = strings.isEmpty ? TXTRecord.empty : try? TXTRecord(strings) else { return nil }
-        self.service = SleepRegistration.Service(instance: instance, port: port, txt: txt)
-    }
-}
-
 enum Client {
     static func register(_ options: Options) throws {
         let link = try Link.find(options.interface, hostName: options.hostName)
         guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to register from") }
-        var services = options.service.compactMap { ServiceSpec($0)?.service }
+        var services = options.service.compactMap { SleepRegistration.Service(specification: $0) }
         if !options.noAvahi { services += Avahi.publishedServices(hostName: link.hostName, interface: link.name) }
         var seen: Set<DNSName> = []
         services = services.filter { seen.insert($0.instance).inserted }
@@ -348,66 +329,7 @@ enum Avahi {
         guard (try? process.run()) != nil else { return [] }
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        let host = hostName.description.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "."))
-        var result: [SleepRegistration.Service] = []
-        for line in String(decoding: data, as: UTF8.self).split(separator: "\n") where line.hasPrefix("=;") {
-            let fields = line.split(separator: ";", omittingEmptySubsequences: false).map(String.init)
-            guard fields.count >= 10, fields[1] == interface, fields[2] == "IPv4", fields[5] == "local",
-                self.unescape(fields[6]).lowercased().trimmingCharacters(in: CharacterSet(charactersIn: ".")) == host,
-                let port = UInt16(fields[8]),
-                let instance = try? DNSName(labels: [self.unescape(fields[3])] + fields[4].split(separator: ".").map(String.init) + ["local"])
-            else { continue }
-            let strings = self.txtStrings(fields[9...].joined(separator: ";"))
-            let txt = (try? TXTRecord(strings)) ?? .empty
-            result.append(SleepRegistration.Service(instance: instance, port: port, txt: strings.isEmpty ? .empty : txt))
-        }
-        return result
-    }
-
-    /// avahi-browse writes `\DDD` (decimal) for bytes outside plain ASCII letters and digits.
-    static func unescape(_ text: String) -> String {
-        var bytes: [UInt8] = []
-        var utf8 = Array(text.utf8)[...]
-        while let byte = utf8.first {
-            utf8 = utf8.dropFirst()
-            if byte == UInt8(ascii: "\\"), utf8.count >= 3, let value = UInt8(String(decoding: utf8.prefix(3), as: UTF8.self)) {
-                bytes.append(value)
-                utf8 = utf8.dropFirst(3)
-            } else if byte == UInt8(ascii: "\\"), let next = utf8.first {
-                bytes.append(next)
-                utf8 = utf8.dropFirst()
-            } else {
-                bytes.append(byte)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// `"a=b" "c=d"` → ["a=b", "c=d"].
-    static func txtStrings(_ text: String) -> [String] {
-        var strings: [String] = []
-        var current: String? = nil
-        var escaped = false
-        for character in text {
-            if var value = current {
-                if escaped {
-                    value.append(character)
-                    escaped = false
-                } else if character == "\\" {
-                    escaped = true
-                } else if character == "\"" {
-                    strings.append(value)
-                    current = nil
-                    continue
-                } else {
-                    value.append(character)
-                }
-                current = value
-            } else if character == "\"" {
-                current = ""
-            }
-        }
-        return strings
+        return AvahiBrowseOutput.services(in: String(decoding: data, as: UTF8.self), hostName: hostName, interface: interface)
     }
 }
 
