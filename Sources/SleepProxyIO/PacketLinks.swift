@@ -90,7 +90,20 @@ public enum CaptureFilter {
 public final class PacketLinks: @unchecked Sendable {
     // @unchecked: `links` is guarded by `lock`; each link's socket is used by its reader thread and by `send`
     // (send on a packet socket is thread-safe in the kernel).
-    public typealias Sink = @Sendable (_ frame: [UInt8], _ interfaceIndex: Int, _ outgoing: Bool) -> Void
+    /// Hands a frame to the engine; false when the engine's queue refused it.
+    public typealias Sink = @Sendable (_ frame: [UInt8], _ interfaceIndex: Int, _ outgoing: Bool) -> Bool
+
+    /// Bytes of captured frames waiting for the engine at most (our own bound): the mailbox counts events, and a
+    /// burst of large frames (GRO can hand a packet socket 64 KiB at once) must not pin hundreds of MB on a small
+    /// box. Past it, frames are dropped until the engine catches up; `droppedFrames` counts them.
+    public static let maximumQueuedBytes = 8 << 20
+    let budget = ByteBudget(limit: PacketLinks.maximumQueuedBytes)
+    private let droppedLock = NSLock()
+    private var dropped = 0
+    public var droppedFrames: Int { self.droppedLock.withLock { self.dropped } }
+
+    /// The engine has handled a frame of `count` bytes.
+    public func consumed(_ count: Int) { self.budget.give(count) }
 
     private final class Link: @unchecked Sendable {
         let index: Int
@@ -199,7 +212,14 @@ public final class PacketLinks: @unchecked Sendable {
             }
             reportedDown = false
             guard count > 0 else { continue }
-            self.sink(Array(buffer[0..<count]), link.index, address.sll_pkttype == UInt8(PACKET_OUTGOING))
+            guard self.budget.take(count) else {
+                self.droppedLock.withLock { self.dropped += 1 }
+                continue
+            }
+            if !self.sink(Array(buffer[0..<count]), link.index, address.sll_pkttype == UInt8(PACKET_OUTGOING)) {
+                self.budget.give(count)
+                self.droppedLock.withLock { self.dropped += 1 }
+            }
         }
     }
 

@@ -64,6 +64,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var recordCount = 0
         public var statistics = RegistrationStatistics()
         public var droppedDatagrams = 0
+        /// Captured frames dropped because the engine's frame queue was full (`PacketLinks.maximumQueuedBytes`).
+        public var droppedFrames = 0
         public var persistenceFailures = 0
         public var batches = 0
         public var responder = ResponderStatistics()
@@ -181,6 +183,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         defer { self.statusLock.unlock() }
         var status = self.status
         status.droppedDatagrams = self.mailbox.dropped
+        status.droppedFrames = self.packets?.droppedFrames ?? 0
         return status
     }
 
@@ -249,6 +252,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         for event in events {
             switch event {
             case .frame(let bytes, let interfaceIndex, let outgoing):
+                self.packets?.consumed(bytes.count)
                 self.withTakeover { $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now) }
             case .linksChanged:
                 self.refreshInventory(now: now)
@@ -416,10 +420,16 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.logger.error("state: cannot read the journal back (\(error)); keeping the in-memory registrations")
             return
         }
-        var registrar = Registrar(configuration: self.configuration.registration)
+        // The running configuration (a SIGHUP may have changed it since start), not the one started with.
+        var registrar = Registrar(configuration: self.registrar.configuration)
         for registration in replay.registrations { registrar.restore(registration) }
         registrar.adoptStatistics(from: self.registrar)
         self.registrar = registrar
+        // Whatever this batch took away in memory (a hand-back, a forget) is back: the packet side must hold those
+        // hosts again too, or they would be answered over mDNS but never taken over or woken. A host it still
+        // holds with the same sequence keeps its state.
+        let now = SystemClock.now()
+        for registration in replay.registrations { self.withTakeover { $0.registered(registration, now: now) } }
         self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
     }
 

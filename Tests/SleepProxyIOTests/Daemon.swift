@@ -61,3 +61,25 @@ enum UDPClient {
         }
     }
 }
+
+/// The lab most end-to-end suites use: the proxy (02:53:50:00:00:01, 192.0.2.1, 2001:db8::1), a sleeping host
+/// with a TCP service on 8080 (…:02, 192.0.2.2, 2001:db8::2) and a third machine (…:20, 192.0.2.20,
+/// 2001:db8::20) named as the suite calls it; the proxy's state directory inside the lab's own.
+struct ThreeHostLab {
+    static let proxyMAC = MACAddress("02:53:50:00:00:01")!
+    static let sleeperMAC = MACAddress("02:53:50:00:00:02")!
+
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    let third: LabHost
+    let state: URL
+
+    init(thirdName: String) throws {
+        self.lab = try LabNetwork()
+        self.proxy = try self.lab.addHost("proxy", mac: Self.proxyMAC, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
+        self.sleeper = try SleepingHost(lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], ipv6: ["2001:db8::2/64"], servicePort: 8080)
+        self.third = try self.lab.addHost(thirdName, mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
+        self.state = self.lab.directory.appendingPathComponent("state")
+    }
+}

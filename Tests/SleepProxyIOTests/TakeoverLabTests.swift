@@ -17,8 +17,8 @@ final class TakeoverLabTests {
     let client: LabHost
     let state: URL
 
-    static let proxyMAC = MACAddress("02:53:50:00:00:01")!
-    static let sleeperMAC = MACAddress("02:53:50:00:00:02")!
+    static let proxyMAC = ThreeHostLab.proxyMAC
+    static let sleeperMAC = ThreeHostLab.sleeperMAC
     static let thirdMAC = MACAddress("02:53:50:00:00:33")!
 
     /// Connects to `address`:`port` with a 5 s timeout; prints the seconds connect() took and the first line.
@@ -36,11 +36,8 @@ final class TakeoverLabTests {
         """
 
     init() throws {
-        self.lab = try LabNetwork()
-        self.proxy = try self.lab.addHost("proxy", mac: Self.proxyMAC, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
-        self.sleeper = try SleepingHost(lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], ipv6: ["2001:db8::2/64"], servicePort: 8080)
-        self.client = try self.lab.addHost("client", mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
-        self.state = self.lab.directory.appendingPathComponent("state")
+        let setup = try ThreeHostLab(thirdName: "client")
+        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
     }
 
     deinit {
