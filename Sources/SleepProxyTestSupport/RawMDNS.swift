@@ -19,10 +19,11 @@ public enum RawMDNS {
 
     /// Sends `packets` (in order, `gap` apart) from `sourcePort` (0: an ephemeral port; 5353: the mDNS port,
     /// joining the group so multicast answers are heard too) to `destination`:`port`, then collects every response
-    /// for `listen`. Runs inside `host`'s namespace.
+    /// for `listen`. Runs inside `host`'s namespace. `ready` is called once the socket is bound and in the group,
+    /// so a test can start what it wants heard without guessing how long that takes.
     public static func exchange(
         in host: LabHost, packets: [DNSMessage], to destination: IPAddress, port: UInt16 = 5353, sourcePort: UInt16 = 0,
-        gap: Duration = .milliseconds(20), listen: Duration = .seconds(2)
+        gap: Duration = .milliseconds(20), listen: Duration = .seconds(2), ready: (@Sendable () -> Void)? = nil
     ) throws -> [Response] {
         let interface = host.interface
         let payloads = packets.map { $0.encoded() }
@@ -70,6 +71,7 @@ public enum RawMDNS {
                     setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreqn>.size))
                 }
             }
+            ready?()
             for (number, payload) in payloads.enumerated() {
                 if number > 0 { usleep(UInt32(gap.nanosecondsValue / 1000)) }
                 let sent: Int

@@ -382,18 +382,29 @@ enum UDP {
         return count > 0 ? Array(buffer[0..<count]) : nil
     }
 
-    /// Sends one query and collects every reply for `seconds`.
+    /// Sends a query and collects every reply for `seconds`, asking again 1, 3, 7 … s after the first (RFC 6762
+    /// §5.2's doubling intervals): one lost multicast packet, common on Wi-Fi, must not hide every proxy.
     static func ask(_ query: [UInt8], from source: IPv4Address, to destination: IPv4Address, port: UInt16, seconds: Double, link: Link) throws -> [[UInt8]] {
         let fd = try self.socket(bound: source, link: link)
         defer { close(fd) }
-        self.send(fd, query, to: destination, port: port)
-        let deadline = Date(timeIntervalSinceNow: seconds)
+        let start = Date()
+        let deadline = start.addingTimeInterval(seconds)
+        var nextQuery = start
+        var interval = 1.0
         var replies: [[UInt8]] = []
-        while Date() < deadline, replies.count < 256 {
-            if let reply = self.receive(fd, until: deadline) { replies.append(reply) }
+        while Date() < deadline, replies.count < Self.maximumReplies {
+            if Date() >= nextQuery {
+                self.send(fd, query, to: destination, port: port)
+                nextQuery = nextQuery.addingTimeInterval(interval)
+                interval *= 2
+            }
+            if let reply = self.receive(fd, until: min(deadline, nextQuery)) { replies.append(reply) }
         }
         return replies
     }
+
+    /// Replies kept from one browse: a bound against a flood from the LAN; far more proxies than any network has.
+    static let maximumReplies = 256
 
     /// Sends each part of a registration and waits for its reply (sps-protocol §2.5: a short timeout, a second
     /// try); returns the lease granted, or throws on silence or an error RCODE.

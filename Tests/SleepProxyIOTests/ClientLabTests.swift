@@ -68,17 +68,19 @@ final class ClientLabTests {
         // on the third host (our codec, every record's TTL) hears the link while the hook runs and after.
         let heard = ListenerResult()
         let querier = self.querier
+        let bound = DispatchSemaphore(value: 0)
         let listening = Thread {
-            heard.set(Result { try RawMDNS.exchange(in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(5)) })
+            heard.set(Result { try RawMDNS.exchange(in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(6), ready: { bound.signal() }) })
         }
         listening.start()
-        usleep(300_000)
+        #expect(bound.wait(timeout: .now() + 5) == .success, "the mDNS listener did not start")
         let post = try avahi.run([Self.client, "hook", "post", "suspend"] + common)
         #expect(post.succeeded && post.stdout.contains("Owner sequence 1"), "\(post)")
         #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
         let responses = try heard.wait()
         // The hook's own probe was heard (so the listener works) ...
-        #expect(responses.contains { $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1 }, "the wake announcement was not on the wire")
+        #expect(responses.contains { $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1 },
+                "the wake announcement was not on the wire; heard: \(responses.map { "\($0.source) \($0.message.questions.map(\.name)) owner \($0.message.ednsOptions?.owner.map { String($0.sequence) } ?? "-")" })")
         // ... and nothing from the proxy withdrew the sleeper's records.
         let goodbyes = responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 1)) }.flatMap(\.message.answers).filter { $0.ttl == 0 }
         #expect(goodbyes.isEmpty, "the proxy sent goodbyes after the hand-back: \(goodbyes)")
