@@ -85,6 +85,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Configuration file: one `setting = value` per line, settings named like these flags (default: \(SleepProxyDaemon.defaultConfigPath) when it exists). Flags win over the file; SIGHUP re-reads it.")
     var config: String?
 
+    @Flag(name: .long, help: "Check the configuration file and flags (values, wake rules, named interfaces), say what is wrong or that all is well, and exit: run it before a reload.")
+    var checkConfig = false
+
     static let defaultConfigPath = "/etc/sleep-proxy/sleepproxyd.conf"
 
     /// Every setting the file may hold, named like its flag.
@@ -227,7 +230,28 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
     }
 
+    /// `--check-config`: everything `validate()` checks (it has run by now) plus what only this machine can tell,
+    /// whether each named interface exists. Prints one line; the exit status is the verdict.
+    func checkConfiguration() throws {
+        let source = self.config.map { "\($0)" } ?? "the command line (no configuration file)"
+        if !self.interface.isEmpty {
+            let inventory = try InterfaceInventory.read()
+            for name in self.interface where inventory.interface(named: name) == nil {
+                throw ValidationError("--interface \(name): no such interface on this machine (see `ip link`)")
+            }
+        }
+        print("sleepproxyd: \(source) is valid")
+    }
+
     func run() async throws {
+        if self.checkConfig {
+            do {
+                try self.checkConfiguration()
+                return
+            } catch {
+                Self.fail(Self.message(for: error))
+            }
+        }
         let level = Logger.Level(rawValue: self.logLevel)!
         let levelBox = LogLevelBox(level)
         LoggingSystem.bootstrap { label in ReloadableLogHandler(base: StreamLogHandler.standardError(label: label), level: levelBox) }

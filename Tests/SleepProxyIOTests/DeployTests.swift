@@ -49,4 +49,29 @@ struct DeployTests {
             #expect(result.succeeded, "\(result)")
         }
     }
+
+    /// `sleepproxyd --check-config` (run by the unit's ExecReload before the SIGHUP): the shipped file passes; a
+    /// bad value names its line; an interface this machine lacks is named; nothing is started either way.
+    @Test func checkConfigGivesAVerdictWithoutStarting() throws {
+        let shipped = Self.repository.appendingPathComponent("deploy/sleepproxyd.conf").path
+        let good = try Command.run([Daemon.executable.path, "--check-config", "--config", shipped], timeout: .seconds(30))
+        #expect(good.succeeded && good.stdout.contains("\(shipped) is valid"), "\(good)")
+
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxyd-check-\(getpid()).conf")
+        defer { try? FileManager.default.removeItem(at: file) }
+        for (text, says) in [
+            ("# a comment\nlog-level = notice\nexpiry-action = sometimes\n", "line 3: --expiry-action must be wake or drop"),
+            ("interface = sp-nonexistent9\n", "--interface sp-nonexistent9: no such interface on this machine"),
+        ] {
+            try text.write(to: file, atomically: true, encoding: .utf8)
+            let bad = try Command.run([Daemon.executable.path, "--check-config", "--config", file.path], timeout: .seconds(30))
+            #expect(!bad.succeeded && bad.stderr.contains(says) && !bad.stdout.contains("is valid"), "\(bad)")
+        }
+    }
+
+    @Test func theUnitChecksTheConfigurationBeforeAReload() throws {
+        let unit = try String(contentsOf: Self.repository.appendingPathComponent("deploy/sleep-proxy.service"), encoding: .utf8)
+        let reloads = unit.split(separator: "\n").filter { $0.hasPrefix("ExecReload=") }
+        #expect(reloads.count == 2 && reloads[0].contains("--check-config") && reloads[1].contains("kill -HUP"), "\(reloads)")
+    }
 }
