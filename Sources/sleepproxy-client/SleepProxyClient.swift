@@ -17,7 +17,7 @@ struct SleepProxyClient: ParsableCommand {
         commandName: "sleepproxy-client",
         abstract: "Let this Linux host hand its mDNS records to a Bonjour Sleep Proxy before it suspends.",
         version: "0.3.0",
-        subcommands: [Proxies.self, Register.self, Hook.self, Status.self]
+        subcommands: [Proxies.self, Register.self, Hook.self, Announce.self, Status.self]
     )
 }
 
@@ -110,6 +110,8 @@ struct Hook: ParsableCommand {
             case 0: FileHandle.standardError.write(Data("sleepproxy-client: Wake-on-LAN (magic packet) is off on \(link.name), so the proxy cannot wake this host: enable it with `ethtool -s \(link.name) wol g`\n".utf8))
             default: FileHandle.standardError.write(Data("sleepproxy-client: cannot tell whether Wake-on-LAN is on for \(link.name) (the driver does not say); check `ethtool \(link.name)`\n".utf8))
             }
+            // An announcer still running from the last wake would go on sending the old sequence number.
+            Systemd.stopAnnouncer()
             do {
                 try Client.register(self.options)
             } catch {
@@ -117,8 +119,39 @@ struct Hook: ParsableCommand {
                 FileHandle.standardError.write(Data("sleepproxy-client: \(error); suspending without a sleep proxy\n".utf8))
             }
         } else {
-            try Client.announceWake(self.options)
+            let sequence = try Client.nextSequence(self.options)
+            // Apple's client repeats the Owner option for 60 s (sps-protocol §3.5). A sleep hook must return
+            // quickly, so under systemd the repeats run in a transient unit; elsewhere the hook announces for a
+            // few seconds itself.
+            if Systemd.startAnnouncer(self.options) {
+                print("announcing the wake (Owner sequence \(sequence)) for \(WakeAnnouncement.window.wholeSeconds) s from the systemd unit \(Systemd.announcerUnit)")
+            } else {
+                let sent = try Client.announceWake(self.options, window: Hook.inlineWindow, addressWait: Hook.inlineAddressWait)
+                print("announced the wake (Owner sequence \(sequence)) with \(sent) probes")
+            }
         }
+    }
+
+    /// Without systemd the hook itself announces: a probe burst and two more, then it returns.
+    static let inlineWindow: Duration = .seconds(4)
+    /// ... after waiting at most this long for the interface's address to come back.
+    static let inlineAddressWait: Duration = .seconds(10)
+}
+
+struct Announce: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Tell every sleep proxy this host is awake: probes carrying the Owner option with the current sequence number, for 60 s once the interface has its address back (`hook post` runs this).")
+    @OptionGroup var options: Options
+    @Option(name: .long, help: "How long to keep announcing, in seconds (Apple's client: 60).")
+    var seconds: Int = Int(WakeAnnouncement.window.wholeSeconds)
+
+    func validate() throws {
+        guard (0...3600).contains(self.seconds) else { throw ValidationError("--seconds must be 0 to 3600, not \(self.seconds)") }
+    }
+
+    func run() throws {
+        let sent = try Client.announceWake(self.options, window: .seconds(self.seconds), addressWait: WakeAnnouncement.addressWait)
+        print("announced the wake (Owner sequence \(ClientState.load(self.options.stateDirectory).sequence)) with \(sent) probes")
     }
 }
 
@@ -219,22 +252,87 @@ enum Client {
         throw ClientError(description: "no proxy took the registration (\(problems.joined(separator: "; ")))")
     }
 
-    /// After resume: a new Owner sequence, announced in mDNS packets so that every proxy drops this host's
-    /// records at once and silently (sps-protocol §5.1; Apple's client keeps the option in its packets for 60 s).
-    static func announceWake(_ options: Options) throws {
+    /// After resume: the Owner sequence goes up by one, on disk before anything is sent (sps-protocol §3.3:
+    /// a new number is how every proxy tells that the host woke).
+    static func nextSequence(_ options: Options) throws -> UInt8 {
         var state = ClientState.load(options.stateDirectory)
         state.sequence &+= 1
         try state.save(options.stateDirectory)
-        let link = try Link.find(options.interface, hostName: options.hostName)
-        let owner = OwnerOption(sequence: state.sequence, primaryMAC: link.mac)
-        var authorities: [DNSResourceRecord] = link.ipv4.map { DNSResourceRecord(name: link.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0))) }
-        authorities += link.ipv6.map { DNSResourceRecord(name: link.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0))) }
-        // A probe for the host name, as a waking Mac sends, with the Owner option in its OPT record.
-        let probe = DNSMessage(
-            questions: [DNSQuestion(name: link.hostName, type: .any, unicastResponse: true)], authorities: authorities,
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(owner)])])
-        try UDP.multicast(probe.encoded(options: .mdns), link: link, count: 3, interval: 0.25)
-        print("announced the wake on \(link.name) (Owner sequence \(state.sequence))")
+        return state.sequence
+    }
+
+    /// Probes for the host name carrying the Owner option with the current sequence number, on
+    /// `WakeAnnouncement`'s schedule, counted from the moment the interface has an IPv4 address again (waiting at
+    /// most `addressWait`). Each probe is built from the addresses the interface has when it is sent, since a
+    /// DHCP renewal after resume may change them. Returns how many probes went out.
+    static func announceWake(_ options: Options, window: Duration, addressWait: Duration) throws -> Int {
+        let clock = ContinuousClock()
+        let waitUntil = clock.now + addressWait
+        var link = try Link.find(options.interface, hostName: options.hostName)
+        while link.ipv4.isEmpty, clock.now < waitUntil {
+            usleep(200_000)
+            link = (try? Link.find(options.interface, hostName: options.hostName)) ?? link
+        }
+        guard !link.ipv4.isEmpty else {
+            throw ClientError(description: "\(link.name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet after their 60 s grace)")
+        }
+        let start = clock.now
+        var sent = 0
+        for offset in WakeAnnouncement.schedule(window: window) {
+            let due = start + offset
+            let wait = clock.now.duration(to: due)
+            if wait > .zero { usleep(UInt32(clamping: wait.nanosecondsClamped / 1000)) }
+            let current = (try? Link.find(options.interface, hostName: options.hostName)) ?? link
+            guard !current.ipv4.isEmpty else { continue }
+            // Read per packet: a new `hook pre` may have started a registration with this number meanwhile.
+            let owner = OwnerOption(sequence: ClientState.load(options.stateDirectory).sequence, primaryMAC: current.mac)
+            var authorities: [DNSResourceRecord] = current.ipv4.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0))) }
+            authorities += current.ipv6.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0))) }
+            // A probe for the host name, as a waking Mac sends, with the Owner option in its OPT record.
+            let probe = DNSMessage(
+                questions: [DNSQuestion(name: current.hostName, type: .any, unicastResponse: true)], authorities: authorities,
+                additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(owner)])])
+            if (try? UDP.multicast(probe.encoded(options: .mdns), link: current, count: 1, interval: 0)) != nil { sent += 1 }
+        }
+        return sent
+    }
+}
+
+/// The announcer as a transient systemd unit, so `hook post` returns at once while the announcements go on.
+enum Systemd {
+    static let announcerUnit = "sleepproxy-client-announce"
+
+    static var isRunning: Bool { FileManager.default.fileExists(atPath: "/run/systemd/system") }
+
+    static func tool(_ name: String) -> String? {
+        ["/usr/bin/\(name)", "/bin/\(name)"].first(where: FileManager.default.isExecutableFile(atPath:))
+    }
+
+    /// Starts `sleepproxy-client announce` with the hook's interface, host name and state directory in a
+    /// transient unit (replacing one still running); false when systemd is not running or refuses.
+    static func startAnnouncer(_ options: Options) -> Bool {
+        guard self.isRunning, let run = self.tool("systemd-run"), let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return false }
+        self.stopAnnouncer()
+        var arguments = ["--no-block", "--collect", "--quiet", "--unit", self.announcerUnit, "--description", "sleepproxy-client: wake announcements", "--", me, "announce", "--state-directory", options.stateDirectory]
+        if let interface = options.interface { arguments += ["--interface", interface] }
+        if let hostName = options.hostName { arguments += ["--host-name", hostName] }
+        return self.run(run, arguments) == 0
+    }
+
+    static func stopAnnouncer() {
+        guard self.isRunning, let systemctl = self.tool("systemctl") else { return }
+        _ = self.run(systemctl, ["stop", "--quiet", "\(self.announcerUnit).service"])
+    }
+
+    private static func run(_ tool: String, _ arguments: [String]) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
     }
 }
 

@@ -64,22 +64,29 @@ final class ClientLabTests {
         _ = try Command.run(["kill", "-CONT", "\(avahi.process.pid)"])
         #expect(connect.waitForOutput("connected awake", timeout: 8), "\(connect.output)")
 
-        // Resume: a new Owner sequence; the proxy drops the records at once and says no goodbye. A raw mDNS listener
-        // on the third host (our codec, every record's TTL) hears the link while the hook runs and after.
+        // Resume with the network slow to come back (the address returns 1.5 s after the hook starts, as after a
+        // DHCP renewal): the hook waits for it, then announces the new Owner sequence; the proxy drops the records
+        // at once and says no goodbye. A raw mDNS listener on the third host (our codec, every record's TTL) hears
+        // the link while the hook runs and after.
         let heard = ListenerResult()
         let querier = self.querier
         let bound = DispatchSemaphore(value: 0)
         let listening = Thread {
-            heard.set(Result { try RawMDNS.exchange(in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(6), ready: { bound.signal() }) })
+            heard.set(Result { try RawMDNS.exchange(in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(10), ready: { bound.signal() }) })
         }
         listening.start()
         #expect(bound.wait(timeout: .now() + 5) == .success, "the mDNS listener did not start")
-        let post = try avahi.run([Self.client, "hook", "post", "suspend"] + common)
-        #expect(post.succeeded && post.stdout.contains("Owner sequence 1"), "\(post)")
+        try self.sleeper.sleep()
+        let post = try self.sleeper.host.spawn(["nsenter", "-t", "\(avahi.process.pid)", "-m", "--", "setpriv", "--pdeathsig", "KILL", "--", Self.client, "hook", "post", "suspend"] + common, logName: "hook-post")
+        defer { post.stop() }
+        usleep(1_500_000)
+        #expect(!daemon.output.contains("hand-back: sleeper.local."), "a hand-back before the host could announce anything: \(daemon.output)")
+        try self.sleeper.wake()
+        #expect(post.waitForOutput("announced the wake (Owner sequence 1) with 6 probes", timeout: 15), "\(post.output)")
         #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
         let responses = try heard.wait()
-        // The hook's own probe was heard (so the listener works) ...
-        #expect(responses.contains { $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1 },
+        // The hook's probes were heard, all six (so the listener works) ...
+        #expect(responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1 }.count == 6,
                 "the wake announcement was not on the wire; heard: \(responses.map { "\($0.source) \($0.message.questions.map(\.name)) owner \($0.message.ednsOptions?.owner.map { String($0.sequence) } ?? "-")" })")
         // ... and nothing from the proxy withdrew the sleeper's records.
         let goodbyes = responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 1)) }.flatMap(\.message.answers).filter { $0.ttl == 0 }
