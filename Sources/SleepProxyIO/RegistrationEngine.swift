@@ -133,6 +133,10 @@ public final class RegistrationEngine: @unchecked Sendable {
             } else {
                 close(probe)
             }
+            let served = configuration.interfaces.isEmpty ? self.inventory.defaultServed.map(\.context.name) : configuration.interfaces
+            for name in served {
+                for problem in KernelSettings.takeoverProblems(interface: name) { logger.warning("kernel: \(problem)") }
+            }
             var takeover = Takeover(configuration: takeoverConfiguration)
             for registration in registrar.store.owners.values { _ = takeover.registered(registration, now: now) }
             self.takeover = takeover

@@ -100,6 +100,27 @@ final class RegistrationSocketTests {
         #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
     }
 
+    /// A proxy machine that forwards (a router, or Docker's ip_forward) would send ICMP redirects to clients of
+    /// sleeping hosts: the daemon says so at start, with the sysctls that stop them, and is quiet once they are set.
+    @Test func forwardingThatWouldSendRedirectsIsReportedAtStart() throws {
+        try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.all.forwarding=1", "net.ipv6.conf.eth0.forwarding=1"])
+        let warned = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        #expect(warned.waitForOutput("net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.eth0.send_redirects=0", timeout: 5), "\(warned.output)")
+        #expect(warned.output.contains("IPv6 forwarding is on for eth0"), "\(warned.output)")
+        warned.stop()
+        // send_redirects off for `all` but not for eth0 still redirects (the kernel ORs them); both off is quiet.
+        try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0", "net.ipv6.conf.eth0.forwarding=0"])
+        let half = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        #expect(half.waitForOutput("net.ipv4.conf.eth0.send_redirects=0", timeout: 5), "\(half.output)")
+        #expect(!half.output.contains("IPv6 forwarding"), "\(half.output)")
+        half.stop()
+        try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.eth0.send_redirects=0"])
+        let quiet = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { quiet.stop() }
+        usleep(300_000)
+        #expect(!quiet.output.contains("kernel:"), "\(quiet.output)")
+    }
+
     /// The state directory is a 64 KiB tmpfs (in a mount namespace of the daemon's own), so the journal fills
     /// up: a registration that cannot be made durable must not be acknowledged, and the proxy keeps serving what
     /// is on disk instead of what it could not write.
