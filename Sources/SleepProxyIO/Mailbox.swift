@@ -3,27 +3,39 @@ import Foundation
 /// A bounded queue between I/O threads (producers) and the engine thread (the only consumer).
 ///
 /// The engine takes everything queued at once, which is what turns "whatever arrived while the last fdatasync
-/// ran" into one batch. When the queue is full, new events are dropped and counted: under a flood the proxy
-/// sheds load instead of growing without bound.
+/// ran" into one batch. Events travel in lanes, each with its own bound: when a lane is full its new events are
+/// dropped and counted, and the other lanes are untouched, so a LAN flooding ARP or mDNS sheds its own packets
+/// and never crowds out a registration or an admin request. Order is kept across lanes.
 final class Mailbox<Event>: @unchecked Sendable {
     // @unchecked: every field is guarded by `condition`.
     private let condition = NSCondition()
     private var events: [Event] = []
+    private var queued: [Int]
+    private var droppedByLane: [Int]
     private var stopped = false
-    private var droppedCount = 0
     let capacity: Int
+    private let lane: @Sendable (Event) -> Int
 
-    init(capacity: Int) { self.capacity = capacity }
+    /// `lanes` lanes of `capacity` events each; `lane` tells an event's lane (0 ..< lanes).
+    init(capacity: Int, lanes: Int = 1, lane: @escaping @Sendable (Event) -> Int = { _ in 0 }) {
+        precondition(lanes >= 1 && capacity >= 1)
+        self.capacity = capacity
+        self.queued = Array(repeating: 0, count: lanes)
+        self.droppedByLane = Array(repeating: 0, count: lanes)
+        self.lane = lane
+    }
 
-    /// Queues an event; false when the queue is full or stopped.
+    /// Queues an event; false when its lane is full or the mailbox is stopped.
     @discardableResult
     func post(_ event: Event) -> Bool {
+        let lane = min(max(0, self.lane(event)), self.queued.count - 1)
         self.condition.lock()
         defer { self.condition.unlock() }
-        guard !self.stopped, self.events.count < self.capacity else {
-            self.droppedCount += 1
+        guard !self.stopped, self.queued[lane] < self.capacity else {
+            self.droppedByLane[lane] += 1
             return false
         }
+        self.queued[lane] += 1
         self.events.append(event)
         self.condition.signal()
         return true
@@ -38,14 +50,22 @@ final class Mailbox<Event>: @unchecked Sendable {
         }
         let taken = self.events
         self.events.removeAll(keepingCapacity: true)
+        for index in self.queued.indices { self.queued[index] = 0 }
         return (taken, self.stopped)
     }
 
-    /// Events refused because the queue was full or stopped.
+    /// Events refused because their lane was full or the mailbox stopped, in all lanes.
     var dropped: Int {
         self.condition.lock()
         defer { self.condition.unlock() }
-        return self.droppedCount
+        return self.droppedByLane.reduce(0, +)
+    }
+
+    /// The same, for one lane.
+    func dropped(lane: Int) -> Int {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        return self.droppedByLane[lane]
     }
 
     func stop() {

@@ -38,7 +38,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         }
     }
 
-    /// Datagrams queued for the engine at most; beyond it they are dropped (and counted).
+    /// Events queued for the engine at most, per lane (`Event.lane`); beyond it they are dropped (and counted).
     static let mailboxCapacity = 4096
     /// Registrations made durable (one fdatasync) and answered together at most.
     static let maximumBatch = 32
@@ -55,6 +55,20 @@ public final class RegistrationEngine: @unchecked Sendable {
         case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
         /// Settings a reload (SIGHUP) changes in place.
         case reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply)
+
+        /// Mailbox lanes: registrations and the admin side, mDNS, captured frames. Each has its own bound, so a
+        /// flood of one kind cannot keep the others out.
+        static let lanes = 3
+        static let framesLane = 2
+        static let mdnsLane = 1
+
+        var lane: Int {
+            switch self {
+            case .frame: Self.framesLane
+            case .mdns: Self.mdnsLane
+            case .datagram, .linksChanged, .control, .reconfigure: 0
+            }
+        }
     }
 
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
@@ -78,7 +92,7 @@ public final class RegistrationEngine: @unchecked Sendable {
     private let configuration: Configuration
     let logger: Logger
     let startedAt = Date()
-    private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity)
+    private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
     var registrar: Registrar
     var responder: Responder?
     private var mdns: MDNSSockets?
@@ -186,7 +200,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.statusLock.lock()
         defer { self.statusLock.unlock() }
         var status = self.status
-        status.droppedDatagrams = self.mailbox.dropped
+        status.droppedDatagrams = self.mailbox.dropped - self.mailbox.dropped(lane: Event.framesLane)
+        // Frames refused by the mailbox are counted by PacketLinks with those over its byte budget.
         status.droppedFrames = self.packets?.droppedFrames ?? 0
         return status
     }

@@ -18,3 +18,43 @@ struct ByteBudgetTests {
         #expect(budget.inUse == 0, "giving back more than taken never goes negative")
     }
 }
+
+/// The engine's mailbox keeps one bound per lane (registrations and admin, mDNS, frames), so a flood of frames
+/// or mDNS fills its own lane only.
+@Suite("Engine mailbox lanes")
+struct MailboxLaneTests {
+    enum Event: Equatable { case registration(Int), mdns(Int), frame(Int) }
+
+    static func mailbox(capacity: Int) -> Mailbox<Event> {
+        Mailbox<Event>(capacity: capacity, lanes: 3) { event in
+            switch event {
+            case .registration: 0
+            case .mdns: 1
+            case .frame: 2
+            }
+        }
+    }
+
+    @Test func aFullLaneRefusesOnlyItsOwnEvents() {
+        let mailbox = Self.mailbox(capacity: RegistrationEngine.mailboxCapacity)
+        for n in 0..<RegistrationEngine.mailboxCapacity { #expect(mailbox.post(.frame(n))) }
+        #expect(!mailbox.post(.frame(-1)), "one past the frame lane's bound")
+        #expect(mailbox.post(.registration(1)), "a registration still gets in behind a full frame lane")
+        for n in 0..<RegistrationEngine.mailboxCapacity { #expect(mailbox.post(.mdns(n))) }
+        #expect(!mailbox.post(.mdns(-1)))
+        #expect(mailbox.post(.registration(2)))
+        #expect(mailbox.dropped == 2 && mailbox.dropped(lane: 2) == 1 && mailbox.dropped(lane: 1) == 1 && mailbox.dropped(lane: 0) == 0)
+
+        // Taking empties every lane and keeps the order of arrival across lanes.
+        let (events, stopped) = mailbox.take(timeout: 0)
+        #expect(!stopped && events.count == 2 * RegistrationEngine.mailboxCapacity + 2)
+        #expect(events[RegistrationEngine.mailboxCapacity] == .registration(1) && events.last == .registration(2))
+        #expect(mailbox.post(.frame(0)), "the frame lane has room again")
+    }
+
+    @Test func theEnginesEventsUseThreeLanes() {
+        #expect(RegistrationEngine.Event.lanes == 3)
+        #expect(RegistrationEngine.Event.frame(bytes: [], interfaceIndex: 1, outgoing: false).lane == RegistrationEngine.Event.framesLane)
+        #expect(RegistrationEngine.Event.linksChanged.lane == 0)
+    }
+}
