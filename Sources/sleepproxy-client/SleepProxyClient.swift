@@ -276,6 +276,7 @@ enum Client {
         guard !link.ipv4.isEmpty else {
             throw ClientError(description: "\(link.name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet after their 60 s grace)")
         }
+        let sequence = ClientState.load(options.stateDirectory).sequence
         let start = clock.now
         var sent = 0
         for offset in WakeAnnouncement.schedule(window: window) {
@@ -284,8 +285,7 @@ enum Client {
             if wait > .zero { usleep(UInt32(clamping: wait.nanosecondsClamped / 1000)) }
             let current = (try? Link.find(options.interface, hostName: options.hostName)) ?? link
             guard !current.ipv4.isEmpty else { continue }
-            // Read per packet: a new `hook pre` may have started a registration with this number meanwhile.
-            let owner = OwnerOption(sequence: ClientState.load(options.stateDirectory).sequence, primaryMAC: current.mac)
+            let owner = OwnerOption(sequence: sequence, primaryMAC: current.mac)
             var authorities: [DNSResourceRecord] = current.ipv4.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0))) }
             authorities += current.ipv6.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0))) }
             // A probe for the host name, as a waking Mac sends, with the Owner option in its OPT record.
