@@ -14,9 +14,13 @@ import Glibc
 /// owner's MAC" lets a local connection go straight to the host, where the packet socket sees the SYN and wakes
 /// it; the entry is removed when the proxy lets go of the address.
 public final class NeighbourTable: @unchecked Sendable {
-    // @unchecked: `socket` is used only by the engine thread that owns this object.
+    // @unchecked: `socket` is used only on `queue`.
     private let socket: OpaquePointer
     private let logger: Logger
+    /// Changes wait for the kernel's acknowledgement (tens of microseconds each); a takeover of a hundred hosts
+    /// at once made the engine thread wait for all of them, in the middle of answering registrations. They run
+    /// here instead, in order.
+    private let queue = DispatchQueue(label: "sleepproxyd.neighbours")
 
     public init(logger: Logger) throws {
         guard let socket = nl_socket_alloc() else { throw SystemCallError(function: "nl_socket_alloc", errno: ENOMEM) }
@@ -30,16 +34,22 @@ public final class NeighbourTable: @unchecked Sendable {
     }
 
     deinit {
+        self.queue.sync {}
         nl_close(self.socket)
         nl_socket_free(self.socket)
     }
 
     public func set(interfaceIndex: Int, address: IPAddress, mac: MACAddress) {
-        self.change(interfaceIndex: interfaceIndex, address: address, mac: mac)
+        self.queue.async { self.change(interfaceIndex: interfaceIndex, address: address, mac: mac) }
     }
 
     public func remove(interfaceIndex: Int, address: IPAddress) {
-        self.change(interfaceIndex: interfaceIndex, address: address, mac: nil)
+        self.queue.async { self.change(interfaceIndex: interfaceIndex, address: address, mac: nil) }
+    }
+
+    /// Returns once every change asked for so far is made (before exit: no entry may outlive the proxy).
+    public func flush() {
+        self.queue.sync {}
     }
 
     private func change(interfaceIndex: Int, address: IPAddress, mac: MACAddress?) {

@@ -99,6 +99,9 @@ public final class RegistrationEngine: @unchecked Sendable {
     var takeover: Takeover?
     private var packets: PacketLinks?
     private var neighbours: NeighbourTable?
+    /// Interfaces whose capture filter must follow the takeover's addresses; rebuilt once per pass of the engine
+    /// loop, not once per registration (a burst of 100 new hosts rebuilt and re-attached the filter 100 times).
+    private var pendingWatches: Set<Int> = []
     private var monitor: LinkMonitor?
     public let wakeLog: WakeLog
     var servedContexts: [InterfaceContext] = []
@@ -226,6 +229,7 @@ public final class RegistrationEngine: @unchecked Sendable {
     private func run() {
         self.refreshInventory(now: SystemClock.now())
         while true {
+            self.applyPendingWatches()
             let timeout: TimeInterval
             if let deadline = [self.registrar.nextDeadline(), self.responder?.nextDeadline(), self.takeover?.nextDeadline()].compactMap({ $0 }).min() {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
@@ -241,6 +245,7 @@ public final class RegistrationEngine: @unchecked Sendable {
                 }
                 self.mdns?.close()
                 self.withTakeover { $0.shutdown() }
+                self.neighbours?.flush()
                 self.monitor?.stop()
                 self.packets?.close()
                 break
@@ -389,7 +394,8 @@ public final class RegistrationEngine: @unchecked Sendable {
 
     /// Carries out what the packet side decided, at once (a wake's first magic packet must not wait for the batch).
     private func performTakeover(_ actions: [TakeoverAction]) {
-        // Frames first: a magic packet or an ARP reply must not wait for a log line or a netlink round trip.
+        // Frames first: a magic packet or an ARP reply must not wait for a log line (netlink changes are queued to
+        // the neighbour table's own thread, capture-filter changes to the end of the pass).
         var rest: [TakeoverAction] = []
         for action in actions {
             if case .sendFrame(let frame, let index) = action {
@@ -409,7 +415,7 @@ public final class RegistrationEngine: @unchecked Sendable {
             case .removeNeighbour(let index, let address):
                 self.neighbours?.remove(interfaceIndex: index, address: address)
             case .watchChanged(let index):
-                if let takeover = self.takeover { self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index) }
+                self.pendingWatches.insert(index)
             case .event(let event):
                 if event.kind == .wake {
                     let reason = WakeLog.entry(event, at: Date()).trigger.type
@@ -422,6 +428,15 @@ public final class RegistrationEngine: @unchecked Sendable {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
             }
+        }
+    }
+
+    private func applyPendingWatches() {
+        guard !self.pendingWatches.isEmpty else { return }
+        defer { self.pendingWatches.removeAll() }
+        guard let takeover = self.takeover else { return }
+        for index in self.pendingWatches.sorted() {
+            self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index)
         }
     }
 

@@ -31,6 +31,7 @@ enum Benchmarks {
                 try RegistrationBenchmarks.run()
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
                 try RegistrationBenchmarks.runLab(daemon: daemon)
+                try RegistrationBenchmarks.runLab(daemon: daemon, flood: true)
             case "takeover":
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
                 try TakeoverBenchmarks.runLab(daemon: daemon)
