@@ -42,6 +42,11 @@ public final class RegistrationEngine: @unchecked Sendable {
     static let mailboxCapacity = 4096
     /// Registrations made durable (one fdatasync) and answered together at most.
     static let maximumBatch = 32
+    /// Events of any kind processed between two chances to answer registrations. Captured frames and mDNS
+    /// packets do not count toward `maximumBatch` (they need no fdatasync): counted, the replies the proxy itself
+    /// sends to registering hosts — captured on their way out, since those addresses are watched — split every
+    /// burst of registrations into more batches, and so into more syncs.
+    static let maximumBatchEvents = 256
     /// How often the interface list is re-read even when nothing asks for it.
     static let inventoryRefreshInterval: Duration = .seconds(30)
 
@@ -255,12 +260,18 @@ public final class RegistrationEngine: @unchecked Sendable {
             } else {
                 // Bounded batches: the first of a burst of registrations is answered after one sync of a few, not
                 // after the whole burst has been processed.
-                var start = 0
-                while start < events.count {
-                    let end = min(events.count, start + RegistrationEngine.maximumBatch)
-                    self.process(Array(events[start..<end]))
-                    start = end
+                var chunk: [Event] = []
+                var registrations = 0
+                for event in events {
+                    chunk.append(event)
+                    if case .datagram = event { registrations += 1 }
+                    if registrations == RegistrationEngine.maximumBatch || chunk.count == RegistrationEngine.maximumBatchEvents {
+                        self.process(chunk)
+                        chunk.removeAll(keepingCapacity: true)
+                        registrations = 0
+                    }
                 }
+                if !chunk.isEmpty { self.process(chunk) }
             }
         }
     }

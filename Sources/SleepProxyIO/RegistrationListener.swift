@@ -20,6 +20,12 @@ public final class RegistrationListener: Sendable {
     /// dropped, and no valid one is ever cut; not 64 KiB, which would be allocated for every datagram read.
     static let receiveBufferSize = 9216
 
+    /// Kernel receive buffer per registration socket. A hundred hosts that go to sleep at the same moment (an
+    /// office at closing time) send their UPDATEs within a millisecond; each small datagram costs the kernel about
+    /// 2.3 KB, so the 208 KiB default overflows while the daemon is busy and a registration is lost until the
+    /// client's retry a second later. 1 MiB holds about 450.
+    static let socketReceiveBuffer = 1 << 20
+
     public let port: Int
     private let channels: [Channel]
 
@@ -42,6 +48,7 @@ public final class RegistrationListener: Sendable {
             // A host without IPv6 still serves IPv4 clients.
             logger.warning("registrations: no IPv6 socket on port \(port) (\(Self.explain(error))); serving IPv4 only")
         }
+        for channel in channels { await Self.enlargeReceiveBuffer(channel, logger: logger) }
         let bound = channels.first?.localAddress?.port ?? port
         return RegistrationListener(port: bound, channels: channels)
     }
@@ -62,6 +69,22 @@ public final class RegistrationListener: Sendable {
         return bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
                 try channel.pipeline.syncOperations.addHandler(RegistrationInboundHandler(engine: engine))
+            }
+        }
+    }
+
+    /// SO_RCVBUFFORCE passes net.core.rmem_max and needs CAP_NET_ADMIN (the unit grants it); without it,
+    /// SO_RCVBUF gets what rmem_max allows. Neither failing stops the daemon: the default buffer still works.
+    private static func enlargeReceiveBuffer(_ channel: Channel, logger: Logger) async {
+        let force = ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUFFORCE))
+        let plain = ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUF))
+        do {
+            try await channel.setOption(force, value: SocketOptionValue(Self.socketReceiveBuffer)).get()
+        } catch {
+            do {
+                try await channel.setOption(plain, value: SocketOptionValue(Self.socketReceiveBuffer)).get()
+            } catch {
+                logger.info("registrations: kept the default receive buffer (\(error))")
             }
         }
     }

@@ -38,6 +38,10 @@ final class RegistrationSocketTests {
     @Test func appleVectorFrom5353AndFromAnEphemeralPortOverIPv4() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
+        // The registration sockets hold a burst of a few hundred UPDATEs (the kernel reports twice the size set).
+        let sockets = try self.proxy.run(["ss", "-uamnH", "sport = :5599"])
+        let buffers = sockets.stdout.split(separator: ",").compactMap { $0.hasPrefix("rb") ? Int($0.dropFirst(2)) : nil }
+        #expect(buffers.count == 2 && buffers.allSatisfy { $0 >= 2 << 20 }, "\(sockets.stdout)")
         var second = try Self.vector()
         second[0] = 0x42
         second[1] = 0x43
