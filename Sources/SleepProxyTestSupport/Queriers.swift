@@ -19,7 +19,25 @@ public enum Queriers {
     // MARK: avahi
 
     /// `avahi-browse -rtp TYPE` through the given daemon: every resolved instance (one per address family).
-    public static func avahiBrowse(_ avahi: AvahiDaemon, type: String, timeout: Duration = .seconds(15)) throws -> [ResolvedService] {
+    ///
+    /// `--terminate` stops at avahi's "all for now", a guess that the network has answered (about a second after
+    /// the browse starts); on a loaded machine one family's answer can come after it. With `until`, the browse is
+    /// repeated (at most `attempts` times; the daemon's cache fills meanwhile) until `until` holds for what it
+    /// found, and the last result is returned either way, for the caller to check.
+    public static func avahiBrowse(
+        _ avahi: AvahiDaemon, type: String, timeout: Duration = .seconds(15), attempts: Int = 3, until: (([ResolvedService]) -> Bool)? = nil
+    ) throws -> [ResolvedService] {
+        var found = try self.avahiBrowseOnce(avahi, type: type, timeout: timeout)
+        var attempt = 1
+        while let until, !until(found), attempt < attempts {
+            usleep(500_000)
+            found = try self.avahiBrowseOnce(avahi, type: type, timeout: timeout)
+            attempt += 1
+        }
+        return found
+    }
+
+    private static func avahiBrowseOnce(_ avahi: AvahiDaemon, type: String, timeout: Duration) throws -> [ResolvedService] {
         let result = try avahi.run(["avahi-browse", "--resolve", "--terminate", "--parsable", "--no-db-lookup", type], timeout: timeout)
         // =;eth0;IPv4;Name;_http._tcp;local;host.local;192.0.2.9;8080;"a=b" "c=d"
         return result.stdout.split(separator: "\n").compactMap { line in

@@ -29,7 +29,10 @@ struct LabTests {
         // avahi-browse and avahi-resolve through an avahi-daemon of the querier's own.
         let querierAvahi = try AvahiDaemon(in: querier, hostName: "querier", directory: lab.directory)
         defer { querierAvahi.stop() }
-        let browsed = try Queriers.avahiBrowse(querierAvahi, type: "_http._tcp").filter { $0.name == "Lab Printer" }
+        let browsed = try Queriers.avahiBrowse(querierAvahi, type: "_http._tcp") { found in
+            let printer = found.filter { $0.name == "Lab Printer" }.flatMap(\.addresses)
+            return printer.contains("192.0.2.10") && printer.contains { $0.contains(":") }
+        }.filter { $0.name == "Lab Printer" }
         #expect(Set(browsed.flatMap(\.addresses)).contains("192.0.2.10"), "\(browsed)")
         #expect(browsed.contains { $0.addresses.contains { $0.contains(":") } }, "no IPv6 resolution in \(browsed)")
         #expect(browsed.allSatisfy { $0.port == 8080 && $0.host == "publisher.local" && Set($0.txt) == ["path=/x", "model=LP-1"] })

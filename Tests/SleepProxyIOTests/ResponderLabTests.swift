@@ -81,7 +81,9 @@ final class ResponderLabTests {
 
         let avahi = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
         defer { avahi.stop() }
-        let browsed = try Queriers.avahiBrowse(avahi, type: "_http._tcp").filter { $0.name == "TestSvc" }
+        let browsed = try Queriers.avahiBrowse(avahi, type: "_http._tcp") { found in
+            Set(found.filter { $0.name == "TestSvc" }.map(\.family)) == ["IPv4", "IPv6"]
+        }.filter { $0.name == "TestSvc" }
         #expect(Set(browsed.flatMap(\.addresses)).contains("192.0.2.2"), "\(browsed)")
         // Found and resolved over both transports. (Which address family avahi reports for the IPv6 row depends on
         // which answer reaches it first; avahi-resolve -6 below checks the IPv6 address itself.)
@@ -92,7 +94,7 @@ final class ResponderLabTests {
         // The reverse lookup of the sleeping host's address.
         #expect(try Queriers.avahiResolve(avahi, address: "192.0.2.2") == "vm.local")
         // The proxy's own advertisement.
-        let proxies = try Queriers.avahiBrowse(avahi, type: "_sleep-proxy._udp")
+        let proxies = try Queriers.avahiBrowse(avahi, type: "_sleep-proxy._udp") { $0.contains { $0.addresses.contains("192.0.2.1") } }
         #expect(proxies.contains { $0.name == "20-40-10-65.0 Lab Proxy" && $0.port == 5599 && $0.host == "labproxy.local" && $0.addresses.contains("192.0.2.1") }, "\(proxies)")
 
         for server in ["192.0.2.1", "2001:db8::1"] {
@@ -128,9 +130,9 @@ final class ResponderLabTests {
 
         let avahi = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
         defer { avahi.stop() }
-        let subtype = try Queriers.avahiBrowse(avahi, type: Self.matterSubtype)
+        let subtype = try Queriers.avahiBrowse(avahi, type: Self.matterSubtype) { $0.contains { $0.name == Self.matterInstance } }
         #expect(subtype.contains { $0.name == Self.matterInstance && $0.port == 5540 }, "subtype browse found \(subtype)")
-        let accessories = try Queriers.avahiBrowse(avahi, type: "_hap._tcp")
+        let accessories = try Queriers.avahiBrowse(avahi, type: "_hap._tcp") { $0.contains { $0.name == Self.hapInstance } }
         #expect(accessories.contains { $0.name == Self.hapInstance && Set($0.txt) == Set(Self.hapTXT) }, "\(accessories)")
         // `_services._dns-sd._udp` enumeration lists the sleeping host's types and the proxy's own.
         let types = try avahi.run(["avahi-browse", "--terminate", "--parsable", "--no-db-lookup", "--dump-db", "-a"], timeout: .seconds(15)).stdout
