@@ -34,7 +34,7 @@ public final class NeighbourTable: @unchecked Sendable {
     }
 
     deinit {
-        self.queue.sync {}
+        // Every queued change holds a reference to this table, so none is pending here.
         nl_close(self.socket)
         nl_socket_free(self.socket)
     }

@@ -260,20 +260,32 @@ public final class RegistrationEngine: @unchecked Sendable {
             } else {
                 // Bounded batches: the first of a burst of registrations is answered after one sync of a few, not
                 // after the whole burst has been processed.
-                var chunk: [Event] = []
-                var registrations = 0
-                for event in events {
-                    chunk.append(event)
-                    if case .datagram = event { registrations += 1 }
-                    if registrations == RegistrationEngine.maximumBatch || chunk.count == RegistrationEngine.maximumBatchEvents {
-                        self.process(chunk)
-                        chunk.removeAll(keepingCapacity: true)
-                        registrations = 0
-                    }
-                }
-                if !chunk.isEmpty { self.process(chunk) }
+                for batch in Self.batches(events) { self.process(batch) }
             }
         }
+    }
+
+    /// Cuts what the mailbox held into batches of at most `maximumBatch` registrations (one fdatasync each) and
+    /// `maximumBatchEvents` events, in order.
+    static func batches<T>(_ events: [T], isRegistration: (T) -> Bool) -> [[T]] {
+        var batches: [[T]] = []
+        var current: [T] = []
+        var registrations = 0
+        for event in events {
+            current.append(event)
+            if isRegistration(event) { registrations += 1 }
+            if registrations == Self.maximumBatch || current.count == Self.maximumBatchEvents {
+                batches.append(current)
+                current = []
+                registrations = 0
+            }
+        }
+        if !current.isEmpty { batches.append(current) }
+        return batches
+    }
+
+    static func batches(_ events: [Event]) -> [[Event]] {
+        self.batches(events) { if case .datagram = $0 { true } else { false } }
     }
 
     private func process(_ events: [Event]) {

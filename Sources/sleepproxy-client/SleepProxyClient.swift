@@ -145,8 +145,11 @@ struct Announce: ParsableCommand {
     @Option(name: .long, help: "How long to keep announcing, in seconds (Apple's client: 60).")
     var seconds: Int = Int(WakeAnnouncement.window.wholeSeconds)
 
+    /// An hour: far past Apple's 60 s window, yet a typo cannot leave an announcer running for days.
+    static let maximumSeconds = 3600
+
     func validate() throws {
-        guard (0...3600).contains(self.seconds) else { throw ValidationError("--seconds must be 0 to 3600, not \(self.seconds)") }
+        guard (0...Self.maximumSeconds).contains(self.seconds) else { throw ValidationError("--seconds must be 0 to \(Self.maximumSeconds), not \(self.seconds)") }
     }
 
     func run() throws {
@@ -268,13 +271,15 @@ enum Client {
     static func announceWake(_ options: Options, window: Duration, addressWait: Duration) throws -> Int {
         let clock = ContinuousClock()
         let waitUntil = clock.now + addressWait
-        var link = try Link.find(options.interface, hostName: options.hostName)
-        while link.ipv4.isEmpty, clock.now < waitUntil {
+        // The interface itself may be missing for a while too: a USB NIC is enumerated again after resume.
+        var link = try? Link.find(options.interface, hostName: options.hostName)
+        while link?.ipv4.isEmpty ?? true, clock.now < waitUntil {
             usleep(200_000)
             link = (try? Link.find(options.interface, hostName: options.hostName)) ?? link
         }
-        guard !link.ipv4.isEmpty else {
-            throw ClientError(description: "\(link.name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet after their 60 s grace)")
+        guard let link, !link.ipv4.isEmpty else {
+            let name = link?.name ?? options.interface ?? "the interface"
+            throw ClientError(description: "\(name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet after their 60 s grace)")
         }
         let sequence = ClientState.load(options.stateDirectory).sequence
         let start = clock.now

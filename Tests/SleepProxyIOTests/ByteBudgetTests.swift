@@ -58,3 +58,26 @@ struct MailboxLaneTests {
         #expect(RegistrationEngine.Event.linksChanged.lane == 0)
     }
 }
+
+/// A burst is answered in batches of at most 32 registrations (one fdatasync each); frames and mDNS packets do
+/// not count toward that, only toward the 256 events processed between two chances to answer.
+@Suite("Engine batches")
+struct EngineBatchTests {
+    @Test func batchesBoundRegistrationsAndEvents() {
+        let registrations = RegistrationEngine.maximumBatch
+        // N registrations make one batch, N + 1 make two.
+        #expect(RegistrationEngine.batches(Array(repeating: true, count: registrations)) { $0 }.map(\.count) == [registrations])
+        #expect(RegistrationEngine.batches(Array(repeating: true, count: registrations + 1)) { $0 }.map(\.count) == [registrations, 1])
+        // Frames interleaved with the registrations do not split them further.
+        let mixed = (0..<registrations).flatMap { _ in [false, false, true] }
+        let cut = RegistrationEngine.batches(mixed) { $0 }
+        #expect(cut.count == 1 && cut[0].count == mixed.count)
+        // N events make one batch, N + 1 make two, whatever their kind; nothing is lost or reordered.
+        let events = RegistrationEngine.maximumBatchEvents
+        #expect(RegistrationEngine.batches(Array(repeating: false, count: events)) { $0 }.map(\.count) == [events])
+        let numbered = Array(0...events)
+        let split = RegistrationEngine.batches(numbered) { _ in false }
+        #expect(split.map(\.count) == [events, 1] && split.flatMap { $0 } == numbered)
+        #expect(RegistrationEngine.batches([Bool]()) { $0 }.isEmpty)
+    }
+}
