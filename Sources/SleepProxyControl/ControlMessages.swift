@@ -66,11 +66,14 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var queriesAnswered: Int
     public var wakes: Int
     public var magicPackets: Int
+    /// Held hosts by state (`asleep`, `awake`, `waking`, `starting`); absent from daemons before 0.4.
+    public var hostsByState: [String: Int]?
 
     public init(
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?, hosts: Int, records: Int,
-        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int
+        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int, hostsByState: [String: Int]? = nil
     ) {
+        self.hostsByState = hostsByState
         self.version = version
         self.startedAt = startedAt
         self.uptimeSeconds = uptimeSeconds
@@ -94,12 +97,22 @@ public struct HostSummary: Codable, Hashable, Sendable {
     /// `_http._tcp:8080` per service.
     public var services: [String]
     public var leaseSeconds: Double
-    /// `asleep` (the proxy answers for it), `waking` (magic packets going out), `awake` (its owner was seen on
-    /// the wire; the proxy holds its records until an Owner option or expiry), `starting` (probing).
+    /// `asleep` (the proxy answers for it), `waking` (magic packets going out), `awake` (it spoke for itself on
+    /// every address; the proxy holds its records silently), `starting` (registered, not yet shown to be asleep:
+    /// the proxy says nothing for it).
     public var state: String
     public var lastWake: WakeLogEntry?
+    /// The latest sign that the host was up ("mDNS from 192.0.2.2", "an ARP request from its MAC for ..."), and
+    /// how long ago; absent when none was seen since it registered.
+    public var lastSeenAwake: String?
+    public var lastSeenAwakeSecondsAgo: Double?
 
-    public init(name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: String, lastWake: WakeLogEntry?) {
+    public init(
+        name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: String, lastWake: WakeLogEntry?,
+        lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil
+    ) {
+        self.lastSeenAwake = lastSeenAwake
+        self.lastSeenAwakeSecondsAgo = lastSeenAwakeSecondsAgo
         self.name = name
         self.mac = mac
         self.interface = interface
@@ -135,8 +148,24 @@ public struct HostDetail: Codable, Hashable, Sendable {
     public var registeredSecondsAgo: Double
     public var records: [Record]
     public var wakeHistory: [WakeLogEntry]
+    /// Each address with the takeover's state for it (`answering`, `probing`, `starting`, `owner-seen`,
+    /// `stopped`): the owner answering for one address holds back only that one.
+    public var addressStates: [AddressState]?
 
-    public init(summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double, records: [Record], wakeHistory: [WakeLogEntry]) {
+    public struct AddressState: Codable, Hashable, Sendable {
+        public var address: String
+        public var state: String
+        public init(address: String, state: String) {
+            self.address = address
+            self.state = state
+        }
+    }
+
+    public init(
+        summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double, records: [Record], wakeHistory: [WakeLogEntry],
+        addressStates: [AddressState]? = nil
+    ) {
+        self.addressStates = addressStates
         self.summary = summary
         self.sequence = sequence
         self.wakeMAC = wakeMAC

@@ -8,7 +8,9 @@ extension RegistrationEngine {
     /// The daemon's version, shown by `sleepproxyctl status`.
     public static let version = "0.3.0"
 
-    func handleControl(_ request: ControlRequest, now: Timestamp, entries: inout [RegistrationJournal.Entry]) -> ControlResponse {
+    /// Answers an admin request on the engine thread; changes go through the engine, whose actions (journal
+    /// entries first of all) the caller carries out before the reply is sent.
+    func handleControl(_ request: ControlRequest, now: Timestamp, actions: inout [EngineAction]) -> ControlResponse {
         guard request.version == ControlProtocol.version else {
             return .failure("sleepproxyctl speaks control protocol \(request.version), this daemon \(ControlProtocol.version): use the sleepproxyctl that came with it")
         }
@@ -16,44 +18,31 @@ extension RegistrationEngine {
         case .status:
             return ControlResponse(status: self.daemonStatus(now: now))
         case .hosts:
-            let hosts = self.registrar.store.owners.values.sorted { $0.key < $1.key }.map { self.summary(of: $0, now: now) }
+            let hosts = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map { self.summary(of: $0, now: now) }
             return ControlResponse(hosts: hosts)
         case .host:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
             return ControlResponse(host: self.detail(of: registration, now: now))
         case .wake:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
-            guard self.takeover != nil else { return .failure("this daemon runs with --no-takeover: it cannot send magic packets") }
-            self.withTakeover { $0.wake(registration.key, trigger: .administrator, now: now) }
-            guard let state = self.takeover?.state(of: registration.key), state.waking else {
+            guard self.engine.takeover != nil else { return .failure("this daemon runs with --no-takeover: it cannot send magic packets") }
+            let (started, wakeActions) = self.engine.wake(registration.key, trigger: .administrator, now: now)
+            actions += wakeActions
+            guard started else {
                 return .failure("\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly")
             }
             return ControlResponse(host: self.detail(of: registration, now: now))
         case .forget:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
-            let key = registration.key
-            _ = self.registrar.remove(key)
-            entries.append(.remove(key))
-            self.responder?.removed(registration, reason: request.goodbyes == true ? .administrative : .administrativeSilent, now: now)
-            self.withTakeover { $0.removed(key, reason: .administrative, wake: false, now: now) }
-            self.logger.notice("admin: forgot \(registration.hostName?.description ?? "?") (\(key))\(request.goodbyes == true ? " with goodbyes" : ", silently")")
-            return ControlResponse(hosts: [self.summary(of: registration, now: now)])
+            let summary = self.summary(of: registration, now: now)
+            actions += self.engine.forget(registration.key, goodbyes: request.goodbyes == true, now: now)
+            return ControlResponse(hosts: [summary])
         case .releaseAll:
-            let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
-            var released: [HostSummary] = []
-            for registration in all {
-                let key = registration.key
-                released.append(self.summary(of: registration, now: now))
-                // Woken first (the wake sequence outlives the registration), then dropped silently: the host
-                // comes back up and registers with whichever proxy remains.
-                self.withTakeover { $0.wake(key, trigger: .administrator, now: now) }
-                _ = self.registrar.remove(key)
-                entries.append(.remove(key))
-                self.responder?.removed(registration, reason: .administrativeSilent, now: now)
-                self.withTakeover { $0.removed(key, reason: .administrative, wake: false, now: now) }
-            }
-            self.logger.notice("admin: released all \(all.count) sleeping hosts (woken and forgotten) for decommissioning")
-            return ControlResponse(hosts: released)
+            let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map { self.summary(of: $0, now: now) }
+            let (released, releaseActions) = self.engine.releaseAll(now: now)
+            actions += releaseActions
+            actions.append(.log(.notice, "admin: released all \(released.count) sleeping hosts (woken and forgotten) for decommissioning"))
+            return ControlResponse(hosts: summaries)
         case .events:
             var events = self.wakeLog.recent
             if let since = request.since { events = events.filter { $0.time >= since } }
@@ -80,7 +69,7 @@ extension RegistrationEngine {
 
     func find(_ target: String?) -> OwnerRegistration? {
         guard let target, !target.isEmpty else { return nil }
-        let owners = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+        let owners = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }
         if let mac = MACAddress(target) {
             return owners.first { $0.key.primaryMAC == mac || $0.owner.wakeMAC == mac }
         }
@@ -90,26 +79,15 @@ extension RegistrationEngine {
 
     func summary(of registration: OwnerRegistration, now: Timestamp) -> HostSummary {
         let summary = registration.summary
-        let state: String
-        if let status = self.takeover?.state(of: registration.key) {
-            if status.waking {
-                state = "waking"
-            } else {
-                switch status.phase {
-                case .answering: state = "asleep"
-                case .starting, .probing: state = "starting"
-                case .ownerSeen, .stopped: state = "awake"
-                }
-            }
-        } else {
-            state = "asleep"
-        }
+        let state = self.engine.state(of: registration.key)?.rawValue ?? HostState.starting.rawValue
+        let awake = self.engine.lastAwake(of: registration.key)
         let mac = registration.key.primaryMAC.description
         let lastWake = self.wakeLog.recent.last { $0.mac == mac && $0.kind == "wake" }
         return HostSummary(
             name: summary.hostName?.description, mac: mac, interface: registration.key.interface, addresses: summary.addresses.map(\.description),
             services: summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" },
-            leaseSeconds: Double((registration.leaseExpiry - now).nanosecondsClamped) / 1e9, state: state, lastWake: lastWake)
+            leaseSeconds: Double((registration.leaseExpiry - now).nanosecondsClamped) / 1e9, state: state, lastWake: lastWake,
+            lastSeenAwake: awake?.what, lastSeenAwakeSecondsAgo: awake.map { Double((now - $0.at).nanosecondsClamped) / 1e9 })
     }
 
     func detail(of registration: OwnerRegistration, now: Timestamp) -> HostDetail {
@@ -122,7 +100,8 @@ extension RegistrationEngine {
                 let record = proxied.record
                 return HostDetail.Record(name: record.name.description, type: record.type.description, ttl: record.ttl, unique: record.cacheFlush, data: Self.describe(record.rdata))
             },
-            wakeHistory: self.wakeLog.recent.filter { $0.mac == mac })
+            wakeHistory: self.wakeLog.recent.filter { $0.mac == mac },
+            addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map { HostDetail.AddressState(address: $0.0.description, state: $0.1.rawValue) })
     }
 
     static func describe(_ rdata: DNSRData) -> String {
@@ -138,15 +117,17 @@ extension RegistrationEngine {
     }
 
     func daemonStatus(now: Timestamp) -> DaemonStatus {
-        let statistics = self.registrar.statistics
+        let statistics = self.engine.registrar.statistics
         var refusals: [String: Int] = [:]
         for (reason, count) in statistics.refused { refusals[reason.rawValue] = count }
         for (problem, count) in statistics.malformed { refusals["malformed-\(problem.rawValue)"] = count }
         let uptime = Date().timeIntervalSince(self.startedAt)
         return DaemonStatus(
             version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime, interfaces: self.servedContexts.map(\.name),
-            advertisedName: self.responder?.configuration.instanceLabel, hosts: self.registrar.store.hostCount, records: self.registrar.store.recordCount,
-            registrationsAccepted: statistics.accepted, refusals: refusals, queriesAnswered: self.responder?.statistics.answeredQueries ?? 0,
-            wakes: self.takeover?.statistics.wakes ?? 0, magicPackets: self.takeover?.statistics.magicPackets ?? 0)
+            advertisedName: self.engine.responder?.configuration.instanceLabel, hosts: self.engine.registrar.store.hostCount,
+            records: self.engine.registrar.store.recordCount, registrationsAccepted: statistics.accepted, refusals: refusals,
+            queriesAnswered: self.engine.responder?.statistics.answeredQueries ?? 0, wakes: self.engine.takeover?.statistics.wakes ?? 0,
+            magicPackets: self.engine.takeover?.statistics.magicPackets ?? 0,
+            hostsByState: Dictionary(uniqueKeysWithValues: HostState.allCases.map { ($0.rawValue, self.engine.hostsByState[$0] ?? 0) }))
     }
 }

@@ -112,6 +112,9 @@ public final class MetricsEndpoint: @unchecked Sendable {
             self.count("sleepproxy_wakes_total", ["reason": reason], status.wakesByReason[reason] ?? 0)
         }
         CoreMetrics.Gauge(label: "sleepproxy_hosts", dimensions: [], factory: self.factory).record(status.hostCount)
+        for state in HostState.allCases {
+            CoreMetrics.Gauge(label: "sleepproxy_hosts_by_state", dimensions: [("state", state.rawValue)], factory: self.factory).record(status.hostsByState[state] ?? 0)
+        }
         CoreMetrics.Gauge(label: "sleepproxy_records", dimensions: [], factory: self.factory).record(status.recordCount)
         return self.registry.emitToBuffer()
     }

@@ -6,14 +6,15 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire
 
-/// The single owner of registration state: a dedicated thread that takes datagrams in batches, runs them
-/// through the pure `Registrar`, makes every acceptance durable with one journal append, and only then sends
-/// the replies (an acknowledged registration survives a crash; sps-protocol §3.6 says what the reply holds).
+/// Runs the pure `ProxyEngine` on a dedicated thread: takes events in batches, hands them to the engine, and
+/// carries out what it decides: frames at once, mDNS at the end of the batch, journal entries with one append,
+/// and registration replies only once that append is durable (an acknowledged registration survives a crash).
+/// No rule lives here; the rules are the engine's (docs/coexistence.md).
 ///
 /// A thread rather than a task because persisting means a blocking fdatasync, which must not stall the
 /// two-thread cooperative pool (linux-notes §7), and because a batch per wake-up is exactly group commit.
 public final class RegistrationEngine: @unchecked Sendable {
-    // @unchecked: `registrar`, `inventory` and `journal` are touched only on the engine thread; `status` is
+    // @unchecked: `engine`, `inventory` and `journal` are touched only on the engine thread; `status` is
     // guarded by `statusLock`; `mailbox` is itself thread-safe.
 
     public struct Configuration: Sendable {
@@ -92,16 +93,17 @@ public final class RegistrationEngine: @unchecked Sendable {
         public var takeover = TakeoverStatistics()
         /// Wakes started, by trigger type (`connection`, `address-conflict`, ...).
         public var wakesByReason: [String: Int] = [:]
+        /// Held hosts by state (docs/coexistence.md).
+        public var hostsByState: [HostState: Int] = [:]
     }
 
     private let configuration: Configuration
     let logger: Logger
     let startedAt = Date()
     private let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
-    var registrar: Registrar
-    var responder: Responder?
+    /// Every rule and all host state (registrar, responder, takeover), pure; touched only on the engine thread.
+    var engine: ProxyEngine
     private var mdns: MDNSSockets?
-    var takeover: Takeover?
     private var packets: PacketLinks?
     private var neighbours: NeighbourTable?
     /// Interfaces whose capture filter must follow the takeover's addresses; rebuilt once per pass of the engine
@@ -129,21 +131,20 @@ public final class RegistrationEngine: @unchecked Sendable {
         }
         let (journal, replay) = try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
         self.journal = journal
-        var registrar = Registrar(configuration: configuration.registration)
         for problem in replay.problems {
             logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
         }
         let now = SystemClock.now()
         for registration in replay.registrations {
-            registrar.restore(registration)
             logger.info("state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s")
         }
         for registration in replay.expired {
             logger.info("state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
         }
-        logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(registrar.store.recordCount) records from \(journal.directory.path)")
-        self.registrar = registrar
+        let recordCount = replay.registrations.reduce(0) { $0 + $1.records.count }
+        logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)")
         self.wakeLog = WakeLog(directory: configuration.stateDirectory)
+        var takeover: Takeover? = nil
         if let takeoverConfiguration = configuration.takeover {
             // Without CAP_NET_RAW the packet side cannot work at all: say so at start rather than run half a proxy.
             let probe = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -159,9 +160,7 @@ public final class RegistrationEngine: @unchecked Sendable {
             for name in served {
                 for problem in KernelSettings.takeoverProblems(interface: name) { logger.warning("kernel: \(problem)") }
             }
-            var takeover = Takeover(configuration: takeoverConfiguration)
-            for registration in registrar.store.owners.values { _ = takeover.registered(registration, now: now) }
-            self.takeover = takeover
+            takeover = Takeover(configuration: takeoverConfiguration)
             self.packets = PacketLinks(logger: logger, sink: { [mailbox] bytes, index, outgoing in mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing)) })
             do {
                 self.neighbours = try NeighbourTable(logger: logger)
@@ -175,10 +174,14 @@ public final class RegistrationEngine: @unchecked Sendable {
                 logger.warning("\(error); interfaces are re-read every \(RegistrationEngine.inventoryRefreshInterval) instead")
             }
         }
+        var responder: Responder? = nil
         if let responderConfiguration = configuration.responder {
-            self.responder = Responder(configuration: responderConfiguration)
+            responder = Responder(configuration: responderConfiguration)
             self.mdns = MDNSSockets(logger: logger, sink: { [mailbox] event in mailbox.post(event) })
         }
+        self.engine = ProxyEngine(registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover)
+        // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
+        _ = self.engine.restore(replay.registrations, now: now)
         self.publishStatus()
     }
 
@@ -236,20 +239,17 @@ public final class RegistrationEngine: @unchecked Sendable {
         while true {
             self.applyPendingWatches()
             let timeout: TimeInterval
-            if let deadline = [self.registrar.nextDeadline(), self.responder?.nextDeadline(), self.takeover?.nextDeadline()].compactMap({ $0 }).min() {
+            if let deadline = self.engine.nextDeadline() {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
             } else {
                 timeout = 1
             }
             let (events, stopped) = self.mailbox.take(timeout: timeout)
             if stopped {
-                // The proxy's own records say goodbye (RFC 6762 §10.1); the sleeping hosts' stay for the next start.
-                if var responder = self.responder {
-                    self.mdns?.sendAndWait(Self.transmissions(responder.shutdown()))
-                    self.responder = responder
-                }
+                var batch = Batch()
+                self.perform(self.engine.shutdown(), into: &batch)
+                self.mdns?.sendAndWait(batch.transmissions)
                 self.mdns?.close()
-                self.withTakeover { $0.shutdown() }
                 self.neighbours?.flush()
                 self.monitor?.stop()
                 self.packets?.close()
@@ -288,82 +288,69 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.batches(events) { if case .datagram = $0 { true } else { false } }
     }
 
+    /// What one batch has to carry out once the engine has seen all of it.
+    struct Batch {
+        var entries: [RegistrationJournal.Entry] = []
+        var transmissions: [MDNSTransmission] = []
+        var replies: [(Channel, SocketAddress, [UInt8])] = []
+        var controlReplies: [(ControlResponse, @Sendable (ControlResponse) -> Void)] = []
+    }
+
     private func process(_ events: [Event]) {
         let now = SystemClock.now()
         if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
-        var entries: [RegistrationJournal.Entry] = []
-        var replies: [(Channel, SocketAddress, [UInt8])] = []
-        var outgoing: [MDNSTransmission] = []
-        var controlReplies: [(ControlResponse, @Sendable (ControlResponse) -> Void)] = []
-
+        var batch = Batch()
         for event in events {
             switch event {
             case .frame(let bytes, let interfaceIndex, let outgoing):
                 self.packets?.consumed(bytes.count)
-                self.withTakeover { $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now) }
+                self.perform(self.engine.receiveFrame(bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), into: &batch)
             case .linksChanged:
                 self.refreshInventory(now: now)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
-                if let takeoverConfiguration { self.takeover?.configuration = takeoverConfiguration }
-                self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
+                self.engine.reconfigure(takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
             case .control(let request, let reply):
-                controlReplies.append((self.handleControl(request, now: now, entries: &entries), reply))
+                var actions: [EngineAction] = []
+                let response = self.handleControl(request, now: now, actions: &actions)
+                self.perform(actions, into: &batch)
+                batch.controlReplies.append((response, reply))
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):
-                // In place (optional chaining), not on a copy: a copy would duplicate the responder's tables and
-                // its answer cache on every packet.
-                guard self.responder != nil, let source = IPAddress(remote), let port = remote.port else { continue }
-                let store = self.registrar.store
-                let actions = self.responder?.receive(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, store: store, now: now) ?? []
-                outgoing += self.perform(actions, entries: &entries, now: now)
+                guard let source = IPAddress(remote), let port = remote.port else { continue }
+                self.perform(self.engine.receiveMDNS(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, now: now), into: &batch)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
                 guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
                     continue  // Apple's proxy too drops what did not arrive on an interface it serves (sps-protocol §3.6).
                 }
-                let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface.context, now: now)
+                let (outcome, actions) = self.engine.receiveRegistration(bytes, from: source, on: interface.context, now: now)
                 self.log(outcome, source: remote, interface: interface.context.name)
-                if case .accepted(let acceptance) = outcome {
-                    entries.append(.put(acceptance.registration))
-                    self.responder?.registered(acceptance.registration, previous: acceptance.previous, now: now)
-                    self.withTakeover { $0.registered(acceptance.registration, now: now) }
-                }
-                if let reply = outcome.reply { replies.append((channel, remote, reply)) }
+                self.perform(actions, into: &batch)
+                if let reply = outcome.reply { batch.replies.append((channel, remote, reply)) }
             }
         }
-        for expiry in self.registrar.expire(now: now) {
-            let expired = expiry.registration
-            entries.append(.remove(expired.key))
-            self.responder?.removed(expired, reason: .expired, now: now)
-            self.logger.notice("lease ended for \(expired.hostName?.description ?? "?") (\(expired.key)); records dropped with goodbyes; action: \(expiry.action.rawValue)")
-            self.withTakeover { $0.removed(expired.key, reason: .expired, wake: expiry.action == .wake, now: now) }
-        }
-        self.withTakeover { $0.tick(now: now) }
-        if self.responder != nil {
-            let store = self.registrar.store
-            let due = self.responder?.tick(store: store, now: now) ?? []
-            outgoing += self.perform(due, entries: &entries, now: now)
-        }
+        self.perform(self.engine.tick(now: now), into: &batch)
         // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
         // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
-        self.mdns?.send(outgoing)
+        self.mdns?.send(batch.transmissions)
+        batch.transmissions.removeAll()
 
-        if !entries.isEmpty {
+        if !batch.entries.isEmpty {
             do {
-                try self.journal.append(entries, timeBase: SystemClock.timeBase())
+                try self.journal.append(batch.entries, timeBase: SystemClock.timeBase())
             } catch {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
                 // store, copy-on-write, once thousands of hosts sleep.)
-                self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(entries.count) changes not acknowledged")
+                self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.entries.count) changes not acknowledged")
                 self.statusLock.withLock { self.status.persistenceFailures += 1 }
-                replies.removeAll()
-                controlReplies = controlReplies.map { (ControlResponse.failure("the state directory could not be written (\(error)); nothing was changed"), $0.1) }
-                self.reloadFromJournal()
+                batch.replies.removeAll()
+                batch.controlReplies = batch.controlReplies.map { (ControlResponse.failure("the state directory could not be written (\(error)); nothing was changed"), $0.1) }
+                self.reloadFromJournal(now: now)
             }
         }
-        for (response, reply) in controlReplies { reply(response) }
+        for (response, reply) in batch.controlReplies { reply(response) }
         // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
         var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
-        for (channel, remote, reply) in replies {
+        for (channel, remote, reply) in batch.replies {
             byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
         }
         for (channel, envelopes) in byChannel.values {
@@ -376,7 +363,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         // with nothing queued) unless the journal has grown past twice the usual trigger.
         if self.journal.needsCompaction, events.isEmpty || self.journal.mustCompact {
             do {
-                try self.journal.compact(Array(self.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+                try self.journal.compact(Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
             } catch {
                 self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
             }
@@ -384,72 +371,44 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.publishStatus()
     }
 
-    /// Carries out what the responder decided: hand-backs leave the store (journalled), conflicts are reported.
-    private func perform(_ actions: [ResponderAction], entries: inout [RegistrationJournal.Entry], now: Timestamp) -> [MDNSTransmission] {
-        var transmissions: [MDNSTransmission] = []
+    /// Carries out the engine's decisions: frames at once (a magic packet or an ARP reply must not wait for a log
+    /// line; netlink changes go to the neighbour table's own thread, capture-filter changes to the end of the
+    /// pass), the rest into the batch or the log.
+    private func perform(_ actions: [EngineAction], into batch: inout Batch) {
+        for action in actions {
+            if case .packet(.sendFrame(let frame, let index)) = action { self.packets?.send(frame, interfaceIndex: index) }
+        }
         for action in actions {
             switch action {
+            case .journal(let entry):
+                batch.entries.append(entry)
             case .transmit(let transmission):
-                transmissions.append(transmission)
-            case .handBack(let key, let sequence):
-                guard let registration = self.registrar.remove(key) else { continue }
-                entries.append(.remove(key))
-                self.responder?.removed(registration, reason: .handBack, now: now)
-                self.withTakeover { $0.removed(key, reason: .handBack, wake: false, now: now) }
-                self.logger.notice("hand-back: \(registration.hostName?.description ?? "?") (\(key)) is awake (Owner sequence \(sequence)); its records were dropped silently")
-            case .conflict(let key, let record, let source):
-                self.logger.warning("conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(key); waking the owner to defend it")
-                self.withTakeover { $0.wake(key, trigger: .mdnsConflict(name: record.name.description, from: source.description), now: now) }
-            case .renamed(let instance, let host):
-                self.logger.notice("mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local")
-            }
-        }
-        return transmissions
-    }
-
-    /// Runs `body` on the takeover state in place (a copy would duplicate every host's state on each frame) and
-    /// carries out its actions.
-    func withTakeover(_ body: (inout Takeover) -> [TakeoverAction]) {
-        guard self.takeover != nil else { return }
-        let actions = body(&self.takeover!)
-        self.performTakeover(actions)
-    }
-
-    /// Carries out what the packet side decided, at once (a wake's first magic packet must not wait for the batch).
-    private func performTakeover(_ actions: [TakeoverAction]) {
-        // Frames first: a magic packet or an ARP reply must not wait for a log line (netlink changes are queued to
-        // the neighbour table's own thread, capture-filter changes to the end of the pass).
-        var rest: [TakeoverAction] = []
-        for action in actions {
-            if case .sendFrame(let frame, let index) = action {
-                self.packets?.send(frame, interfaceIndex: index)
-            } else {
-                rest.append(action)
-            }
-        }
-        for action in rest {
-            switch action {
-            case .sendFrame:
-                break
-            case .sendWakeDatagram(let payload, let index):
-                self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
-            case .setNeighbour(let index, let address, let mac):
-                self.neighbours?.set(interfaceIndex: index, address: address, mac: mac)
-            case .removeNeighbour(let index, let address):
-                self.neighbours?.remove(interfaceIndex: index, address: address)
-            case .watchChanged(let index):
-                self.pendingWatches.insert(index)
-            case .event(let event):
+                batch.transmissions.append(transmission)
+            case .packet(let packet):
+                switch packet {
+                case .sendFrame, .event, .claimed, .ownerSeen:
+                    break
+                case .sendWakeDatagram(let payload, let index):
+                    self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
+                case .setNeighbour(let index, let address, let mac):
+                    self.neighbours?.set(interfaceIndex: index, address: address, mac: mac)
+                case .removeNeighbour(let index, let address):
+                    self.neighbours?.remove(interfaceIndex: index, address: address)
+                case .watchChanged(let index):
+                    self.pendingWatches.insert(index)
+                }
+            case .wakeEvent(let event):
                 if event.kind == .wake {
                     let reason = WakeLog.entry(event, at: Date()).trigger.type
                     self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
                 }
-                if event.kind == .ignored { self.logger.info("wake: \(event.summary)") } else { self.logger.notice("wake: \(event.summary)") }
                 do {
                     try self.wakeLog.append(event, at: Date())
                 } catch {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
+            case .log(let level, let message):
+                self.logger.log(level: level.loggerLevel, "\(message)")
             }
         }
     }
@@ -457,18 +416,14 @@ public final class RegistrationEngine: @unchecked Sendable {
     private func applyPendingWatches() {
         guard !self.pendingWatches.isEmpty else { return }
         defer { self.pendingWatches.removeAll() }
-        guard let takeover = self.takeover else { return }
+        guard let takeover = self.engine.takeover else { return }
         for index in self.pendingWatches.sorted() {
             self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index)
         }
     }
 
-    static func transmissions(_ actions: [ResponderAction]) -> [MDNSTransmission] {
-        actions.compactMap { if case .transmit(let transmission) = $0 { return transmission } else { return nil } }
-    }
-
     /// Replaces the in-memory state with what the journal holds (after a failed append).
-    private func reloadFromJournal() {
+    private func reloadFromJournal(now: Timestamp) {
         let replay: RegistrationJournal.Replay
         do {
             replay = try self.journal.reread(timeBase: SystemClock.timeBase())
@@ -477,16 +432,9 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.logger.error("state: cannot read the journal back (\(error)); keeping the in-memory registrations")
             return
         }
-        // The running configuration (a SIGHUP may have changed it since start), not the one started with.
-        var registrar = Registrar(configuration: self.registrar.configuration)
-        for registration in replay.registrations { registrar.restore(registration) }
-        registrar.adoptStatistics(from: self.registrar)
-        self.registrar = registrar
-        // Whatever this batch took away in memory (a hand-back, a forget) is back: the packet side must hold those
-        // hosts again too, or they would be answered over mDNS but never taken over or woken. A host it still
-        // holds with the same sequence keeps its state.
-        let now = SystemClock.now()
-        for registration in replay.registrations { self.withTakeover { $0.registered(registration, now: now) } }
+        var batch = Batch()
+        self.perform(self.engine.reload(replay.registrations, now: now), into: &batch)
+        self.mdns?.send(batch.transmissions)
         self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
     }
 
@@ -513,10 +461,10 @@ public final class RegistrationEngine: @unchecked Sendable {
         guard served != self.servedContexts else { return }
         self.servedContexts = served
         self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
-        self.withTakeover { $0.setInterfaces(served) }
-        guard self.responder != nil else { return }
-        self.mdns?.serve(served)
-        self.mdns?.send(Self.transmissions(self.responder?.setInterfaces(served, now: now) ?? []))
+        if self.engine.responder != nil { self.mdns?.serve(served) }
+        var batch = Batch()
+        self.perform(self.engine.setInterfaces(served, now: now), into: &batch)
+        self.mdns?.send(batch.transmissions)
     }
 
     private func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String) {
@@ -540,19 +488,32 @@ public final class RegistrationEngine: @unchecked Sendable {
     }
 
     private func publishStatus() {
-        let hostCount = self.registrar.store.hostCount
-        let recordCount = self.registrar.store.recordCount
-        let statistics = self.registrar.statistics
+        let store = self.engine.registrar.store
+        let statistics = self.engine.registrar.statistics
+        let byState = self.engine.hostsByState
         self.statusLock.withLock {
-            self.status.hostCount = hostCount
-            self.status.recordCount = recordCount
+            self.status.hostCount = store.hostCount
+            self.status.recordCount = store.recordCount
             self.status.statistics = statistics
+            self.status.hostsByState = byState
             self.status.batches += 1
-            if let responder = self.responder {
+            if let responder = self.engine.responder {
                 self.status.responder = responder.statistics
                 self.status.instanceLabel = responder.configuration.instanceLabel
             }
-            if let takeover = self.takeover { self.status.takeover = takeover.statistics }
+            if let takeover = self.engine.takeover { self.status.takeover = takeover.statistics }
+        }
+    }
+}
+
+extension EngineLogLevel {
+    var loggerLevel: Logger.Level {
+        switch self {
+        case .debug: .debug
+        case .info: .info
+        case .notice: .notice
+        case .warning: .warning
+        case .error: .error
         }
     }
 }

@@ -46,15 +46,22 @@ public final class SleepingHost: @unchecked Sendable {
 
     public var linkLocalCIDR: String { "\(self.host.linkLocal)/64" }
 
-    /// Drops every address (link-local included); the link stays up and frames still arrive.
-    public func sleep() throws {
-        for address in self.ipv4 + self.ipv6 + [self.linkLocalCIDR] { try self.host.removeAddress(address) }
+    /// Drops every address (link-local included, unless `keepingLinkLocal`: a host whose NIC answers neighbour
+    /// solicitations in sleep, or that keeps its IPv6 link-local address); the link stays up and frames still
+    /// arrive.
+    public func sleep(keepingLinkLocal: Bool = false) throws {
+        self.removed = self.ipv4 + self.ipv6 + (keepingLinkLocal ? [] : [self.linkLocalCIDR])
+        for address in self.removed { try self.host.removeAddress(address) }
         self.isAsleep = true
     }
 
+    /// The addresses the last `sleep` removed.
+    private var removed: [String] = []
+
     /// Restores the addresses and announces them.
     public func wake() throws {
-        for address in self.ipv4 + self.ipv6 + [self.linkLocalCIDR] { try self.host.addAddress(address) }
+        for address in self.removed { try self.host.addAddress(address) }
+        self.removed = []
         self.isAsleep = false
         for cidr in self.ipv4 {
             guard let address = IPv4Address(String(cidr.split(separator: "/")[0])) else { continue }

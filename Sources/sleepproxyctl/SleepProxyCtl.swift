@@ -36,7 +36,13 @@ struct Status: ParsableCommand {
         print("sleepproxyd \(status.version), up \(HumanDuration.format(status.uptimeSeconds))")
         print("advertised as: \(status.advertisedName ?? "-")")
         print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
-        print("hosts:         \(status.hosts) sleeping, \(status.records) records")
+        if let byState = status.hostsByState {
+            // Only the states some host is in: "2 asleep, 1 awake".
+            let parts = ["asleep", "waking", "starting", "awake"].compactMap { state in byState[state].flatMap { $0 > 0 ? "\($0) \(state)" : nil } }
+            print("hosts:         \(status.hosts) held (\(parts.isEmpty ? "none" : parts.joined(separator: ", "))), \(status.records) records")
+        } else {
+            print("hosts:         \(status.hosts) sleeping, \(status.records) records")
+        }
         print("registrations: \(status.registrationsAccepted) accepted")
         print("answers:       \(status.queriesAnswered) queries answered")
         print("wakes:         \(status.wakes) (\(status.magicPackets) magic packet bursts)")
@@ -236,7 +242,14 @@ enum Client {
     static func printDetail(_ host: HostDetail) {
         let summary = host.summary
         print("\(summary.name ?? "?")  \(summary.mac) on \(summary.interface)  \(summary.state)")
-        print("  addresses:  \(summary.addresses.joined(separator: " "))")
+        if let states = host.addressStates, !states.isEmpty {
+            print("  addresses:  \(states.map { "\($0.address) (\($0.state))" }.joined(separator: " "))")
+        } else {
+            print("  addresses:  \(summary.addresses.joined(separator: " "))")
+        }
+        if let seen = summary.lastSeenAwake {
+            print("  last seen awake: \(seen), \(HumanDuration.format(summary.lastSeenAwakeSecondsAgo ?? 0)) ago")
+        }
         print("  services:   \(summary.services.joined(separator: " "))")
         print("  lease:      \(HumanDuration.format(summary.leaseSeconds)) left; registered \(HumanDuration.format(host.registeredSecondsAgo)) ago")
         print("  owner:      sequence \(host.sequence), wake MAC \(host.wakeMAC), \(host.hasPassword ? "SecureOn password" : "no password")")

@@ -80,7 +80,9 @@ final class ClientLabTests {
         let post = try self.sleeper.host.spawn(["nsenter", "-t", "\(avahi.process.pid)", "-m", "--", "setpriv", "--pdeathsig", "KILL", "--", Self.client, "hook", "post", "suspend"] + common, logName: "hook-post")
         defer { post.stop() }
         usleep(1_500_000)
-        #expect(!daemon.output.contains("hand-back: sleeper.local."), "a hand-back before the host could announce anything: \(daemon.output)")
+        // The hand-back itself may already have happened: once avahi-daemon ran again after the wake above, its own
+        // mDNS told the proxy the host was up (docs/coexistence.md). What matters here is that the hook waits for
+        // the address and announces the new Owner sequence, which the listener checks below.
         try self.sleeper.wake()
         #expect(post.waitForOutput("announced the wake (Owner sequence 1) with 6 probes", timeout: 15), "\(post.output)")
         #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")

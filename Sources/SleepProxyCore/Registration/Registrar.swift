@@ -120,16 +120,18 @@ public struct Registrar: Sendable {
             incoming.append(record)
         }
 
-        // The host's state after this part: a new epoch replaces everything, the same epoch merges.
+        // The host's state after this part. The parts of one registration share its message ID (Apple splits a
+        // large one into several UPDATEs with one ID, sps-protocol §2.3, and retransmits it unchanged): those
+        // merge. A new message ID is a new registration, and it replaces the previous one's records, even in the
+        // same epoch. Beyond Apple: its proxy keeps non-identical old records until the host re-probes with a new
+        // sequence (sps-protocol §5.3), and a client that never bumps its sequence (every avahi-based one) then
+        // piles up services it removed, with two TXT records for one instance (docs/coexistence.md). This also
+        // carries out Apple's intent of replacing the keepalive records on every registration (§4.1 step 3).
         let key = OwnerKey(interface: interface.name, primaryMAC: owner.primaryMAC)
         let existing = self.store[key]
         let sameEpoch = existing?.owner.sequence == owner.sequence
-        var records = sameEpoch ? existing!.records : []
-        if sameEpoch, existing!.lastMessageID != id {
-            // A new registration of the same epoch (a renewal): Apple means to replace the host's keepalive
-            // records each time (sps-protocol §4.1 step 3; its code fails to). Parts sharing the ID keep them.
-            records.removeAll { $0.isKeepalive }
-        }
+        let samePart = sameEpoch && existing!.lastMessageID == id
+        var records = samePart ? existing!.records : []
         // The common case: a retransmission (Apple sends each registration up to three times) or a renewal with
         // exactly the records already held. Nothing to merge.
         // Each record keeps the time it first arrived in this epoch; the host's `updatedAt` says when the latest
@@ -138,7 +140,7 @@ public struct Registrar: Sendable {
         if !sameRecords {
             records = Registrar.merge(incoming, into: records, now: now)
         }
-        let unchanged = sameRecords && sameEpoch && existing!.records.count == records.count
+        let unchanged = sameRecords && samePart && existing!.records.count == records.count
         let registration = OwnerRegistration(
             key: key,
             owner: OwnerOption(sequence: owner.sequence, primaryMAC: owner.primaryMAC, wakeMAC: owner.wakeMAC, password: owner.password),

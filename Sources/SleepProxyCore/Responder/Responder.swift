@@ -13,8 +13,13 @@ public struct Responder: Sendable {
     var own: [Int: OwnAdvertisement] = [:] {
         didSet { self.ownVersion &+= 1 }
     }
-    /// Changes with every change to `own`, for the legacy-answer cache.
+    /// Changes with every change to `own` or `silenced`, for the legacy-answer cache.
     var ownVersion: UInt64 = 0
+    /// Hosts the proxy holds but does not speak for: they are awake, or not yet shown to be asleep. Their records
+    /// are neither announced nor answered nor defended (docs/coexistence.md: never fight a host that is awake).
+    public private(set) var silenced: Set<OwnerKey> = [] {
+        didSet { self.ownVersion &+= 1 }
+    }
     var legacyCache = LegacyAnswerCache()
     var jitter: Jitter
     /// Multicast answers waiting for their deadline, per interface and family (RFC 6762 §6 delays, §6.2 rate
@@ -140,13 +145,14 @@ public struct Responder: Sendable {
     /// A registration was accepted: announce what is new (sps-protocol §4.2: twice, a second apart; shared
     /// records at once, unique ones after Apple's silent probing). Reverse-mapping PTRs are never announced.
     public mutating func registered(_ registration: OwnerRegistration, previous: OwnerRegistration?, now: Timestamp) {
+        // The host back under the proxy's wing: goodbyes still queued for its earlier records are moot.
+        self.goodbyes.removeAll { $0.owner == registration.key }
+        guard !self.silenced.contains(registration.key) else { return }
         guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
         let fresh = registration.records.map(\.record).filter { record in
             guard !Self.isReverseMapping(record), !ProxiedRecord(record: record, registeredAt: now).isKeepalive else { return false }
             return !(previous?.records.contains { $0.record.isIdentical(to: record) } ?? false)
         }
-        // The host is back under the proxy's wing: goodbyes still queued for its earlier records are moot.
-        self.goodbyes.removeAll { $0.owner == registration.key }
         self.announcements.removeAll { $0.owner == registration.key }
         let shared = fresh.filter { !$0.cacheFlush }
         let unique = fresh.filter(\.cacheFlush)
@@ -156,6 +162,33 @@ public struct Responder: Sendable {
         if !unique.isEmpty {
             self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: unique, next: now + MDNSRules.proxiedUniqueAnnouncementDelay))
         }
+    }
+
+    /// Stops speaking for a host that is awake (or not yet known to sleep): nothing of it is announced,
+    /// answered or defended until `speak(for:now:)`.
+    public mutating func silence(_ key: OwnerKey) {
+        guard !self.silenced.contains(key) else { return }
+        self.silenced.insert(key)
+        self.announcements.removeAll { $0.owner == key }
+        for channel in Array(self.pending.keys) {
+            self.pending[channel]?.answers.removeAll { $0.owner == key }
+            self.pending[channel]?.negatives.removeAll { $0.owner == key }
+        }
+    }
+
+    /// Starts speaking for a host that went quiet: its records are announced at once, twice a second apart
+    /// (sps-protocol §4.2). Apple delays unique records by its 0.9 s of silent probing; here the host has
+    /// already been shown to be asleep, so there is nothing left to wait for.
+    public mutating func speak(for registration: OwnerRegistration, now: Timestamp) {
+        guard self.silenced.remove(registration.key) != nil else { return }
+        self.goodbyes.removeAll { $0.owner == registration.key }
+        self.announcements.removeAll { $0.owner == registration.key }
+        guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
+        let records = registration.records.map(\.record).filter { record in
+            !Self.isReverseMapping(record) && !ProxiedRecord(record: record, registeredAt: now).isKeepalive
+        }
+        guard !records.isEmpty else { return }
+        self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
     }
 
     /// A host's records are no longer proxied. Hand-back is silent (sps-protocol §5.1); expiry and an
@@ -169,6 +202,9 @@ public struct Responder: Sendable {
             self.pending[channel]?.answers.removeAll { $0.owner == key }
             self.pending[channel]?.negatives.removeAll { $0.owner == key }
         }
+        // Goodbyes only for records the proxy was speaking for: a silenced host is awake and answers for itself,
+        // and a goodbye would flush its live records from every cache (docs/coexistence.md).
+        guard self.silenced.remove(key) == nil else { return }
         guard reason == .expired || reason == .administrative, let index = self.interfaceIndex(named: key.interface) else { return }
         let records = registration.records.map(\.record).filter { !ProxiedRecord(record: $0, registeredAt: now).isKeepalive }
         if !records.isEmpty {
@@ -295,7 +331,8 @@ public struct Responder: Sendable {
             self.heldBytes += bytes.count
             return actions
         }
-        let skipped = self.identicalProbeNames(message, context: context, store: store)
+        let (skipped, probingOwners) = self.identicalProbeNames(message, context: context, store: store)
+        for owner in probingOwners.sorted(by: { $0 < $1 }) { actions.append(.ownerProbing(owner)) }
         let questions = message.questions.filter { !skipped.contains($0.name) }
         guard !questions.isEmpty else { return actions }
         actions += self.answer(
@@ -501,7 +538,7 @@ public struct Responder: Sendable {
             // A record another host (or the proxy itself) still holds must not be flushed from caches: the
             // `_services._dns-sd._udp` PTRs most hosts register are the usual case.
             let withdrawn = goodbye.records.filter { record in
-                !self.heldRecords(named: record.name, context: context, store: store, excluded: [], includeUnverified: true)
+                !self.heldRecords(named: record.name, context: context, store: store, excluded: [], includeUnverified: true, includeSilenced: true)
                     .contains { $0.record.isIdentical(to: record) }
             }
             if !withdrawn.isEmpty {

@@ -4,9 +4,12 @@ import SleepProxyWire
 extension Responder {
     /// Every record held at `name` on the interface: the sleeping hosts' (except `excluded` owners) and the
     /// proxy's own (only once probing has finished, unless `includeUnverified`).
-    func heldRecords(named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool) -> [Answer] {
+    func heldRecords(
+        named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool, includeSilenced: Bool = false
+    ) -> [Answer] {
         var result: [Answer] = []
-        for (owner, record) in store.records(named: name, on: context.name) where excluded.isEmpty || !excluded.contains(owner) {
+        let silenced = includeSilenced ? [] : self.silenced
+        for (owner, record) in store.records(named: name, on: context.name) where (excluded.isEmpty || !excluded.contains(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
             result.append(Answer(record: record.record, owner: owner))
         }
         if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
@@ -124,18 +127,27 @@ extension Responder {
     }
 
     /// The question names whose probe (authority section) is identical to what we hold: our own probe looped
-    /// back, or a woken host re-probing the very records we hold for it. sps-protocol §8: not answered.
-    func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> Set<DNSName> {
-        guard !message.authorities.isEmpty else { return [] }
+    /// back, or a woken host re-probing the very records we hold for it. sps-protocol §8: not answered. The
+    /// sleeping hosts whose records those are come back too: a host probing its own names is awake (Apple's
+    /// proxy never sends probes for the records it holds, so no other proxy sends these either).
+    func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> (names: Set<DNSName>, owners: Set<OwnerKey>) {
+        guard !message.authorities.isEmpty else { return ([], []) }
         // Grouped once by name: a packet can carry hundreds of questions and proposed records.
         var proposedByName: [DNSName: [DNSResourceRecord]] = [:]
         for record in message.authorities { proposedByName[record.name, default: []].append(record) }
         var names: Set<DNSName> = []
+        var owners: Set<OwnerKey> = []
         for (name, proposed) in proposedByName where message.questions.contains(where: { $0.name == name }) {
-            let held = self.heldRecords(named: name, context: context, store: store, excluded: [], includeUnverified: true)
-            if proposed.allSatisfy({ record in held.contains { $0.record.isIdentical(to: record) } }) { names.insert(name) }
+            let held = self.heldRecords(named: name, context: context, store: store, excluded: [], includeUnverified: true, includeSilenced: true)
+            let matches = proposed.map { record in held.filter { $0.record.isIdentical(to: record) } }
+            guard matches.allSatisfy({ !$0.isEmpty }) else { continue }
+            names.insert(name)
+            // Unique records only: a shared PTR that many hosts hold says nothing about which one is probing.
+            for (record, holders) in zip(proposed, matches) where record.cacheFlush {
+                for holder in holders { if let owner = holder.owner { owners.insert(owner) } }
+            }
         }
-        return names
+        return (names, owners)
     }
 
     // MARK: - Answering multicast-port queries (RFC 6762 §5.4, §5.5, §6)

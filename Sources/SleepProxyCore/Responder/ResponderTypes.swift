@@ -29,6 +29,9 @@ public enum ResponderAction: Hashable, Sendable {
     /// Another host answered one of a sleeping host's unique records with different data (RFC 6762 §9): the
     /// owner must wake to defend its name (sps-protocol §4.5).
     case conflict(OwnerKey, record: DNSResourceRecord, from: IPAddress)
+    /// The host probed its own names with exactly the records the proxy holds for it: its responder is running,
+    /// so the host is awake (docs/coexistence.md).
+    case ownerProbing(OwnerKey)
     /// The proxy's own advertised name or host name lost a conflict and was changed (RFC 6762 §9).
     case renamed(instanceLabel: String, hostLabel: String)
 }

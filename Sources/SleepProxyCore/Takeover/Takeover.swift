@@ -14,6 +14,20 @@ public enum TakeoverAction: Hashable, Sendable {
     /// The addresses watched on the interface changed: rebuild the capture filter and multicast memberships.
     case watchChanged(interfaceIndex: Int)
     case event(WakeEvent)
+    /// The probes of `address` went unanswered: the proxy now answers for it (the host is asleep there).
+    case claimed(OwnerKey, address: IPAddress)
+    /// The owner spoke for `address` itself (an ARP or neighbour discovery packet from its MAC): the proxy let
+    /// go of that address only (`wasAnswering`: it had claimed it) and probes it again later.
+    case ownerSeen(OwnerKey, address: IPAddress, signal: OwnerSignal, wasAnswering: Bool)
+}
+
+/// How the owner of a proxied address showed that it is up, as the takeover sees it on the wire.
+public enum OwnerSignal: String, Hashable, Sendable, CustomStringConvertible {
+    case arpRequest = "an ARP request from its MAC"
+    case arpSender = "an ARP packet from its MAC giving the address as its own"
+    case neighbourSolicitation = "a neighbour solicitation from its MAC"
+    case neighbourAdvertisement = "a neighbour advertisement from its MAC"
+    public var description: String { self.rawValue }
 }
 
 public struct TakeoverConfiguration: Hashable, Sendable {
@@ -92,6 +106,23 @@ public struct Takeover: Sendable {
         var next: Timestamp
     }
 
+    /// One proxied address. Apple keeps the takeover state per address record (sps-protocol §5.2, our
+    /// docs/coexistence.md): a host that keeps one address alive (its IPv6 link-local, or a NIC answering
+    /// neighbour solicitations in sleep) holds back only that address; the others are claimed and woken on.
+    struct AddressState: Hashable, Sendable {
+        var phase: Phase = .waiting
+        var next: Timestamp?
+        var restarts = 0
+        var neighbourInstalled = false
+
+        var isClaimed: Bool {
+            switch self.phase {
+            case .announcing, .claimed: return true
+            default: return false
+            }
+        }
+    }
+
     struct Host: Sendable {
         var key: OwnerKey
         var hostName: String?
@@ -101,10 +132,10 @@ public struct Takeover: Sendable {
         var v4: [IPv4Address]
         var v6: [IPv6Address]
         var ports: Set<WakePolicy.Port>
-        var phase: Phase = .waiting
+        var states: [IPAddress: AddressState] = [:]
+        /// The earliest `next` of any address: kept in step by `refreshNext`, so finding due hosts stays one
+        /// comparison per host.
         var next: Timestamp?
-        var restarts = 0
-        var neighboursInstalled = false
         var wake: WakeProgress?
         var lastWakeEnded: Timestamp?
         /// Connection requests seen while waking, replayed to the host when it is up (lurtz/sleep-proxy's trick).
@@ -114,14 +145,22 @@ public struct Takeover: Sendable {
 
         var macs: [MACAddress] { self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC] }
 
-        var isAnswering: Bool {
-            switch self.phase {
-            case .announcing, .claimed: return self.registered
-            default: return false
-            }
+        /// The proxy answers ARP/NDP for `address` now.
+        func isAnswering(_ address: IPAddress) -> Bool {
+            self.registered && (self.states[address]?.isClaimed ?? false)
         }
 
+        /// The proxy answers for at least one of the host's addresses.
+        var isAnsweringAny: Bool { self.registered && self.states.values.contains(where: \.isClaimed) }
+
+        /// Every address gave up after too many restarts (or the registration is gone).
+        var isStopped: Bool { !self.registered || (!self.states.isEmpty && self.states.values.allSatisfy { $0.phase == .stopped }) }
+
         var addresses: [IPAddress] { self.v4.map(IPAddress.v4) + self.v6.map(IPAddress.v6) }
+
+        mutating func refreshNext() {
+            self.next = self.states.values.compactMap(\.next).min()
+        }
     }
 
     public init(configuration: TakeoverConfiguration = TakeoverConfiguration()) {
@@ -146,9 +185,10 @@ public struct Takeover: Sendable {
 
     public var hostCount: Int { self.hosts.count }
 
-    /// A registration was accepted (or restored at start). A new sleep epoch starts the takeover from the
-    /// beginning a second later; a renewal keeps the current state and picks up changed addresses and services.
-    public mutating func registered(_ registration: OwnerRegistration, now: Timestamp) -> [TakeoverAction] {
+    /// A registration was accepted (or restored at start). A new sleep epoch, or `restart` (a new registration
+    /// sent by a host that is therefore awake), starts the takeover from the beginning a second later; a
+    /// retransmission or a further part keeps the current state and picks up changed addresses and services.
+    public mutating func registered(_ registration: OwnerRegistration, restart: Bool = false, now: Timestamp) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
         let key = registration.key
         var v4: [IPv4Address] = []
@@ -169,19 +209,16 @@ public struct Takeover: Sendable {
         }
         let owner = registration.owner
         var host = self.hosts[key] ?? Host(
-            key: key, hostName: nil, sequence: owner.sequence, wakeMAC: owner.wakeMAC ?? key.primaryMAC, password: nil, v4: [], v6: [], ports: [],
-            next: now + TakeoverRules.startDelay)
+            key: key, hostName: nil, sequence: owner.sequence, wakeMAC: owner.wakeMAC ?? key.primaryMAC, password: nil, v4: [], v6: [], ports: [])
         let isNew = self.hosts[key] == nil || !host.registered
-        if !isNew, host.sequence != owner.sequence {
-            // The host registered a new sleep epoch: it was awake in between.
+        if !isNew, host.sequence != owner.sequence || restart {
+            // The host registered a new sleep epoch (it was awake in between), or sent a new registration (it is
+            // awake now): every address starts again.
             actions += self.release(&host, now: now)
             if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
-            host.phase = .waiting
-            host.next = now + TakeoverRules.startDelay
-            host.restarts = 0
+            host.states = [:]
         } else if isNew {
-            host.phase = .waiting
-            host.next = now + TakeoverRules.startDelay
+            host.states = [:]
             host.registered = true
         }
         let oldAddresses = host.addresses
@@ -192,21 +229,23 @@ public struct Takeover: Sendable {
         host.v4 = v4
         host.v6 = v6
         host.ports = ports
-        if oldAddresses != host.addresses {
-            // Addresses that went away are released; new ones are announced with the next step.
-            if host.neighboursInstalled, let index = self.index(of: key.interface) {
-                for address in oldAddresses where !host.addresses.contains(address) {
-                    actions.append(.removeNeighbour(interfaceIndex: index, address: address))
-                }
-                for address in host.addresses where !oldAddresses.contains(address) {
-                    actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC))
-                }
+        let index = self.index(of: key.interface)
+        // Addresses that went away are released; new ones are probed on their own, a second from now
+        // (sps-protocol §4.3), while the others keep their state.
+        for address in oldAddresses where !host.addresses.contains(address) {
+            if host.states[address]?.neighbourInstalled == true, let index { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+            host.states[address] = nil
+            if self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
+                self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
             }
-            for address in oldAddresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil }
         }
+        for address in host.addresses where host.states[address] == nil {
+            host.states[address] = AddressState(phase: .waiting, next: now + TakeoverRules.startDelay)
+        }
+        host.refreshNext()
         for address in host.addresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = key }
         self.hosts[key] = host
-        if oldAddresses != host.addresses || isNew, let index = self.index(of: key.interface) {
+        if oldAddresses != host.addresses || isNew, let index {
             actions.append(.watchChanged(interfaceIndex: index))
         }
         return actions
@@ -220,9 +259,8 @@ public struct Takeover: Sendable {
         if reason == .handBack {
             if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
         }
-        for address in host.addresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil }
         host.registered = false
-        host.phase = .stopped
+        for address in host.addresses { host.states[address] = AddressState(phase: .stopped) }
         host.next = nil
         if wake, reason == .expired {
             self.hosts[key] = host
@@ -230,10 +268,20 @@ public struct Takeover: Sendable {
         } else if host.wake != nil, reason != .handBack {
             self.hosts[key] = host  // an administrator's forget does not cancel a wake in progress
         } else {
-            self.hosts[key] = nil
+            self.forget(key)
         }
         if let index = self.index(of: key.interface) { actions.append(.watchChanged(interfaceIndex: index)) }
         return actions
+    }
+
+    /// Drops a host entirely. Its addresses stayed mapped to it while only its wake sequence remained, so that
+    /// the owner's own ARP or neighbour discovery could still end that sequence as a success (a wake outcome
+    /// must tell the truth: issue 13).
+    private mutating func forget(_ key: OwnerKey) {
+        guard let host = self.hosts.removeValue(forKey: key) else { return }
+        for address in host.addresses where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
+            self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
+        }
     }
 
     /// Starts waking a host (an administrator, an mDNS conflict, lease expiry, or traffic for its services).
@@ -241,20 +289,61 @@ public struct Takeover: Sendable {
         self.startWake(key, trigger: trigger, now: now)
     }
 
+    /// The host showed it is up by something the takeover cannot see itself (its mDNS responder spoke). Every
+    /// address it still probes waits as after an owner's ARP; a wake in progress ends with success. Claimed
+    /// addresses are left to the caller, which hands the whole host back (docs/coexistence.md).
+    public mutating func ownerActive(_ key: OwnerKey, now: Timestamp) -> [TakeoverAction] {
+        guard var host = self.hosts[key] else { return [] }
+        var actions: [TakeoverAction] = []
+        if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
+        for address in host.addresses {
+            guard var state = host.states[address] else { continue }
+            switch state.phase {
+            case .waiting, .probing:
+                state.phase = .waiting
+                state.next = max(state.next ?? now, now + TakeoverRules.restartDelayBeforeAnnouncing)
+                host.states[address] = state
+            case .announcing, .claimed, .stopped:
+                continue
+            }
+        }
+        host.refreshNext()
+        self.hosts[key] = host
+        return actions
+    }
+
+    /// The proxy answers for at least one of the host's addresses: it took the host over.
+    public func isAnsweringAny(_ key: OwnerKey) -> Bool { self.hosts[key]?.isAnsweringAny ?? false }
+
+    /// The host whose address `address` is on the interface (registered, or only being woken).
+    public func host(owning address: IPAddress, interface: String) -> OwnerKey? {
+        self.addressOwners[InterfaceAddressKey(interface: interface, address: address)]
+    }
+
     /// The state of one host, for the admin side.
     public func state(of key: OwnerKey) -> HostStatus? {
         guard let host = self.hosts[key] else { return nil }
-        let phase: HostStatus.Phase
-        switch host.phase {
-        case .waiting: phase = host.restarts > 0 ? .ownerSeen : .starting
-        case .probing: phase = .probing
-        case .announcing, .claimed: phase = .answering
-        case .stopped: phase = .stopped
+        var addresses: [(IPAddress, HostStatus.Phase)] = []
+        for address in host.addresses {
+            let state = host.states[address] ?? AddressState()
+            let phase: HostStatus.Phase
+            switch state.phase {
+            case .waiting: phase = state.restarts > 0 ? .ownerSeen : .starting
+            case .probing: phase = .probing
+            case .announcing, .claimed: phase = .answering
+            case .stopped: phase = .stopped
+            }
+            addresses.append((address, phase))
         }
-        return HostStatus(phase: phase, waking: host.wake != nil, wakeAttempts: host.wake?.attempts ?? 0, probeRestarts: host.restarts)
+        // The host's phase is its most advanced address's: answering on one address is answering.
+        let order: [HostStatus.Phase] = [.answering, .probing, .starting, .ownerSeen, .stopped]
+        let phase = order.first { candidate in addresses.contains { $0.1 == candidate } } ?? .stopped
+        return HostStatus(
+            phase: phase, waking: host.wake != nil, wakeAttempts: host.wake?.attempts ?? 0,
+            probeRestarts: host.states.values.map(\.restarts).max() ?? 0, addresses: addresses)
     }
 
-    public struct HostStatus: Hashable, Sendable {
+    public struct HostStatus: Sendable {
         public enum Phase: String, Hashable, Sendable {
             case starting, probing, answering, ownerSeen = "owner-seen", stopped
         }
@@ -262,6 +351,8 @@ public struct Takeover: Sendable {
         public var waking: Bool
         public var wakeAttempts: Int
         public var probeRestarts: Int
+        /// Each address with its own phase (sps-protocol §5.2: the state is per address).
+        public var addresses: [(IPAddress, Phase)]
     }
 
     /// The daemon is stopping: neighbour entries go (the next start installs them again); the hosts stay asleep.
@@ -303,15 +394,20 @@ public struct Takeover: Sendable {
                 } else {
                     actions += self.finishWake(&host, awake: false, now: now)
                     if !host.registered {
-                        self.hosts[key] = nil
+                        self.hosts[key] = host
+                        self.forget(key)
                         continue
                     }
                     // The proxy still holds the host: point the neighbours back at the proxy.
-                    if host.isAnswering { actions += self.announcementFrames(host) }
+                    if host.isAnsweringAny { actions += self.announcementFrames(host) }
                 }
             }
-            if let next = host.next, next <= now, host.registered {
-                actions += self.step(&host, now: now)
+            if host.registered {
+                for address in host.addresses {
+                    guard let next = host.states[address]?.next, next <= now else { continue }
+                    actions += self.step(&host, address: address, now: now)
+                }
+                host.refreshNext()
             }
             self.hosts[key] = host
         }
@@ -322,75 +418,82 @@ public struct Takeover: Sendable {
         return actions
     }
 
-    /// One step of probing or announcing.
-    private mutating func step(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
+    /// One step of probing or announcing one address.
+    private mutating func step(_ host: inout Host, address: IPAddress, now: Timestamp) -> [TakeoverAction] {
+        guard var state = host.states[address] else { return [] }
+        defer { host.states[address] = state }
         guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else {
-            host.next = now + TakeoverRules.probeInterval  // the interface is away; try again later
+            state.next = now + TakeoverRules.probeInterval  // the interface is away; try again later
             return []
         }
         var actions: [TakeoverAction] = []
-        switch host.phase {
-        case .waiting:
-            host.phase = .probing(sent: 0)
-            return self.step(&host, now: now)
-        case .probing(let sent) where sent < TakeoverRules.probeCount:
-            // sps-protocol §4.3: probes go unicast to the owner's wake MAC: only it should answer.
-            for address in host.v4 {
-                actions.append(.sendFrame(ARPPacket.probe(from: context.macAddress, for: address).frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index))
+        if state.phase == .waiting { state.phase = .probing(sent: 0) }
+        if case .probing(let sent) = state.phase {
+            if sent < TakeoverRules.probeCount {
+                // sps-protocol §4.3: probes go unicast to the owner's wake MAC: only it should answer.
+                switch address {
+                case .v4(let v4):
+                    actions.append(.sendFrame(ARPPacket.probe(from: context.macAddress, for: v4).frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index))
+                case .v6(let v6):
+                    let ns = NeighborDiscoveryMessage(kind: .solicitation, target: v6)
+                    actions.append(.sendFrame(ns.frame(ethernetSource: context.macAddress, ethernetDestination: host.wakeMAC, source: .any, destination: v6.solicitedNodeMulticast).bytes, interfaceIndex: index))
+                }
+                state.phase = .probing(sent: sent + 1)
+                state.next = now + TakeoverRules.probeInterval
+                return actions
             }
-            for address in host.v6 {
-                let ns = NeighborDiscoveryMessage(kind: .solicitation, target: address)
-                actions.append(.sendFrame(ns.frame(ethernetSource: context.macAddress, ethernetDestination: host.wakeMAC, source: .any, destination: address.solicitedNodeMulticast).bytes, interfaceIndex: index))
-            }
-            host.phase = .probing(sent: sent + 1)
-            host.next = now + TakeoverRules.probeInterval
-        case .probing:
-            // Silence: the host sleeps. Take the addresses over.
-            host.phase = .announcing(sent: 0, startedAt: now)
-            return self.step(&host, now: now)
+            // Silence: the host sleeps on this address. Take it over.
+            state.phase = .announcing(sent: 0, startedAt: now)
+            actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC))
+            state.neighbourInstalled = true
+            actions.append(.claimed(host.key, address: address))
+        }
+        switch state.phase {
         case .announcing(let sent, let startedAt):
-            if sent == 0 {
-                for address in host.addresses { actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC)) }
-                host.neighboursInstalled = true
-            }
-            actions += self.announcementFrames(host)
+            actions += self.announcementFrames(host, addresses: [address])
             let offsets = TakeoverRules.announcementOffsets
             if sent + 1 < offsets.count {
-                host.phase = .announcing(sent: sent + 1, startedAt: startedAt)
-                host.next = startedAt + offsets[sent + 1]
+                state.phase = .announcing(sent: sent + 1, startedAt: startedAt)
+                state.next = startedAt + offsets[sent + 1]
             } else {
-                host.phase = .claimed
-                host.next = nil
+                state.phase = .claimed
+                state.next = nil
             }
-        case .claimed, .stopped:
-            host.next = nil
+        default:
+            state.next = nil
         }
         return actions
     }
 
-    /// Gratuitous ARP and unsolicited NA (O set, RFC 4861 §7.2.6) saying the proxy's MAC has the addresses.
-    private func announcementFrames(_ host: Host) -> [TakeoverAction] {
+    /// Gratuitous ARP and unsolicited NA (O set, RFC 4861 §7.2.6) saying the proxy's MAC has the addresses
+    /// (by default every address the proxy answers for).
+    private func announcementFrames(_ host: Host, addresses: [IPAddress]? = nil) -> [TakeoverAction] {
         guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
         var actions: [TakeoverAction] = []
-        for address in host.v4 {
-            actions.append(.sendFrame(ARPPacket.announcement(from: context.macAddress, for: address).frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index))
-        }
-        if host.wake == nil {
-            for address in host.v6 {
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: context.macAddress)
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address, destination: .allNodes).bytes, interfaceIndex: index))
+        for address in addresses ?? host.addresses.filter(host.isAnswering) {
+            switch address {
+            case .v4(let v4):
+                actions.append(.sendFrame(ARPPacket.announcement(from: context.macAddress, for: v4).frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index))
+            case .v6(let v6):
+                guard host.wake == nil else { continue }
+                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: v6, targetLinkLayerAddress: context.macAddress)
+                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: v6, destination: .allNodes).bytes, interfaceIndex: index))
             }
         }
         return actions
     }
 
-    /// Stops answering for the host and removes the proxy machine's neighbour entries.
-    private func release(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
+    /// Stops answering for the host's addresses (all, or `only` one) and removes the proxy machine's neighbour
+    /// entries for them.
+    private func release(_ host: inout Host, only: IPAddress? = nil, now: Timestamp) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
-        if host.neighboursInstalled, let index = self.index(of: host.key.interface) {
-            for address in host.addresses { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+        let index = self.index(of: host.key.interface)
+        for address in host.addresses where only == nil || only == address {
+            guard var state = host.states[address] else { continue }
+            if state.neighbourInstalled, let index { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+            state.neighbourInstalled = false
+            host.states[address] = state
         }
-        host.neighboursInstalled = false
         return actions
     }
 
@@ -554,7 +657,7 @@ public struct Takeover: Sendable {
             // sps-protocol §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
             // (our probes have sender 0.0.0.0 and our announcements sender = target, so they are not this).
             if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context),
-                let host = self.hosts[key], host.isAnswering
+                let host = self.hosts[key], host.isAnswering(.v4(arp.targetIP))
             {
                 return [.setNeighbour(interfaceIndex: context.index, address: .v4(arp.targetIP), mac: host.wakeMAC)]
             }
@@ -566,18 +669,18 @@ public struct Takeover: Sendable {
         if arp.operation == .request, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key] {
             handled = key
             if host.macs.contains(arp.senderMAC) || host.macs.contains(frame.source) {
-                actions += self.ownerSeen(key, now: now)
-            } else if host.isAnswering {
+                actions += self.ownerSeen(key, address: .v4(arp.targetIP), signal: .arpRequest, now: now)
+            } else if host.isAnswering(.v4(arp.targetIP)) {
                 self.statistics.arpReplies += 1
                 let reply = ARPPacket.reply(to: arp, from: context.macAddress)
                 actions.append(.sendFrame(reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes, interfaceIndex: context.index))
             }
         }
         // Pass 2: anyone asserting a proxied address as its own.
-        if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key], host.phase != .stopped {
+        if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key] {
             if host.macs.contains(arp.senderMAC) {
-                if handled != key { actions += self.ownerSeen(key, now: now) }
-            } else {
+                if handled != key { actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now) }
+            } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
                 self.statistics.conflicts += 1
                 actions += self.startWake(key, trigger: .addressConflict(address: arp.senderIP.description, from: arp.senderMAC.description), now: now)
             }
@@ -587,11 +690,12 @@ public struct Takeover: Sendable {
 
     private mutating func handleND(_ message: NeighborDiscoveryMessage, packet: IPv6Packet, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
         let source = packet.header.source
+        let target = IPAddress.v6(message.target)
         if outgoing || frame.source == context.macAddress {
-            if message.kind == .solicitation, !source.isUnspecified, source != message.target, let key = self.owner(of: .v6(message.target), on: context),
-                let host = self.hosts[key], host.isAnswering
+            if message.kind == .solicitation, !source.isUnspecified, source != message.target, let key = self.owner(of: target, on: context),
+                let host = self.hosts[key], host.isAnswering(target)
             {
-                return [.setNeighbour(interfaceIndex: context.index, address: .v6(message.target), mac: host.wakeMAC)]
+                return [.setNeighbour(interfaceIndex: context.index, address: target, mac: host.wakeMAC)]
             }
             return []
         }
@@ -600,23 +704,23 @@ public struct Takeover: Sendable {
         var handled: OwnerKey? = nil
         switch message.kind {
         case .solicitation:
-            guard let key = self.owner(of: .v6(message.target), on: context), let host = self.hosts[key] else { break }
+            guard let key = self.owner(of: target, on: context), let host = self.hosts[key] else { break }
             handled = key
             if senderMACs.contains(where: host.macs.contains) {
-                actions += self.ownerSeen(key, now: now)
+                actions += self.ownerSeen(key, address: target, signal: .neighbourSolicitation, now: now)
             } else if source.isUnspecified {
                 // Someone else wants the address (DAD, RFC 4862 §5.4). Defend it with an NA to all nodes (RFC 4861
                 // §7.2.4: S clear, O set), and wake the owner: sps-protocol §4.3 recommends treating it as a conflict.
-                if host.isAnswering, host.wake == nil {
+                if host.isAnswering(target), host.wake == nil {
                     self.statistics.neighbourAdvertisements += 1
                     let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: message.target, targetLinkLayerAddress: context.macAddress)
                     actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target, destination: .allNodes).bytes, interfaceIndex: context.index))
                 }
-                if host.phase != .stopped {
+                if host.registered, host.states[target]?.phase != .stopped {
                     self.statistics.conflicts += 1
                     actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
                 }
-            } else if host.isAnswering, host.wake == nil {
+            } else if host.isAnswering(target), host.wake == nil {
                 // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
                 self.statistics.neighbourAdvertisements += 1
                 let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.solicited, .override], target: message.target, targetLinkLayerAddress: context.macAddress)
@@ -624,19 +728,19 @@ public struct Takeover: Sendable {
                 actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: destinationMAC, source: message.target, destination: source).bytes, interfaceIndex: context.index))
             }
             // Pass 2 for an NS: its source address.
-            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key], key != handled, host.phase != .stopped {
+            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key], key != handled {
                 if senderMACs.contains(where: host.macs.contains) {
-                    actions += self.ownerSeen(key, now: now)
-                } else {
+                    actions += self.ownerSeen(key, address: .v6(source), signal: .neighbourSolicitation, now: now)
+                } else if host.registered, host.states[.v6(source)]?.phase != .stopped {
                     self.statistics.conflicts += 1
                     actions += self.startWake(key, trigger: .addressConflict(address: source.description, from: frame.source.description), now: now)
                 }
             }
         case .advertisement:
-            guard let key = self.owner(of: .v6(message.target), on: context), let host = self.hosts[key], host.phase != .stopped else { break }
+            guard let key = self.owner(of: target, on: context), let host = self.hosts[key] else { break }
             if senderMACs.contains(where: host.macs.contains) {
-                actions += self.ownerSeen(key, now: now)
-            } else {
+                actions += self.ownerSeen(key, address: target, signal: .neighbourAdvertisement, now: now)
+            } else if host.registered, host.states[target]?.phase != .stopped {
                 self.statistics.conflicts += 1
                 actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
             }
@@ -644,34 +748,52 @@ public struct Takeover: Sendable {
         return actions
     }
 
-    /// sps-protocol §5.2: the owner spoke for its own address, so it is awake. Stop answering, finish a wake
-    /// sequence with success, and probe again later (the records stay until an Owner option or expiry).
-    private mutating func ownerSeen(_ key: OwnerKey, now: Timestamp) -> [TakeoverAction] {
+    /// sps-protocol §5.2: the owner spoke for one of its own addresses, so it is up there. Stop answering for
+    /// that address only, and probe it again later (the records stay until an Owner option, the host's own mDNS,
+    /// or expiry: docs/coexistence.md). While a wake is in progress the sign means the wake worked: the whole host
+    /// is up, so every address is let go (the wake ends with success and the captured SYNs are replayed).
+    private mutating func ownerSeen(_ key: OwnerKey, address: IPAddress, signal: OwnerSignal, now: Timestamp) -> [TakeoverAction] {
         guard var host = self.hosts[key] else { return [] }
         self.statistics.ownerSeen += 1
         var actions: [TakeoverAction] = []
-        if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
-        switch host.phase {
-        case .stopped:
-            break
-        case .waiting:
-            // Already quiet: the host is still up; push the next probe out without counting a restart.
-            if let next = host.next, host.restarts > 0 { host.next = max(next, now + TakeoverRules.restartDelayAfterAnnouncing) }
-            else if host.next != nil { host.next = max(host.next!, now + TakeoverRules.restartDelayBeforeAnnouncing) }
-        case .probing, .announcing, .claimed:
-            let announced: Bool
-            if case .probing = host.phase { announced = false } else { announced = true }
-            actions += self.release(&host, now: now)
-            host.restarts += 1
-            if host.restarts > TakeoverRules.maximumProbeRestarts {
-                host.phase = .stopped
-                host.next = nil
-            } else {
-                host.phase = .waiting
-                host.next = now + (announced ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
+        let woken = host.wake != nil
+        let affected = woken ? host.addresses : [address]
+        var released: [(IPAddress, Bool)] = []
+        for address in affected {
+            guard var state = host.states[address] else { continue }
+            released.append((address, host.isAnswering(address)))
+            actions += self.release(&host, only: address, now: now)
+            state.neighbourInstalled = false
+            switch state.phase {
+            case .stopped:
+                break
+            case .waiting:
+                // Already quiet: the host is still up; push the next probe out without counting a restart.
+                let delay = state.restarts > 0 ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing
+                if let next = state.next { state.next = max(next, now + delay) }
+            case .probing, .announcing, .claimed:
+                let announced: Bool
+                if case .probing = state.phase { announced = false } else { announced = true }
+                state.restarts += 1
+                if state.restarts > TakeoverRules.maximumProbeRestarts {
+                    state.phase = .stopped
+                    state.next = nil
+                } else {
+                    state.phase = .waiting
+                    state.next = now + (announced ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
+                }
             }
+            host.states[address] = state
         }
+        host.refreshNext()
+        // The wake ends after the addresses are let go, so the replayed SYNs reach a host the proxy no longer
+        // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
+        if woken { actions += self.finishWake(&host, awake: true, now: now) }
         self.hosts[key] = host
+        if released.isEmpty { released = [(address, false)] }
+        for (address, wasAnswering) in released {
+            actions.append(.ownerSeen(key, address: address, signal: signal, wasAnswering: wasAnswering))
+        }
         return actions
     }
 
@@ -679,9 +801,10 @@ public struct Takeover: Sendable {
         proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8], context: InterfaceContext, outgoing: Bool, now: Timestamp
     ) -> [TakeoverAction] {
         guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context), var host = self.hosts[key] else { return [] }
-        // Only while the proxy stands in for the host (or is already waking it): before the takeover and after
-        // the owner was seen, the host itself is up and gets its own traffic.
-        guard host.isAnswering || host.wake != nil else { return [] }
+        // Only while the proxy stands in for the host on at least one address (or is already waking it): before
+        // the takeover and after the owner was seen everywhere, the host itself is up and gets its own traffic.
+        // An address the owner still answers for itself (NIC offload) wakes too when the host sleeps elsewhere.
+        guard host.isAnsweringAny || host.wake != nil else { return [] }
         let trigger: WakeTrigger
         let port: WakePolicy.Port
         var connectionRequest = false

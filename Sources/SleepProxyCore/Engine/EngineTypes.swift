@@ -1,0 +1,66 @@
+import SleepProxyWire
+
+/// What the composed engine asks the I/O layer to do. The I/O layer carries these out in order, frames first
+/// within one call (a magic packet or an ARP reply must not wait behind a log line or a netlink request).
+public enum EngineAction: Sendable {
+    /// A change to make durable before any registration reply of the same batch goes out.
+    case journal(RegistrationJournal.Entry)
+    /// An mDNS packet.
+    case transmit(MDNSTransmission)
+    /// A frame, a wake datagram, a neighbour-table change or a capture-filter change (never a decision: those
+    /// are taken inside the engine).
+    case packet(TakeoverAction)
+    /// A wake started, succeeded, failed or was ignored: for the wake log, metrics and the admin side.
+    case wakeEvent(WakeEvent)
+    /// A line for a person reading the log.
+    case log(EngineLogLevel, String)
+}
+
+public enum EngineLogLevel: Int, Comparable, Sendable {
+    case debug, info, notice, warning, error
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// Where a held host stands, as the admin side and the metrics show it (docs/coexistence.md).
+public enum HostState: String, CaseIterable, Codable, Hashable, Sendable {
+    /// Registered, not yet shown to be asleep: the proxy says nothing for it.
+    case starting
+    /// Quiet: the proxy answers for it (at least one address claimed, its records announced).
+    case asleep
+    /// It spoke for itself after registering (ARP/NDP for every address, or mDNS before the takeover): the
+    /// proxy keeps its records silently and probes again.
+    case awake
+    /// Magic packets are going out for it.
+    case waking
+}
+
+/// A sign that a host is up, with where it came from: kept for the admin side and the log.
+public struct AwakeSignal: Hashable, Sendable, CustomStringConvertible {
+    public var what: String
+    public var at: Timestamp
+
+    public var description: String { self.what }
+}
+
+/// Why a host's registration ends. The one place that ends it is `ProxyEngine.removeHost`.
+public enum HostRemoval: Hashable, Sendable {
+    /// The host is awake and said so (an Owner option with a new sequence, or its own mDNS after the takeover).
+    case handBack(why: String)
+    /// The lease ran out.
+    case expired(RegistrationConfiguration.ExpiryAction)
+    /// `sleepproxyctl forget`.
+    case forgotten(goodbyes: Bool)
+    /// `sleepproxyctl release-all`: woken first, then dropped silently.
+    case released
+}
+
+/// Rules of the composed engine that are ours, beyond Apple's, each with its reason.
+public enum EngineRules {
+    /// A host with no address to probe (or a proxy running with `--no-takeover`) is asked for its host name over
+    /// mDNS instead: three queries a second apart starting a second after it registered, as the address probes
+    /// are timed (sps-protocol §4.3), and it is taken to be asleep when none of them drew a word from it.
+    public static let quietProbeCount = 3
+    public static let quietProbeInterval: Duration = .seconds(1)
+    public static let quietStartDelay: Duration = .seconds(1)
+}

@@ -1,0 +1,431 @@
+import SleepProxyWire
+
+/// The whole proxy as one pure state machine: the registrar, the responder and the takeover, and the rules that
+/// tie them together. Packets, admin requests and time come in; journal entries, packets to send, wake events
+/// and log lines go out as `EngineAction`s. The I/O layer owns no rule: it carries out actions.
+///
+/// The rules that span the three machines live here, each once:
+/// - a host is spoken for (answered, announced, defended) only while it is shown to be asleep, and never while it
+///   is awake (docs/coexistence.md);
+/// - every way a registration ends goes through `removeHost(_:_:now:)`;
+/// - a wake, an expiry and a hand-back tell the truth about what the host did.
+public struct ProxyEngine: Sendable {
+    public private(set) var registrar: Registrar
+    /// Nil runs without the mDNS side (registration only).
+    public private(set) var responder: Responder?
+    /// Nil runs without the packet side (`--no-takeover`).
+    public private(set) var takeover: Takeover?
+    public private(set) var interfaces: [Int: InterfaceContext] = [:]
+    var presence: [OwnerKey: Presence] = [:]
+
+    struct Presence: Sendable {
+        var state: HostState = .starting
+        /// The proxy spoke for the host at least once in this registration: mDNS from it now means it woke.
+        var takenOver = false
+        /// The latest sign that the host is up.
+        var lastAwake: AwakeSignal?
+        /// mDNS questions for the host's own name, for hosts with no address to probe (`EngineRules`).
+        var quietProbes = 0
+        var quietNext: Timestamp?
+    }
+
+    public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil) {
+        self.registrar = registrar
+        self.responder = responder
+        self.takeover = takeover
+    }
+
+    // MARK: - Reading
+
+    /// Where a host stands (nil when the engine does not hold it).
+    public func state(of key: OwnerKey) -> HostState? {
+        guard self.registrar.store[key] != nil, let presence = self.presence[key] else { return nil }
+        if self.takeover?.state(of: key)?.waking == true { return .waking }
+        return presence.state
+    }
+
+    /// The latest sign that the host was up, if any was seen in this registration.
+    public func lastAwake(of key: OwnerKey) -> AwakeSignal? { self.presence[key]?.lastAwake }
+
+    /// How many hosts are in each state.
+    public var hostsByState: [HostState: Int] {
+        var counts: [HostState: Int] = [:]
+        for key in self.registrar.store.owners.keys {
+            if let state = self.state(of: key) { counts[state, default: 0] += 1 }
+        }
+        return counts
+    }
+
+    public mutating func nextDeadline() -> Timestamp? {
+        var deadline = self.registrar.nextDeadline()
+        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()] + self.presence.values.map(\.quietNext) {
+            if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
+        }
+        return deadline
+    }
+
+    // MARK: - Start, interfaces, settings
+
+    /// Registrations restored from the journal at start. Nobody knows what the hosts did while the proxy was
+    /// stopped, so each starts over as for a new registration: probed, and spoken for once it is quiet.
+    public mutating func restore(_ registrations: [OwnerRegistration], now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        for registration in registrations {
+            self.registrar.restore(registration)
+            actions += self.startOver(registration, restart: true, now: now)
+        }
+        return actions
+    }
+
+    public mutating func setInterfaces(_ contexts: [InterfaceContext], now: Timestamp) -> [EngineAction] {
+        self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+        var actions: [EngineAction] = []
+        if self.takeover != nil { actions += self.run(self.takeover!.setInterfaces(contexts), now: now) }
+        if self.responder != nil { actions += self.run(self.responder!.setInterfaces(contexts, now: now), now: now) }
+        return actions
+    }
+
+    public mutating func reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+        if let takeover, self.takeover != nil { self.takeover!.configuration = takeover }
+        self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
+    }
+
+    // MARK: - Registrations
+
+    /// One datagram on the registration port, from `source` on a served interface. The outcome carries the reply;
+    /// the caller sends it only once the journal entries of the same batch are durable.
+    public mutating func receiveRegistration(_ bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
+        let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface, now: now)
+        guard case .accepted(let acceptance) = outcome else { return (outcome, []) }
+        let registration = acceptance.registration
+        var actions: [EngineAction] = [.journal(.put(registration))]
+        // A new registration (not a retransmission, not a further part of the same one) was sent by a host that
+        // is therefore awake this moment: Apple's clients register right before sleeping, avahi-based ones often
+        // seconds before (docs/coexistence.md). The proxy stays silent until the host is shown to be quiet.
+        let isNew = acceptance.previous == nil || acceptance.startedNewEpoch || acceptance.previous!.lastMessageID != registration.lastMessageID
+        if isNew {
+            if self.presence[registration.key]?.state == .asleep {
+                actions.append(.log(.info, "\(Self.name(registration)) sent a new registration, so it is awake: the proxy stops speaking for it until it is quiet again"))
+            }
+            actions += self.startOver(registration, restart: acceptance.previous != nil, previous: acceptance.previous, now: now)
+        } else {
+            self.responder?.registered(registration, previous: acceptance.previous, now: now)
+            if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, now: now), now: now) }
+        }
+        return (outcome, actions)
+    }
+
+    /// A host starts from `starting`: silent, its addresses probed (or its name asked for) from a second on.
+    private mutating func startOver(_ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp) -> [EngineAction] {
+        let key = registration.key
+        var presence = Presence()
+        let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
+        if !probesAddresses { presence.quietNext = now + EngineRules.quietStartDelay }
+        self.presence[key] = presence
+        self.responder?.silence(key)
+        self.responder?.registered(registration, previous: previous, now: now)
+        var actions: [EngineAction] = []
+        if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, restart: restart, now: now), now: now) }
+        return actions
+    }
+
+    // MARK: - mDNS
+
+    /// One mDNS packet received on a served interface.
+    public mutating func receiveMDNS(_ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int, now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        if let context = self.interfaces[interfaceIndex] {
+            // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
+            // the responder sees the packet, so that a host handed back here is not answered or defended by it.
+            if let key = self.registrar.store.owner(claiming: source, on: context.name) {
+                actions += self.ownerSpoke(key, AwakeSignal(what: "mDNS from \(source)", at: now), now: now)
+            } else if let key = self.takeover?.host(owning: source, interface: context.name) {
+                // Only a wake sequence is left of it (its lease ended): the wake ends as a success.
+                actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
+            }
+        }
+        guard self.responder != nil else { return actions }
+        let store = self.registrar.store
+        let responderActions = self.responder!.receive(bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, store: store, now: now)
+        return actions + self.run(responderActions, now: now)
+    }
+
+    /// A sign that the host is up. Before the proxy ever spoke for it, the takeover waits (the host is still
+    /// going to sleep); once the proxy spoke for it, the host woke: it gets everything back silently, as for an
+    /// Owner option with a new sequence. Beyond Apple, which ignores same-sequence traffic for 60 s and knows no
+    /// other sign (sps-protocol §5.1): a host that never sends an Owner option would otherwise be renamed by
+    /// the proxy's defence of its own names.
+    mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, now: Timestamp) -> [EngineAction] {
+        guard var presence = self.presence[key], let registration = self.registrar.store[key] else { return [] }
+        let first = presence.lastAwake == nil
+        presence.lastAwake = signal
+        if presence.takenOver {
+            self.presence[key] = presence
+            return self.removeHost(key, .handBack(why: signal.what), now: now)
+        }
+        if presence.quietNext != nil {
+            presence.quietProbes = 0
+            presence.quietNext = max(presence.quietNext!, now + EngineRules.quietProbeInterval)
+        }
+        self.presence[key] = presence
+        var actions: [EngineAction] = []
+        if first { actions.append(.log(.info, "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet")) }
+        if self.takeover != nil { actions += self.run(self.takeover!.ownerActive(key, now: now), now: now) }
+        return actions
+    }
+
+    // MARK: - Frames
+
+    /// One frame captured on a served interface (`outgoing`: sent by the proxy machine itself).
+    public mutating func receiveFrame(_ bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp) -> [EngineAction] {
+        guard self.takeover != nil else { return [] }
+        return self.run(self.takeover!.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), now: now)
+    }
+
+    // MARK: - Time
+
+    /// Everything due at `now`: lease expiry, takeover steps, quiet checks, mDNS timers.
+    public mutating func tick(now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        for expiry in self.registrar.expire(now: now) {
+            actions += self.removeHost(expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
+        }
+        if self.takeover != nil { actions += self.run(self.takeover!.tick(now: now), now: now) }
+        actions += self.runQuietChecks(now: now)
+        if self.responder != nil {
+            let store = self.registrar.store
+            actions += self.run(self.responder!.tick(store: store, now: now), now: now)
+        }
+        return actions
+    }
+
+    /// Hosts without an address to probe: ask for their host name; silence means asleep.
+    private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        for (key, presence) in self.presence {
+            guard let next = presence.quietNext, next <= now else { continue }
+            guard let registration = self.registrar.store[key] else {
+                self.presence[key] = nil
+                continue
+            }
+            var updated = presence
+            if updated.quietProbes < EngineRules.quietProbeCount {
+                updated.quietProbes += 1
+                updated.quietNext = now + EngineRules.quietProbeInterval
+                actions += self.quietProbe(registration)
+                self.presence[key] = updated
+            } else {
+                updated.quietNext = nil
+                self.presence[key] = updated
+                actions += self.fellQuiet(key, why: "it answered none of \(EngineRules.quietProbeCount) questions for its name", now: now)
+            }
+        }
+        return actions
+    }
+
+    /// A question for the host's name (A and AAAA, multicast): an awake host's responder answers it from one of
+    /// its addresses, which `receiveMDNS` notices.
+    private func quietProbe(_ registration: OwnerRegistration) -> [EngineAction] {
+        guard let name = registration.hostName, let context = self.interfaces.values.first(where: { $0.name == registration.key.interface }) else { return [] }
+        let query = DNSMessage(questions: [DNSQuestion(name: name, type: .a), DNSQuestion(name: name, type: .aaaa)])
+        let bytes = query.encoded(options: .mdns)
+        return Responder.families(of: context).map { family in
+            .transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: query, bytes: bytes))
+        }
+    }
+
+    /// The host was shown to be asleep: the proxy speaks for it from now on.
+    private mutating func fellQuiet(_ key: OwnerKey, why: String, now: Timestamp) -> [EngineAction] {
+        guard var presence = self.presence[key], let registration = self.registrar.store[key], presence.state != .asleep else { return [] }
+        presence.state = .asleep
+        presence.takenOver = true
+        presence.quietNext = nil
+        self.presence[key] = presence
+        self.responder?.speak(for: registration, now: now)
+        return [.log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now")]
+    }
+
+    // MARK: - Admin
+
+    /// `sleepproxyctl wake`: false when a recent unanswered wake holds new ones back.
+    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> (started: Bool, actions: [EngineAction]) {
+        guard self.takeover != nil else { return (false, []) }
+        let actions = self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
+        return (self.takeover!.state(of: key)?.waking ?? false, actions)
+    }
+
+    /// `sleepproxyctl forget`.
+    public mutating func forget(_ key: OwnerKey, goodbyes: Bool, now: Timestamp) -> [EngineAction] {
+        self.removeHost(key, .forgotten(goodbyes: goodbyes), now: now)
+    }
+
+    /// `sleepproxyctl release-all`: every host is woken, then dropped silently; it registers with whichever
+    /// proxy remains once it is up.
+    public mutating func releaseAll(now: Timestamp) -> (released: [OwnerRegistration], actions: [EngineAction]) {
+        let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+        var actions: [EngineAction] = []
+        for registration in all {
+            if self.takeover != nil { actions += self.run(self.takeover!.wake(registration.key, trigger: .administrator, now: now), now: now) }
+            actions += self.removeHost(registration.key, .released, now: now)
+        }
+        return (all, actions)
+    }
+
+    /// After a failed journal append: the state goes back to what the journal holds. Hosts the batch took away
+    /// in memory (a hand-back, a forget) are held again, packet side included; hosts that stayed keep their state.
+    public mutating func reload(_ registrations: [OwnerRegistration], now: Timestamp) -> [EngineAction] {
+        var registrar = Registrar(configuration: self.registrar.configuration)
+        for registration in registrations { registrar.restore(registration) }
+        registrar.adoptStatistics(from: self.registrar)
+        self.registrar = registrar
+        var actions: [EngineAction] = []
+        for registration in registrations {
+            if self.presence[registration.key] == nil {
+                actions += self.startOver(registration, restart: false, now: now)
+            } else if self.takeover != nil {
+                actions += self.run(self.takeover!.registered(registration, now: now), now: now)
+            }
+        }
+        for key in self.presence.keys where self.registrar.store[key] == nil {
+            self.presence[key] = nil
+            self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
+            if self.takeover != nil { actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now) }
+        }
+        return actions
+    }
+
+    /// The daemon stops: the proxy's own records say goodbye (RFC 6762 §10.1); the sleeping hosts' stay for the
+    /// next start, and their neighbour entries go.
+    public mutating func shutdown() -> [EngineAction] {
+        var actions: [EngineAction] = []
+        if self.responder != nil { actions += self.run(self.responder!.shutdown(), now: Timestamp(nanoseconds: 0)) }
+        if self.takeover != nil { actions += self.run(self.takeover!.shutdown(), now: Timestamp(nanoseconds: 0)) }
+        return actions
+    }
+
+    // MARK: - The one way out
+
+    /// Ends a host's registration: the store, the journal, the responder (goodbyes only for records the proxy
+    /// was speaking for, and not for a hand-back) and the packet side (a wake only for a host that sleeps).
+    /// `removed` is the registration when the registrar already let it go (expiry).
+    @discardableResult
+    mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp) -> [EngineAction] {
+        guard let registration = removed ?? self.registrar.remove(key) else { return [] }
+        let presence = self.presence.removeValue(forKey: key) ?? Presence()
+        let waking = self.takeover?.state(of: key)?.waking ?? false
+        let asleep = presence.state == .asleep || waking
+        var actions: [EngineAction] = [.journal(.remove(key))]
+        let name = Self.name(registration)
+        let reason: RemovalReason
+        var wake = false
+        switch removal {
+        case .handBack(let why):
+            reason = .handBack
+            actions.append(.log(.notice, "hand-back: \(name) is awake (\(why)); its records were dropped silently and its addresses released"))
+        case .expired(let action):
+            reason = .expired
+            if asleep {
+                wake = action == .wake
+                actions.append(.log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
+            } else {
+                // Beyond Apple (sps-protocol §5.4 wakes every host whose lease ends): a host known to be awake
+                // needs no magic packet, and goodbyes would flush the records it answers for itself.
+                let seen = presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" } ?? "it never went quiet"
+                actions.append(.log(.notice, "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"))
+            }
+        case .forgotten(let goodbyes):
+            reason = goodbyes ? .administrative : .administrativeSilent
+            let said = goodbyes ? (asleep ? " with goodbyes" : " (no goodbyes: it is awake and answers for itself)") : ", silently"
+            actions.append(.log(.notice, "admin: forgot \(name)\(said)"))
+        case .released:
+            reason = .administrativeSilent
+        }
+        // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
+        self.responder?.removed(registration, reason: reason, now: now)
+        if self.takeover != nil {
+            let takeoverReason: RemovalReason
+            switch removal {
+            case .released, .forgotten: takeoverReason = .administrative
+            case .handBack, .expired: takeoverReason = reason
+            }
+            actions += self.run(self.takeover!.removed(key, reason: takeoverReason, wake: wake, now: now), now: now)
+        }
+        return actions
+    }
+
+    // MARK: - Carrying out the machines' decisions
+
+    private mutating func run(_ actions: [ResponderAction], now: Timestamp) -> [EngineAction] {
+        var result: [EngineAction] = []
+        for action in actions {
+            switch action {
+            case .transmit(let transmission):
+                result.append(.transmit(transmission))
+            case .handBack(let key, let sequence):
+                result += self.removeHost(key, .handBack(why: "Owner option with sequence \(sequence)"), now: now)
+            case .ownerProbing(let key):
+                result += self.ownerSpoke(key, AwakeSignal(what: "it probed its own names over mDNS", at: now), now: now)
+            case .conflict(let key, let record, let source):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(.log(.warning, "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"))
+                if self.takeover != nil {
+                    result += self.run(self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name.description, from: source.description), now: now), now: now)
+                }
+            case .renamed(let instance, let host):
+                result.append(.log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
+            }
+        }
+        return result
+    }
+
+    private mutating func run(_ actions: [TakeoverAction], now: Timestamp) -> [EngineAction] {
+        var result: [EngineAction] = []
+        for action in actions {
+            switch action {
+            case .sendFrame, .sendWakeDatagram, .setNeighbour, .removeNeighbour, .watchChanged:
+                result.append(.packet(action))
+            case .event(let event):
+                result.append(.wakeEvent(event))
+                result.append(.log(event.kind == .ignored ? .info : .notice, "wake: \(event.summary)"))
+            case .claimed(let key, let address):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(.log(.info, "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
+                result += self.fellQuiet(key, why: "\(address) did not answer its probes", now: now)
+            case .ownerSeen(let key, let address, let signal, let wasAnswering):
+                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
+                let first = presence.lastAwake == nil
+                presence.lastAwake = AwakeSignal(what: "\(signal) for \(address)", at: now)
+                self.presence[key] = presence
+                if wasAnswering {
+                    result.append(.log(.info, "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"))
+                } else if first {
+                    result.append(.log(.info, "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"))
+                }
+                // Answering on another address keeps the host asleep (per-address takeover, sps-protocol §5.2);
+                // answering on none means the host is up everywhere: silent until it is quiet again.
+                if presence.state == .asleep, self.takeover?.isAnsweringAny(key) == false {
+                    presence.state = .awake
+                    self.presence[key] = presence
+                    self.responder?.silence(key)
+                    result.append(.log(.info, "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"))
+                }
+            }
+        }
+        return result
+    }
+
+    // MARK: - Helpers
+
+    static func name(_ registration: OwnerRegistration) -> String {
+        "\(registration.hostName?.description ?? "?") (\(registration.key))"
+    }
+
+    static func seconds(_ duration: Duration) -> Int64 { duration.components.seconds }
+
+    /// A stand-in carrying only the key, for telling the responder to forget a host it may still have queued.
+    static func placeholder(_ key: OwnerKey) -> OwnerRegistration {
+        OwnerRegistration(
+            key: key, owner: OwnerOption(sequence: 0, primaryMAC: key.primaryMAC), records: [], registeredAt: Timestamp(nanoseconds: 0),
+            updatedAt: Timestamp(nanoseconds: 0), leaseExpiry: Timestamp(nanoseconds: 0), grantedLease: 0, lastMessageID: 0)
+    }
+}

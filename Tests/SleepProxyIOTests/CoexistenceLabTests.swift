@@ -1,0 +1,190 @@
+import Foundation
+import SleepProxyControl
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// Hosts that behave like real ones (issue 13, docs/coexistence.md): an avahi-daemon host registers while it is
+/// still awake, with our client and in awein/SleepProxyClient's form, sleeps keeping its IPv6 link-local address,
+/// resumes by restarting avahi-daemon (no Owner option ever), re-registers with a service fewer, and lets a lease
+/// run out while awake. Every check that matters reads avahi's own log and what third-party queriers resolve.
+@Suite("Coexistence with real hosts in the lab", .serialized, .enabled(if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon") && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"), "needs root, iproute2, util-linux, avahi-daemon and python3-dnspython (scripts/test installs them)"))
+final class CoexistenceLabTests {
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    let querier: LabHost
+    let state: URL
+
+    init() throws {
+        let setup = try ThreeHostLab(thirdName: "querier")
+        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    static var client: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxy-client").path }
+    static var ctl: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxyctl").path }
+    var clientState: String { self.lab.directory.appendingPathComponent("client-state").path }
+    var common: [String] { ["--interface", "eth0", "--host-name", "sleeper", "--state-directory", self.clientState] }
+
+    /// awein/SleepProxyClient's registration, built by dnspython as it builds it: a zone section (`.`), no
+    /// cache-flush bits, TTL 120 on address records, the link-local AAAA, an extra TXT string, Owner sequence 0.
+    static let aweinStyle = """
+        import socket, struct, sys
+        import dns.update, dns.edns, dns.message, dns.rcode
+        u = dns.update.UpdateMessage('.')
+        u.add('sleeper.local.', 120, 'A', '192.0.2.2')
+        u.add('sleeper.local.', 120, 'AAAA', '2001:db8::2')
+        u.add('sleeper.local.', 120, 'AAAA', 'fe80::53:50ff:fe00:2')
+        u.add('2.2.0.192.in-addr.arpa.', 120, 'PTR', 'sleeper.local.')
+        u.add('_services._dns-sd._udp.local.', 4500, 'PTR', '_http._tcp.local.')
+        instance = 'My' + chr(92) + ' Web' + chr(92) + ' Server._http._tcp.local.'
+        u.add('_http._tcp.local.', 4500, 'PTR', instance)
+        u.add(instance, 120, 'SRV', '0 0 8080 sleeper.local.')
+        u.add(instance, 4500, 'TXT', '"path=/index.html" "version=1.0" "awein=1"')
+        mac = bytes.fromhex('025350000002')
+        options = [dns.edns.GenericOption(2, struct.pack('!I', 7200)), dns.edns.GenericOption(4, b'\\x00\\x00' + mac)]
+        u.use_edns(edns=0, payload=1440, options=options)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(('192.0.2.2', 0)); s.settimeout(3)
+        s.sendto(u.to_wire(), ('192.0.2.1', 5599))
+        print(dns.rcode.to_text(dns.message.from_wire(s.recv(2000)).rcode()))
+        """
+
+    /// What avahi-daemon logged that shows the proxy fought it: a conflict, a collision, or a new name.
+    static func fights(_ log: String) -> [String] {
+        log.split(separator: "\n").map(String.init).filter { line in
+            let lower = line.lowercased()
+            return lower.contains("conflict") || lower.contains("collision") || lower.contains("sleeper-2") || lower.contains("#2")
+        }
+    }
+
+    func ctl(_ arguments: [String]) throws -> ControlResponse {
+        let result = try self.proxy.run([Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
+        let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(ControlResponse.self, from: Data(line))
+    }
+
+    /// The host's state as `sleepproxyctl hosts` reports it, polled (bounded) until it is `expected`.
+    func waitForState(_ expected: String, timeout: TimeInterval = 12) throws -> String? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        var state: String? = nil
+        repeat {
+            state = try self.ctl(["hosts"]).hosts?.first { $0.name == "sleeper.local." }?.state
+            if state == expected { return state }
+            usleep(200_000)
+        } while Date() < deadline
+        return state
+    }
+
+    /// Starts avahi-daemon on the sleeper as `sleeper` with two services (the second one optional).
+    func startAvahi(files: Bool = true) throws -> AvahiDaemon {
+        let avahi = try AvahiDaemon(in: self.sleeper.host, hostName: "sleeper", directory: self.lab.directory)
+        try avahi.publish(name: "My Web Server", type: "_http._tcp", port: 8080, txt: ["path=/index.html", "version=1.0"], logName: "publish-web")
+        if files { try avahi.publish(name: "Sleeper Files", type: "_smb._tcp", port: 445, logName: "publish-files") }
+        return avahi
+    }
+
+    @Test func anAvahiHostIsNeverFoughtWhateverRegisteredItAndIsTakenOverOnTheAddressItLetsGo() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--proxy-name", "Lab Proxy"])
+        defer { daemon.stop() }
+        let watcher = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
+        defer { watcher.stop() }
+        var avahi = try self.startAvahi()
+        defer { avahi.stop() }
+
+        // 1. Registered while awake, by our client and then in awein's form, and awake for 30 s while a third host
+        // keeps browsing and resolving: the proxy says nothing for it, and avahi keeps its names.
+        let register = try avahi.run([Self.client, "register"] + self.common)
+        #expect(register.succeeded && register.stdout.contains("registered"), "\(register)")
+        let awake = Date()
+        var resolved: [String?] = []
+        while Date().timeIntervalSince(awake) < 15 {
+            resolved.append(try Queriers.avahiResolve(watcher, name: "sleeper.local"))
+            _ = try Queriers.avahiBrowse(watcher, type: "_http._tcp")
+        }
+        let awein = try self.sleeper.host.run(["/usr/bin/python3", "-c", Self.aweinStyle])
+        #expect(awein.stdout.contains("NOERROR"), "\(awein) \(daemon.output)")
+        while Date().timeIntervalSince(awake) < 30 {
+            resolved.append(try Queriers.avahiResolve(watcher, name: "sleeper.local"))
+            _ = try Queriers.avahiBrowse(watcher, type: "_http._tcp")
+        }
+        #expect(Self.fights(avahi.process.output).isEmpty, "avahi-daemon was fought while awake: \(Self.fights(avahi.process.output))")
+        #expect(avahi.process.output.contains("Host name is sleeper.local"), "\(avahi.process.output)")
+        #expect(resolved.allSatisfy { $0 == "192.0.2.2" }, "\(resolved)")
+        #expect(try self.waitForState("starting", timeout: 1) == "starting", "an awake host is not asleep")
+        #expect(daemon.output.contains("sleeper.local. (02:53:50:00:00:02%eth0) is still awake"), "\(daemon.output)")
+
+        // 2. It suspends keeping its IPv6 link-local address (the kernel still answers for it): IPv4 is claimed,
+        // the services are answered by the proxy, and a connection wakes it.
+        let register2 = try avahi.run([Self.client, "register"] + self.common)
+        #expect(register2.succeeded, "\(register2)")
+        _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
+        try self.sleeper.sleep(keepingLinkLocal: true)
+        #expect(try self.waitForState("asleep") == "asleep", "\(daemon.output)")
+        let detail = try #require(try self.ctl(["host", "sleeper"]).host)
+        let states = Dictionary(uniqueKeysWithValues: (detail.addressStates ?? []).map { ($0.address, $0.state) })
+        #expect(states["192.0.2.2"] == "answering", "\(states)")
+        #expect(states["fe80::53:50ff:fe00:2"].map { $0 != "answering" } ?? true, "the link-local address the host kept was claimed: \(states)")
+        let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
+        #expect(found.contains { $0.name == "My Web Server" && $0.port == 8080 && $0.addresses.contains("192.0.2.2") }, "not discoverable while asleep: \(found)")
+        let connect = try self.querier.spawn(["/usr/bin/python3", "-c", "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)"], logName: "connect")
+        defer { connect.stop() }
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "no magic packet")
+
+        // 3. It resumes by restarting avahi-daemon (a fresh process, no Owner option): the proxy lets go at its
+        // first mDNS packet, avahi keeps its names, and a browser sees one instance of each service.
+        avahi.process.stop(signal: SIGKILL)
+        avahi.stop()
+        try self.sleeper.wake()
+        #expect(connect.waitForOutput("connected awake", timeout: 8), "\(connect.output)")
+        avahi = try self.startAvahi()
+        #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
+        usleep(3_000_000)  // avahi's probes and announcements
+        #expect(Self.fights(avahi.process.output).isEmpty, "avahi-daemon was fought after resuming: \(Self.fights(avahi.process.output))")
+        #expect(avahi.process.output.contains("Host name is sleeper.local"), "\(avahi.process.output)")
+        let browsed = try Queriers.avahiBrowse(watcher, type: "_http._tcp") { found in found.contains { $0.name == "My Web Server" } }
+        #expect(Set(browsed.map(\.name)) == ["My Web Server"], "\(browsed)")
+        #expect(try self.ctl(["hosts"]).hosts?.isEmpty == true, "the proxy still holds the awake host")
+
+        // 4. It sleeps again with one service fewer (same Owner sequence: avahi-based clients never bump it): the
+        // removed service is gone from the proxy's answers.
+        avahi.stop()
+        avahi = try self.startAvahi(files: false)
+        let register3 = try avahi.run([Self.client, "register"] + self.common)
+        #expect(register3.succeeded, "\(register3)")
+        _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
+        try self.sleeper.sleep()
+        #expect(try self.waitForState("asleep") == "asleep", "\(daemon.output)")
+        let services = try #require(try self.ctl(["hosts"]).hosts?.first { $0.name == "sleeper.local." }?.services)
+        #expect(!services.contains { $0.hasPrefix("_smb._tcp") }, "\(services)")
+        let smb = try Queriers.zeroconf(in: self.querier, type: "_smb._tcp.local.", seconds: 3)
+        #expect(smb.isEmpty, "the removed service is still answered: \(smb)")
+        _ = try Command.run(["kill", "-CONT", "\(avahi.process.pid)"])
+        try self.sleeper.wake()
+        if ProcessInfo.processInfo.environment["SLEEPPROXY_LAB_VERBOSE"] != nil {
+            print("=== sleepproxyd\n\(daemon.output)\n=== avahi-daemon (resumed)\n\(avahi.process.output)")
+        }
+    }
+
+    @Test func aLeaseEndingOnAnAwakeHostSendsNoMagicPacket() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--proxy-name", "Lab Proxy"])
+        defer { daemon.stop() }
+        let avahi = try self.startAvahi(files: false)
+        defer { avahi.stop() }
+        let register = try avahi.run([Self.client, "register", "--lease", "30"] + self.common)
+        #expect(register.succeeded && register.stdout.contains("lease 30 s"), "\(register)")
+        #expect(daemon.waitForOutput("lease ended for sleeper.local.", timeout: 40), "\(daemon.output)")
+        usleep(2_000_000)
+        #expect(self.sleeper.magicPackets.isEmpty, "magic packets for an awake host")
+        #expect(daemon.output.contains("while it was awake (last seen awake:"), "\(daemon.output)")
+        #expect(!daemon.output.contains("no sign of waking"), "\(daemon.output)")
+        #expect(Self.fights(avahi.process.output).isEmpty, "\(Self.fights(avahi.process.output))")
+    }
+}
