@@ -130,7 +130,12 @@ enum ResponderBenchmarks {
             defer { process.stop() }
             usleep(500_000)
             try self.registerAll(from: clients)
-            usleep(12_000_000)  // Past the mDNS announcements and the address takeover (probes, then ARP/NA at 0, 1, 3, 7 s).
+            // Then they sleep: their addresses leave. The proxy speaks for a host only once its address stops
+            // answering the takeover's probes (docs/coexistence.md).
+            let gone = lab.directory.appendingPathComponent("addresses-gone")
+            try (0..<hostCount).map { "address del \(address($0))/64 dev eth0\n" }.joined().write(to: gone, atomically: true, encoding: .utf8)
+            try clients.namespace.check(["ip", "-batch", gone.path])
+            usleep(12_000_000)  // Past the address takeover (probes, then ARP/NA at 0, 1, 3, 7 s) and the mDNS announcements.
             for rate in rates { proxyResults.append(try self.load(from: querier, rate: rate, seconds: seconds)) }
         }
 

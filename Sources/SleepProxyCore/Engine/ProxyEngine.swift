@@ -17,6 +17,9 @@ public struct ProxyEngine: Sendable {
     public private(set) var takeover: Takeover?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
     var presence: [OwnerKey: Presence] = [:]
+    /// Hosts with an mDNS quiet check under way: the timers look at these only, not at every host (a proxy
+    /// holding thousands of hosts runs its loop for every batch of packets).
+    var quietChecks: Set<OwnerKey> = []
 
     struct Presence: Sendable {
         var state: HostState = .starting
@@ -40,7 +43,7 @@ public struct ProxyEngine: Sendable {
     /// Where a host stands (nil when the engine does not hold it).
     public func state(of key: OwnerKey) -> HostState? {
         guard self.registrar.store[key] != nil, let presence = self.presence[key] else { return nil }
-        if self.takeover?.state(of: key)?.waking == true { return .waking }
+        if self.takeover?.isWaking(key) == true { return .waking }
         return presence.state
     }
 
@@ -58,7 +61,7 @@ public struct ProxyEngine: Sendable {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
-        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()] + self.presence.values.map(\.quietNext) {
+        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()] + self.quietChecks.map({ self.presence[$0]?.quietNext }) {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
         return deadline
@@ -122,6 +125,7 @@ public struct ProxyEngine: Sendable {
         let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
         if !probesAddresses { presence.quietNext = now + EngineRules.quietStartDelay }
         self.presence[key] = presence
+        if presence.quietNext != nil { self.quietChecks.insert(key) } else { self.quietChecks.remove(key) }
         self.responder?.silence(key)
         self.responder?.registered(registration, previous: previous, now: now)
         var actions: [EngineAction] = []
@@ -202,10 +206,15 @@ public struct ProxyEngine: Sendable {
     /// Hosts without an address to probe: ask for their host name; silence means asleep.
     private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
-        for (key, presence) in self.presence {
-            guard let next = presence.quietNext, next <= now else { continue }
+        for key in self.quietChecks {
+            guard let presence = self.presence[key], let next = presence.quietNext else {
+                self.quietChecks.remove(key)
+                continue
+            }
+            guard next <= now else { continue }
             guard let registration = self.registrar.store[key] else {
                 self.presence[key] = nil
+                self.quietChecks.remove(key)
                 continue
             }
             var updated = presence
@@ -241,6 +250,7 @@ public struct ProxyEngine: Sendable {
         presence.takenOver = true
         presence.quietNext = nil
         self.presence[key] = presence
+        self.quietChecks.remove(key)
         self.responder?.speak(for: registration, now: now)
         return [.log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now")]
     }
@@ -288,6 +298,7 @@ public struct ProxyEngine: Sendable {
         }
         for key in self.presence.keys where self.registrar.store[key] == nil {
             self.presence[key] = nil
+            self.quietChecks.remove(key)
             self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
             if self.takeover != nil { actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now) }
         }
@@ -312,7 +323,8 @@ public struct ProxyEngine: Sendable {
     mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp) -> [EngineAction] {
         guard let registration = removed ?? self.registrar.remove(key) else { return [] }
         let presence = self.presence.removeValue(forKey: key) ?? Presence()
-        let waking = self.takeover?.state(of: key)?.waking ?? false
+        self.quietChecks.remove(key)
+        let waking = self.takeover?.isWaking(key) ?? false
         let asleep = presence.state == .asleep || waking
         var actions: [EngineAction] = [.journal(.remove(key))]
         let name = Self.name(registration)

@@ -68,7 +68,7 @@ public struct TakeoverStatistics: Hashable, Sendable {
 /// requests are replayed to it. Frames come in with `now`; frames to send and decisions go out as actions.
 public struct Takeover: Sendable {
     public var configuration: TakeoverConfiguration
-    public private(set) var statistics = TakeoverStatistics()
+    public internal(set) var statistics = TakeoverStatistics()
 
     var interfaces: [Int: InterfaceContext] = [:]
     var hosts: [OwnerKey: Host] = [:]
@@ -277,7 +277,7 @@ public struct Takeover: Sendable {
     /// Drops a host entirely. Its addresses stayed mapped to it while only its wake sequence remained, so that
     /// the owner's own ARP or neighbour discovery could still end that sequence as a success (a wake outcome
     /// must tell the truth: issue 13).
-    private mutating func forget(_ key: OwnerKey) {
+    mutating func forget(_ key: OwnerKey) {
         guard let host = self.hosts.removeValue(forKey: key) else { return }
         for address in host.addresses where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
             self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
@@ -311,6 +311,9 @@ public struct Takeover: Sendable {
         self.hosts[key] = host
         return actions
     }
+
+    /// Magic packets are going out for the host.
+    public func isWaking(_ key: OwnerKey) -> Bool { self.hosts[key]?.wake != nil }
 
     /// The proxy answers for at least one of the host's addresses: it took the host over.
     public func isAnsweringAny(_ key: OwnerKey) -> Bool { self.hosts[key]?.isAnsweringAny ?? false }
@@ -419,7 +422,7 @@ public struct Takeover: Sendable {
     }
 
     /// One step of probing or announcing one address.
-    private mutating func step(_ host: inout Host, address: IPAddress, now: Timestamp) -> [TakeoverAction] {
+    mutating func step(_ host: inout Host, address: IPAddress, now: Timestamp) -> [TakeoverAction] {
         guard var state = host.states[address] else { return [] }
         defer { host.states[address] = state }
         guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else {
@@ -467,7 +470,7 @@ public struct Takeover: Sendable {
 
     /// Gratuitous ARP and unsolicited NA (O set, RFC 4861 §7.2.6) saying the proxy's MAC has the addresses
     /// (by default every address the proxy answers for).
-    private func announcementFrames(_ host: Host, addresses: [IPAddress]? = nil) -> [TakeoverAction] {
+    func announcementFrames(_ host: Host, addresses: [IPAddress]? = nil) -> [TakeoverAction] {
         guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
         var actions: [TakeoverAction] = []
         for address in addresses ?? host.addresses.filter(host.isAnswering) {
@@ -485,7 +488,7 @@ public struct Takeover: Sendable {
 
     /// Stops answering for the host's addresses (all, or `only` one) and removes the proxy machine's neighbour
     /// entries for them.
-    private func release(_ host: inout Host, only: IPAddress? = nil, now: Timestamp) -> [TakeoverAction] {
+    func release(_ host: inout Host, only: IPAddress? = nil, now: Timestamp) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
         let index = self.index(of: host.key.interface)
         for address in host.addresses where only == nil || only == address {
@@ -497,366 +500,7 @@ public struct Takeover: Sendable {
         return actions
     }
 
-    // MARK: - Waking
-
-    private mutating func startWake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
-        guard var host = self.hosts[key] else { return [] }
-        guard host.wake == nil else { return [] }
-        if let ended = host.lastWakeEnded, now - ended < TakeoverRules.wakeHoldoff {
-            self.statistics.wakesSuppressed += 1
-            return []
-        }
-        self.statistics.wakes += 1
-        host.wake = WakeProgress(trigger: trigger, startedAt: now, next: now)
-        var actions: [TakeoverAction] = [.event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))]
-        actions += self.sendBurst(&host, now: now)
-        // Issue 5 §3 / sps-protocol §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
-        // as soon as it is up. The Ethernet source stays the proxy's: a forged owner source would teach the
-        // switch to send the host's unicast (our magic packets included) to the proxy's port.
-        if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
-            for address in host.v6 {
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: host.wakeMAC)
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address, destination: .allNodes).bytes, interfaceIndex: index))
-            }
-        }
-        self.hosts[key] = host
-        return actions
-    }
-
-    /// The magic packet, unicast to the wake MAC first (Wi-Fi stations that missed a group-key rotation), then
-    /// broadcast (switches that do not flood unknown unicast); sps-protocol §4.6.
-    private mutating func sendBurst(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
-        guard var wake = host.wake else { return [] }
-        wake.attempts += 1
-        wake.next = now + TakeoverRules.wakeInterval
-        host.wake = wake
-        guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
-        var password = host.password
-        if password == nil, self.configuration.appendZeroPassword { password = SecureOnPassword(bytes: [0, 0, 0, 0, 0, 0]) }
-        let magic = MagicPacket(target: host.wakeMAC, password: password)
-        self.statistics.magicPackets += 1
-        var actions: [TakeoverAction] = [
-            .sendFrame(magic.frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index),
-            .sendFrame(magic.frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index),
-        ]
-        if self.configuration.udpMagicPacket { actions.append(.sendWakeDatagram(magic.payload, interfaceIndex: index)) }
-        return actions
-    }
-
-    /// Ends a wake sequence: logged with its outcome; on success the captured connection requests go to the host.
-    private mutating func finishWake(_ host: inout Host, awake: Bool, now: Timestamp) -> [TakeoverAction] {
-        guard let wake = host.wake else { return [] }
-        host.wake = nil
-        var actions: [TakeoverAction] = []
-        if awake {
-            let seconds = Double((now - wake.startedAt).nanosecondsClamped) / 1e9
-            actions.append(.event(WakeEvent(kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, seconds: seconds)))
-            if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
-                for (at, _, frame) in host.replay where now - at <= TakeoverRules.replayWindow {
-                    guard frame.count >= EthernetFrame.headerLength else { continue }
-                    // Addressed to the host itself now, from the proxy's MAC.
-                    let replayed = Self.withTransportChecksum(host.wakeMAC.bytes + context.macAddress.bytes + frame[12...])
-                    actions.append(.sendFrame(replayed, interfaceIndex: index))
-                }
-            }
-        } else {
-            host.lastWakeEnded = now
-            actions.append(.event(WakeEvent(kind: .noResponse, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, attempts: wake.attempts)))
-        }
-        host.replay.removeAll()
-        return actions
-    }
-
-    /// The frame with its TCP (and IPv4 header) checksums computed afresh. A frame captured on the sender's own
-    /// machine, or across a veth pair, can carry a checksum left to offload that was never filled in; replayed
-    /// as it is, the host would drop it.
-    static func withTransportChecksum(_ input: [UInt8]) -> [UInt8] {
-        var frame = input
-        let ethernet = EthernetFrame.headerLength
-        guard frame.count >= ethernet + 20 else { return frame }
-        let etherType = UInt16(frame[12]) << 8 | UInt16(frame[13])
-        func put(_ value: UInt16, at offset: Int) {
-            frame[offset] = UInt8(value >> 8)
-            frame[offset + 1] = UInt8(truncatingIfNeeded: value)
-        }
-        if etherType == EtherType.ipv4.rawValue {
-            let headerLength = Int(frame[ethernet] & 0x0F) * 4
-            let totalLength = Int(frame[ethernet + 2]) << 8 | Int(frame[ethernet + 3])
-            guard frame[ethernet + 9] == IPProtocol.tcp.rawValue, headerLength >= 20, totalLength >= headerLength + TCPSegment.minimumHeaderLength,
-                ethernet + totalLength <= frame.count
-            else { return frame }
-            put(0, at: ethernet + 10)
-            var header = InternetChecksum()
-            header.add(frame[ethernet..<ethernet + headerLength])
-            put(header.value, at: ethernet + 10)
-            let tcp = ethernet + headerLength
-            put(0, at: tcp + 16)
-            guard let source = IPv4Address(bytes: frame[ethernet + 12..<ethernet + 16]), let destination = IPv4Address(bytes: frame[ethernet + 16..<ethernet + 20]) else { return input }
-            put(InternetChecksum.ipv4(source: source, destination: destination, protocol: IPProtocol.tcp.rawValue, payload: frame[tcp..<ethernet + totalLength]), at: tcp + 16)
-        } else if etherType == EtherType.ipv6.rawValue {
-            let payloadLength = Int(frame[ethernet + 4]) << 8 | Int(frame[ethernet + 5])
-            let tcp = ethernet + 40
-            guard frame.count >= tcp, frame[ethernet + 6] == IPProtocol.tcp.rawValue, payloadLength >= TCPSegment.minimumHeaderLength, tcp + payloadLength <= frame.count,
-                let source = IPv6Address(bytes: frame[ethernet + 8..<ethernet + 24]), let destination = IPv6Address(bytes: frame[ethernet + 24..<ethernet + 40])
-            else { return frame }
-            put(0, at: tcp + 16)
-            put(InternetChecksum.ipv6(source: source, destination: destination, nextHeader: IPProtocol.tcp.rawValue, payload: frame[tcp..<tcp + payloadLength]), at: tcp + 16)
-        }
-        return frame
-    }
-
-    // MARK: - Frames
-
-    /// One frame captured on `interfaceIndex`. `outgoing` marks frames the proxy machine itself sent (its kernel
-    /// connecting to a sleeping host, or our own frames, which are recognised and skipped).
-    public mutating func receive(frame bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
-        guard let context = self.interfaces[interfaceIndex] else { return [] }
-        self.statistics.framesSeen += 1
-        let frame: EthernetFrame
-        do {
-            frame = try EthernetFrame(decoding: ByteBuffer(bytes: bytes))
-        } catch {
-            self.statistics.malformedFrames += 1
-            return []
-        }
-        do {
-            switch frame.etherType {
-            case .arp:
-                return self.handleARP(try ARPPacket(decoding: frame.payload), frame: frame, context: context, outgoing: outgoing, now: now)
-            case .ipv4:
-                let packet = try IPv4Packet(decoding: frame.payload)
-                // sps-protocol §4.4: only a first fragment carries the ports.
-                guard packet.header.isFirstFragment else { return [] }
-                return self.handleTransport(
-                    proto: packet.header.proto, source: .v4(packet.header.source), destination: .v4(packet.header.destination), payload: packet.payload,
-                    bytes: bytes, context: context, outgoing: outgoing, now: now)
-            case .ipv6:
-                let packet = try IPv6Packet(decoding: frame.payload)
-                if packet.upperLayerProtocol == .icmpv6 {
-                    guard let message = try? NeighborDiscoveryMessage(decoding: packet) else { return [] }  // other ICMPv6, or invalid ND
-                    return self.handleND(message, packet: packet, frame: frame, context: context, outgoing: outgoing, now: now)
-                }
-                return self.handleTransport(
-                    proto: packet.upperLayerProtocol, source: .v6(packet.header.source), destination: .v6(packet.header.destination), payload: packet.payload,
-                    bytes: bytes, context: context, outgoing: outgoing, now: now)
-            default:
-                return []
-            }
-        } catch {
-            self.statistics.malformedFrames += 1
-            return []
-        }
-    }
-
-    private func owner(of address: IPAddress, on context: InterfaceContext) -> OwnerKey? {
-        self.addressOwners[InterfaceAddressKey(interface: context.name, address: address)]
-    }
-
-    private mutating func handleARP(_ arp: ARPPacket, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
-        if outgoing || frame.source == context.macAddress || arp.senderMAC == context.macAddress {
-            // sps-protocol §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
-            // (our probes have sender 0.0.0.0 and our announcements sender = target, so they are not this).
-            if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context),
-                let host = self.hosts[key], host.isAnswering(.v4(arp.targetIP))
-            {
-                return [.setNeighbour(interfaceIndex: context.index, address: .v4(arp.targetIP), mac: host.wakeMAC)]
-            }
-            return []
-        }
-        var actions: [TakeoverAction] = []
-        var handled: OwnerKey? = nil
-        // Pass 1: a request for a proxied address.
-        if arp.operation == .request, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key] {
-            handled = key
-            if host.macs.contains(arp.senderMAC) || host.macs.contains(frame.source) {
-                actions += self.ownerSeen(key, address: .v4(arp.targetIP), signal: .arpRequest, now: now)
-            } else if host.isAnswering(.v4(arp.targetIP)) {
-                self.statistics.arpReplies += 1
-                let reply = ARPPacket.reply(to: arp, from: context.macAddress)
-                actions.append(.sendFrame(reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes, interfaceIndex: context.index))
-            }
-        }
-        // Pass 2: anyone asserting a proxied address as its own.
-        if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key] {
-            if host.macs.contains(arp.senderMAC) {
-                if handled != key { actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now) }
-            } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
-                self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: arp.senderIP.description, from: arp.senderMAC.description), now: now)
-            }
-        }
-        return actions
-    }
-
-    private mutating func handleND(_ message: NeighborDiscoveryMessage, packet: IPv6Packet, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
-        let source = packet.header.source
-        let target = IPAddress.v6(message.target)
-        if outgoing || frame.source == context.macAddress {
-            if message.kind == .solicitation, !source.isUnspecified, source != message.target, let key = self.owner(of: target, on: context),
-                let host = self.hosts[key], host.isAnswering(target)
-            {
-                return [.setNeighbour(interfaceIndex: context.index, address: target, mac: host.wakeMAC)]
-            }
-            return []
-        }
-        let senderMACs = [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
-        var actions: [TakeoverAction] = []
-        var handled: OwnerKey? = nil
-        switch message.kind {
-        case .solicitation:
-            guard let key = self.owner(of: target, on: context), let host = self.hosts[key] else { break }
-            handled = key
-            if senderMACs.contains(where: host.macs.contains) {
-                actions += self.ownerSeen(key, address: target, signal: .neighbourSolicitation, now: now)
-            } else if source.isUnspecified {
-                // Someone else wants the address (DAD, RFC 4862 §5.4). Defend it with an NA to all nodes (RFC 4861
-                // §7.2.4: S clear, O set), and wake the owner: sps-protocol §4.3 recommends treating it as a conflict.
-                if host.isAnswering(target), host.wake == nil {
-                    self.statistics.neighbourAdvertisements += 1
-                    let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: message.target, targetLinkLayerAddress: context.macAddress)
-                    actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target, destination: .allNodes).bytes, interfaceIndex: context.index))
-                }
-                if host.registered, host.states[target]?.phase != .stopped {
-                    self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
-                }
-            } else if host.isAnswering(target), host.wake == nil {
-                // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
-                self.statistics.neighbourAdvertisements += 1
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.solicited, .override], target: message.target, targetLinkLayerAddress: context.macAddress)
-                let destinationMAC = message.sourceLinkLayerAddress ?? frame.source
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: destinationMAC, source: message.target, destination: source).bytes, interfaceIndex: context.index))
-            }
-            // Pass 2 for an NS: its source address.
-            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key], key != handled {
-                if senderMACs.contains(where: host.macs.contains) {
-                    actions += self.ownerSeen(key, address: .v6(source), signal: .neighbourSolicitation, now: now)
-                } else if host.registered, host.states[.v6(source)]?.phase != .stopped {
-                    self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: source.description, from: frame.source.description), now: now)
-                }
-            }
-        case .advertisement:
-            guard let key = self.owner(of: target, on: context), let host = self.hosts[key] else { break }
-            if senderMACs.contains(where: host.macs.contains) {
-                actions += self.ownerSeen(key, address: target, signal: .neighbourAdvertisement, now: now)
-            } else if host.registered, host.states[target]?.phase != .stopped {
-                self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
-            }
-        }
-        return actions
-    }
-
-    /// sps-protocol §5.2: the owner spoke for one of its own addresses, so it is up there. Stop answering for
-    /// that address only, and probe it again later (the records stay until an Owner option, the host's own mDNS,
-    /// or expiry: docs/coexistence.md). While a wake is in progress the sign means the wake worked: the whole host
-    /// is up, so every address is let go (the wake ends with success and the captured SYNs are replayed).
-    private mutating func ownerSeen(_ key: OwnerKey, address: IPAddress, signal: OwnerSignal, now: Timestamp) -> [TakeoverAction] {
-        guard var host = self.hosts[key] else { return [] }
-        self.statistics.ownerSeen += 1
-        var actions: [TakeoverAction] = []
-        let woken = host.wake != nil
-        let affected = woken ? host.addresses : [address]
-        var released: [(IPAddress, Bool)] = []
-        for address in affected {
-            guard var state = host.states[address] else { continue }
-            released.append((address, host.isAnswering(address)))
-            actions += self.release(&host, only: address, now: now)
-            state.neighbourInstalled = false
-            switch state.phase {
-            case .stopped:
-                break
-            case .waiting:
-                // Already quiet: the host is still up; push the next probe out without counting a restart.
-                let delay = state.restarts > 0 ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing
-                if let next = state.next { state.next = max(next, now + delay) }
-            case .probing, .announcing, .claimed:
-                let announced: Bool
-                if case .probing = state.phase { announced = false } else { announced = true }
-                state.restarts += 1
-                if state.restarts > TakeoverRules.maximumProbeRestarts {
-                    state.phase = .stopped
-                    state.next = nil
-                } else {
-                    state.phase = .waiting
-                    state.next = now + (announced ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
-                }
-            }
-            host.states[address] = state
-        }
-        host.refreshNext()
-        // The wake ends after the addresses are let go, so the replayed SYNs reach a host the proxy no longer
-        // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
-        if woken { actions += self.finishWake(&host, awake: true, now: now) }
-        self.hosts[key] = host
-        if released.isEmpty { released = [(address, false)] }
-        for (address, wasAnswering) in released {
-            actions.append(.ownerSeen(key, address: address, signal: signal, wasAnswering: wasAnswering))
-        }
-        return actions
-    }
-
-    private mutating func handleTransport(
-        proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8], context: InterfaceContext, outgoing: Bool, now: Timestamp
-    ) -> [TakeoverAction] {
-        guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context), var host = self.hosts[key] else { return [] }
-        // Only while the proxy stands in for the host on at least one address (or is already waking it): before
-        // the takeover and after the owner was seen everywhere, the host itself is up and gets its own traffic.
-        // An address the owner still answers for itself (NIC offload) wakes too when the host sleeps elsewhere.
-        guard host.isAnsweringAny || host.wake != nil else { return [] }
-        let trigger: WakeTrigger
-        let port: WakePolicy.Port
-        var connectionRequest = false
-        do {
-            if proto == .tcp {
-                let segment = try TCPSegment(decoding: payload)
-                let flags = segment.flags
-                // sps-protocol §4.4: never RST, never FIN alone; a SYN (not a SYN-ACK) opens a connection.
-                guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
-                connectionRequest = segment.isConnectionRequest
-                port = WakePolicy.Port(.tcp, segment.destinationPort)
-                trigger = .connection(transport: .tcp, client: source.description, clientPort: segment.sourcePort, port: segment.destinationPort)
-                // Port 22 wakes on any segment when the host offers SSH; elsewhere only a connection request does.
-                let sshData = segment.destinationPort == TakeoverRules.sshPort && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
-                guard connectionRequest || sshData else { return [] }
-            } else {
-                let datagram = try UDPDatagram(decoding: payload)
-                if datagram.destinationPort == TakeoverRules.natTraversalPort, datagram.payload.readableBytes == 1, datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF {
-                    return []
-                }
-                port = WakePolicy.Port(.udp, datagram.destinationPort)
-                trigger = .connection(transport: .udp, client: source.description, clientPort: datagram.sourcePort, port: datagram.destinationPort)
-            }
-        } catch {
-            self.statistics.malformedFrames += 1
-            return []
-        }
-        guard self.configuration.policy.wakes(port, macs: host.macs, registered: host.ports) else {
-            if connectionRequest { return self.logIgnored(host: host, port: port, trigger: trigger, now: now) }
-            return []
-        }
-        if connectionRequest, case .connection(_, let client, let clientPort, _) = trigger {
-            // A retransmitted SYN replaces the one kept for its connection.
-            let connection = "\(client) \(clientPort)"
-            host.replay.removeAll { now - $0.at > TakeoverRules.replayWindow || $0.client == connection }
-            if host.replay.count >= TakeoverRules.maximumReplayedSegments { host.replay.removeFirst() }
-            host.replay.append((now, connection, bytes))
-            self.hosts[key] = host
-        }
-        return self.startWake(key, trigger: trigger, now: now)
-    }
-
-    private mutating func logIgnored(host: Host, port: WakePolicy.Port, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
-        self.statistics.ignoredConnections += 1
-        let key = IgnoredKey(host: host.key, port: port)
-        if let last = self.ignoredLogged[key], now - last < TakeoverRules.ignoredLogInterval { return [] }
-        guard self.ignoredLogged.count < TakeoverRules.maximumIgnoredLogKeys || self.ignoredLogged[key] != nil else { return [] }
-        self.ignoredLogged[key] = now
-        return [.event(WakeEvent(kind: .ignored, at: now, host: host.key, hostName: host.hostName, trigger: trigger))]
-    }
-
-    private func index(of interface: String) -> Int? {
+    func index(of interface: String) -> Int? {
         self.interfaces.first { $0.value.name == interface }?.key
     }
 }

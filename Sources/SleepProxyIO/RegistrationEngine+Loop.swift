@@ -1,0 +1,185 @@
+import CSleepProxyLinux
+import Foundation
+import Logging
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyWire
+
+/// The engine thread: take a batch, hand it to `ProxyEngine`, carry out what it decided.
+extension RegistrationEngine {
+    // MARK: - The engine thread
+
+    func run() {
+        self.refreshInventory(now: SystemClock.now())
+        while true {
+            self.applyPendingWatches()
+            let timeout: TimeInterval
+            if let deadline = self.engine.nextDeadline() {
+                timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
+            } else {
+                timeout = 1
+            }
+            let (events, stopped) = self.mailbox.take(timeout: timeout)
+            if stopped {
+                var batch = Batch()
+                self.perform(self.engine.shutdown(), into: &batch)
+                self.mdns?.sendAndWait(batch.transmissions)
+                self.mdns?.close()
+                self.neighbours?.flush()
+                self.monitor?.stop()
+                self.packets?.close()
+                break
+            }
+            if events.isEmpty {
+                self.process([])
+            } else {
+                // Bounded batches: the first of a burst of registrations is answered after one sync of a few, not
+                // after the whole burst has been processed.
+                for batch in Self.batches(events) { self.process(batch) }
+            }
+        }
+    }
+
+    func process(_ events: [Event]) {
+        let now = SystemClock.now()
+        if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
+        var batch = Batch()
+        for event in events {
+            switch event {
+            case .frame(let bytes, let interfaceIndex, let outgoing):
+                self.packets?.consumed(bytes.count)
+                self.perform(self.engine.receiveFrame(bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), into: &batch)
+            case .linksChanged:
+                self.refreshInventory(now: now)
+            case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
+                self.engine.reconfigure(takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
+            case .control(let request, let reply):
+                var actions: [EngineAction] = []
+                let response = self.handleControl(request, now: now, actions: &actions)
+                self.perform(actions, into: &batch)
+                batch.controlReplies.append((response, reply))
+            case .mdns(let bytes, let remote, let interfaceIndex, let destination):
+                guard let source = IPAddress(remote), let port = remote.port else { continue }
+                self.perform(self.engine.receiveMDNS(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, now: now), into: &batch)
+            case .datagram(let bytes, let remote, let interfaceIndex, let channel):
+                guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
+                    continue  // Apple's proxy too drops what did not arrive on an interface it serves (sps-protocol §3.6).
+                }
+                let (outcome, actions) = self.engine.receiveRegistration(bytes, from: source, on: interface.context, now: now)
+                self.log(outcome, source: remote, interface: interface.context.name)
+                self.perform(actions, into: &batch)
+                if let reply = outcome.reply { batch.replies.append((channel, remote, reply)) }
+            }
+        }
+        self.perform(self.engine.tick(now: now), into: &batch)
+        // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
+        // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
+        self.mdns?.send(batch.transmissions)
+        batch.transmissions.removeAll()
+
+        if !batch.entries.isEmpty {
+            do {
+                try self.journal.append(batch.entries, timeBase: SystemClock.timeBase())
+            } catch {
+                // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
+                // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
+                // store, copy-on-write, once thousands of hosts sleep.)
+                self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.entries.count) changes not acknowledged")
+                self.statusLock.withLock { self.status.persistenceFailures += 1 }
+                batch.replies.removeAll()
+                batch.controlReplies = batch.controlReplies.map { (ControlResponse.failure("the state directory could not be written (\(error)); nothing was changed"), $0.1) }
+                self.reloadFromJournal(now: now)
+            }
+        }
+        for (response, reply) in batch.controlReplies { reply(response) }
+        // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
+        var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
+        for (channel, remote, reply) in batch.replies {
+            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
+        }
+        for (channel, envelopes) in byChannel.values {
+            channel.eventLoop.execute {
+                for envelope in envelopes { channel.write(envelope, promise: nil) }
+                channel.flush()
+            }
+        }
+        // Compaction stalls the engine for a write and three syncs, so it waits for a quiet moment (a wake-up
+        // with nothing queued) unless the journal has grown past twice the usual trigger.
+        if self.journal.needsCompaction, events.isEmpty || self.journal.mustCompact {
+            do {
+                try self.journal.compact(Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+            } catch {
+                self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
+            }
+        }
+        self.publishStatus()
+    }
+
+    /// Carries out the engine's decisions: frames at once (a magic packet or an ARP reply must not wait for a log
+    /// line; netlink changes go to the neighbour table's own thread, capture-filter changes to the end of the
+    /// pass), the rest into the batch or the log.
+    func perform(_ actions: [EngineAction], into batch: inout Batch) {
+        for action in actions {
+            if case .packet(.sendFrame(let frame, let index)) = action { self.packets?.send(frame, interfaceIndex: index) }
+        }
+        for action in actions {
+            switch action {
+            case .journal(let entry):
+                batch.entries.append(entry)
+            case .transmit(let transmission):
+                batch.transmissions.append(transmission)
+            case .packet(let packet):
+                switch packet {
+                case .sendFrame, .event, .claimed, .ownerSeen:
+                    break
+                case .sendWakeDatagram(let payload, let index):
+                    self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
+                case .setNeighbour(let index, let address, let mac):
+                    self.neighbours?.set(interfaceIndex: index, address: address, mac: mac)
+                case .removeNeighbour(let index, let address):
+                    self.neighbours?.remove(interfaceIndex: index, address: address)
+                case .watchChanged(let index):
+                    self.pendingWatches.insert(index)
+                }
+            case .wakeEvent(let event):
+                if event.kind == .wake {
+                    let reason = WakeLog.entry(event, at: Date()).trigger.type
+                    self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
+                }
+                do {
+                    try self.wakeLog.append(event, at: Date())
+                } catch {
+                    self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
+                }
+            case .log(let level, let message):
+                self.logger.log(level: level.loggerLevel, "\(message)")
+            }
+        }
+    }
+
+    func applyPendingWatches() {
+        guard !self.pendingWatches.isEmpty else { return }
+        defer { self.pendingWatches.removeAll() }
+        guard let takeover = self.engine.takeover else { return }
+        for index in self.pendingWatches.sorted() {
+            self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index)
+        }
+    }
+
+    /// Replaces the in-memory state with what the journal holds (after a failed append).
+    func reloadFromJournal(now: Timestamp) {
+        let replay: RegistrationJournal.Replay
+        do {
+            replay = try self.journal.reread(timeBase: SystemClock.timeBase())
+        } catch {
+            // Neither writable nor readable: keep serving what memory holds rather than forget every host.
+            self.logger.error("state: cannot read the journal back (\(error)); keeping the in-memory registrations")
+            return
+        }
+        var batch = Batch()
+        self.perform(self.engine.reload(replay.registrations, now: now), into: &batch)
+        self.mdns?.send(batch.transmissions)
+        self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
+    }
+}

@@ -1,0 +1,121 @@
+import CSleepProxyLinux
+import Foundation
+import Logging
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyWire
+
+/// What the engine thread is configured with, what it takes in, and what it reports.
+extension RegistrationEngine {
+    public struct Configuration: Sendable {
+        public var registration: RegistrationConfiguration
+        /// Interfaces to serve; empty means every up, multicast-capable, non-loopback interface.
+        public var interfaces: [String]
+        public var stateDirectory: URL
+        /// The proxy's own advertisement; nil runs without the mDNS side (registration only).
+        public var responder: ResponderConfiguration?
+        /// Address takeover and wake; nil runs without the packet side.
+        public var takeover: TakeoverConfiguration?
+
+        public init(
+            registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL,
+            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil
+        ) {
+            self.registration = registration
+            self.interfaces = interfaces
+            self.stateDirectory = stateDirectory
+            self.responder = responder
+            self.takeover = takeover
+        }
+    }
+
+    /// Events queued for the engine at most, per lane (`Event.lane`); beyond it they are dropped (and counted).
+    static let mailboxCapacity = 4096
+    /// Registrations made durable (one fdatasync) and answered together at most.
+    static let maximumBatch = 32
+    /// Events of any kind processed between two chances to answer registrations. Captured frames and mDNS
+    /// packets do not count toward `maximumBatch` (they need no fdatasync): counted, the replies the proxy itself
+    /// sends to registering hosts — captured on their way out, since those addresses are watched — split every
+    /// burst of registrations into more batches, and so into more syncs.
+    static let maximumBatchEvents = 256
+    /// How often the interface list is re-read even when nothing asks for it.
+    static let inventoryRefreshInterval: Duration = .seconds(30)
+
+    enum Event {
+        case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
+        case mdns(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
+        case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
+        /// Netlink saw a link or address change.
+        case linksChanged
+        /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
+        case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
+        /// Settings a reload (SIGHUP) changes in place.
+        case reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply)
+
+        /// Mailbox lanes: registrations and the admin side, mDNS, captured frames. Each has its own bound, so a
+        /// flood of one kind cannot keep the others out.
+        static let lanes = 3
+        static let framesLane = 2
+        static let mdnsLane = 1
+
+        var lane: Int {
+            switch self {
+            case .frame: Self.framesLane
+            case .mdns: Self.mdnsLane
+            case .datagram, .linksChanged, .control, .reconfigure: 0
+            }
+        }
+    }
+
+    /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
+    /// batch would cost more than the batch once thousands of hosts sleep.
+    public struct Status: Sendable {
+        public var hostCount = 0
+        public var recordCount = 0
+        public var statistics = RegistrationStatistics()
+        public var droppedDatagrams = 0
+        /// Captured frames dropped because the engine's frame queue was full (`PacketLinks.maximumQueuedBytes`).
+        public var droppedFrames = 0
+        public var persistenceFailures = 0
+        public var batches = 0
+        public var responder = ResponderStatistics()
+        public var instanceLabel: String?
+        public var takeover = TakeoverStatistics()
+        /// Wakes started, by trigger type (`connection`, `address-conflict`, ...).
+        public var wakesByReason: [String: Int] = [:]
+        /// Held hosts by state (docs/coexistence.md).
+        public var hostsByState: [HostState: Int] = [:]
+    }
+
+    /// Cuts what the mailbox held into batches of at most `maximumBatch` registrations (one fdatasync each) and
+    /// `maximumBatchEvents` events, in order.
+    static func batches<T>(_ events: [T], isRegistration: (T) -> Bool) -> [[T]] {
+        var batches: [[T]] = []
+        var current: [T] = []
+        var registrations = 0
+        for event in events {
+            current.append(event)
+            if isRegistration(event) { registrations += 1 }
+            if registrations == Self.maximumBatch || current.count == Self.maximumBatchEvents {
+                batches.append(current)
+                current = []
+                registrations = 0
+            }
+        }
+        if !current.isEmpty { batches.append(current) }
+        return batches
+    }
+
+    static func batches(_ events: [Event]) -> [[Event]] {
+        self.batches(events) { if case .datagram = $0 { true } else { false } }
+    }
+
+    /// What one batch has to carry out once the engine has seen all of it.
+    struct Batch {
+        var entries: [RegistrationJournal.Entry] = []
+        var transmissions: [MDNSTransmission] = []
+        var replies: [(Channel, SocketAddress, [UInt8])] = []
+        var controlReplies: [(ControlResponse, @Sendable (ControlResponse) -> Void)] = []
+    }
+}
