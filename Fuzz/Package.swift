@@ -1,6 +1,6 @@
 // swift-tools-version:6.2
 // A separate package on purpose: `swift build --sanitize fuzzer` replaces `main` in every executable it links,
-// so the fuzz targets must never share a build with sleepproxyd or the tests (linux-notes §5).
+// so the fuzz targets must never share a build with sleepproxyd or the tests (docs/linux.md §5).
 // Build and run with ../scripts/fuzz.
 import PackageDescription
 

@@ -1,4 +1,4 @@
-// libnl-3 / libnl-route-3 (linux-notes §3): neighbour entries and link/address change notifications.
+// libnl-3 / libnl-route-3 (docs/linux.md §3): neighbour entries and link/address change notifications.
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
 #include <netlink/cache.h>

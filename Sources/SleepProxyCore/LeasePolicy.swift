@@ -3,8 +3,8 @@ import SleepProxyWire
 /// How long registrations are kept: the granted lease is the requested one clamped to `[minimum, maximum]`.
 ///
 /// RFC 9664 §8: servers SHOULD clamp leases, with a maximum of 24 hours and a minimum of 30 seconds; Apple's
-/// proxy caps at 86,400 s (sps-protocol §3.6). A lease of 0 is not a deletion but a malformed request, as in
-/// Apple's proxy (sps-protocol §5.3), so it has no grant.
+/// proxy caps at 86,400 s (docs/protocol.md §3.6). A lease of 0 is not a deletion but a malformed request, as in
+/// Apple's proxy (docs/protocol.md §5.3), so it has no grant.
 public struct LeasePolicy: Hashable, Sendable {
     /// RFC 9664 §8 and Apple's `mDNSCoreReceiveUpdate`: 24 hours.
     public static let defaultMaximum: UInt32 = 86_400

@@ -11,8 +11,8 @@ import Glibc
 
 /// The mDNS sockets: one per served interface and address family, bound to port 5353 beside any avahi-daemon
 /// (SO_REUSEADDR + SO_REUSEPORT), each joined to its group on its own interface only (IP_MULTICAST_ALL off,
-/// linux-notes §1.5) and sending with TTL / hop limit 255 for multicast and unicast alike (RFC 6762 §11,
-/// linux-notes §1.6). Received packets go to the engine with the interface and destination from packet info.
+/// docs/linux.md §1.5) and sending with TTL / hop limit 255 for multicast and unicast alike (RFC 6762 §11,
+/// docs/linux.md §1.6). Received packets go to the engine with the interface and destination from packet info.
 public final class MDNSSockets: Sendable {
     struct Key: Hashable, Sendable {
         var interfaceIndex: Int
@@ -63,7 +63,7 @@ public final class MDNSSockets: Sendable {
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MDNSSockets.receiveBufferSize))
             .channelOption(.maxMessagesPerRead, value: 16)
         if family == .v6 {
-            // linux-notes §1.1–1.2: name the IPv6 level explicitly, and keep IPv4 out of the IPv6 socket.
+            // docs/linux.md §1.1–1.2: name the IPv6 level explicitly, and keep IPv4 out of the IPv6 socket.
             bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
         }
         let sink = self.sink

@@ -7,9 +7,9 @@ import SleepProxyWire
 import Glibc
 #endif
 
-/// Neighbour entries on the proxy machine through libnl-route-3 (linux-notes §3).
+/// Neighbour entries on the proxy machine through libnl-route-3 (docs/linux.md §3).
 ///
-/// sps-protocol §4.3: while the proxy answers ARP/ND for a sleeping host, its own kernel must not be left asking
+/// docs/protocol.md §4.3: while the proxy answers ARP/ND for a sleeping host, its own kernel must not be left asking
 /// (our answers go onto the wire, never back into the local stack). A permanent entry "proxied address → the
 /// owner's MAC" lets a local connection go straight to the host, where the packet socket sees the SYN and wakes
 /// it; the entry is removed when the proxy lets go of the address.

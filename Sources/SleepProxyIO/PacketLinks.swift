@@ -7,7 +7,7 @@ import SleepProxyWire
 import Glibc
 #endif
 
-/// The classic BPF program that passes what the packet side needs (sps-protocol §4.3, linux-notes §2): every ARP
+/// The classic BPF program that passes what the packet side needs (docs/protocol.md §4.3, docs/linux.md §2): every ARP
 /// frame, IPv6 ICMPv6 (neighbour discovery; validated in Swift), and IPv4/IPv6 packets addressed to a watched
 /// address. IPv6 destinations are matched on their last 32 bits, as Apple's filter did, and checked exactly in
 /// Swift. Past `TakeoverRules.maximumFilteredAddresses` addresses of a family, the family passes whole.
@@ -85,7 +85,7 @@ public enum CaptureFilter {
 }
 
 /// Raw Ethernet on the served interfaces: one receive socket (AF_PACKET with the capture filter) read by a plain
-/// thread per interface, and one send-only socket per interface (linux-notes §2: NIO's pipe channel merges writes
+/// thread per interface, and one send-only socket per interface (docs/linux.md §2: NIO's pipe channel merges writes
 /// and dies on ENETDOWN; a thread and direct `send` do neither).
 public final class PacketLinks: @unchecked Sendable {
     // @unchecked: `links` is guarded by `lock`; each link's socket is used by its reader thread and by `send`
@@ -198,7 +198,7 @@ public final class PacketLinks: @unchecked Sendable {
             }
             if count < 0 {
                 let code = errno
-                // linux-notes §2: ENETDOWN comes once when the link goes down; the socket works again after it
+                // docs/linux.md §2: ENETDOWN comes once when the link goes down; the socket works again after it
                 // comes back up.
                 if code == ENETDOWN, !reportedDown {
                     reportedDown = true
@@ -277,7 +277,7 @@ public final class PacketLinks: @unchecked Sendable {
         }
     }
 
-    /// A magic packet as a UDP broadcast to port 9, bound to the interface (linux-notes §2: without
+    /// A magic packet as a UDP broadcast to port 9, bound to the interface (docs/linux.md §2: without
     /// SO_BINDTODEVICE the limited broadcast follows the default route, if any).
     public func sendWakeDatagram(_ payload: [UInt8], interfaceIndex: Int) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }

@@ -64,7 +64,7 @@ extension RegistrationEngine {
                 self.perform(self.engine.receiveMDNS(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, now: now), into: &batch)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
                 guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
-                    continue  // Apple's proxy too drops what did not arrive on an interface it serves (sps-protocol §3.6).
+                    continue  // Apple's proxy too drops what did not arrive on an interface it serves (docs/protocol.md §3.6).
                 }
                 let (outcome, actions) = self.engine.receiveRegistration(bytes, from: source, on: interface.context, now: now)
                 self.log(outcome, source: remote, interface: interface.context.name)

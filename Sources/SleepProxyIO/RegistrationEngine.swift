@@ -12,7 +12,7 @@ import SleepProxyWire
 /// No rule lives here; the rules are the engine's (docs/coexistence.md).
 ///
 /// A thread rather than a task because persisting means a blocking fdatasync, which must not stall the
-/// two-thread cooperative pool (linux-notes §7), and because a batch per wake-up is exactly group commit.
+/// two-thread cooperative pool (docs/linux.md §7), and because a batch per wake-up is exactly group commit.
 public final class RegistrationEngine: @unchecked Sendable {
     // @unchecked: `engine`, `inventory` and `journal` are touched only on the engine thread; `status` is
     // guarded by `statusLock`; `mailbox` is itself thread-safe.

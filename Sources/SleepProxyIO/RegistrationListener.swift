@@ -10,10 +10,10 @@ import Glibc
 
 /// UDP sockets on the registration port, IPv4 and IPv6 (link-local included), handing every datagram with its
 /// arrival interface (IP_PKTINFO / IPV6_RECVPKTINFO) to the engine. Replies go out of the same socket to the
-/// exact source address and port, which may be 5353 or ephemeral (sps-protocol §2.2).
+/// exact source address and port, which may be 5353 or ephemeral (docs/protocol.md §2.2).
 public final class RegistrationListener: Sendable {
     /// The fixed default port, advertised in the `_sleep-proxy._udp` SRV record. Apple's proxy picks a random
-    /// port each start (sps-protocol §1.1); a fixed one lets firewalls and our own client be configured once.
+    /// port each start (docs/protocol.md §1.1); a fixed one lets firewalls and our own client be configured once.
     public static let defaultPort = 5599
 
     /// Larger than the 9000-byte message limit (RFC 6762 §17), so an oversized datagram shows as oversized and is
@@ -57,13 +57,13 @@ public final class RegistrationListener: Sendable {
         // No SO_REUSEADDR: on Linux it lets a second UDP socket bind the same port, and two daemons would then
         // split the registrations between them. UDP has no TIME_WAIT, so a restart does not need it.
         // NIO reads datagrams into 2048-byte buffers by default, which would truncate a large registration
-        // (Apple's client puts up to 8940 bytes in one UPDATE, sps-protocol §2.3); read whole datagrams.
+        // (Apple's client puts up to 8940 bytes in one UPDATE, docs/protocol.md §2.3); read whole datagrams.
         var bootstrap = DatagramBootstrap(group: group)
             .channelOption(.receivePacketInfo, value: true)
             .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: RegistrationListener.receiveBufferSize))
             .channelOption(.maxMessagesPerRead, value: 16)
         if v6 {
-            // linux-notes §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
+            // docs/linux.md §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
             bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
         }
         return bootstrap.channelInitializer { channel in

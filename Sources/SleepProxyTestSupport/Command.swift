@@ -37,7 +37,7 @@ public enum Command {
         try process.run()
         if let input { stdin.fileHandleForWriting.write(input) }
         try? stdin.fileHandleForWriting.close()
-        // Read both pipes to EOF on their own threads before waiting (linux-notes §7), so a chatty child cannot
+        // Read both pipes to EOF on their own threads before waiting (docs/linux.md §7), so a chatty child cannot
         // block on a full pipe.
         let outData = LockedData()
         let errData = LockedData()

@@ -5,7 +5,7 @@ import SleepProxyWire
 /// every port) and hosts, each in its own namespace with one veth port called `eth0`.
 ///
 /// Addresses are documentation (192.0.2.0/24, 2001:db8::/64) or link-local only; DAD is off so IPv6 addresses
-/// are usable at once; every host has a route for 224.0.0.0/4 (without it multicast sends fail, linux-notes §7).
+/// are usable at once; every host has a route for 224.0.0.0/4 (without it multicast sends fail, docs/linux.md §7).
 /// Each lab has its own namespaces, so labs in parallel tests never see each other.
 public final class LabNetwork: @unchecked Sendable {
     // @unchecked: `hosts` is guarded by `lock`.

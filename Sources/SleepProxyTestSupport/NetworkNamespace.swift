@@ -9,7 +9,7 @@ import Glibc
 ///
 /// It is held by `unshare --net` running `cat` on a pipe whose writing end only this process holds: when the
 /// test ends, or crashes, the pipe closes, `cat` exits and the namespace disappears with its interfaces
-/// (linux-notes §7: named namespaces leak on a crash, held anonymous ones do not). Processes started in it get
+/// (docs/linux.md §7: named namespaces leak on a crash, held anonymous ones do not). Processes started in it get
 /// SIGKILL when the test process dies (PR_SET_PDEATHSIG through setpriv), so they cannot keep it alive either.
 public final class NetworkNamespace: @unchecked Sendable {
     // @unchecked: `holder`, `stdin` and `children` are guarded by `lock`.
@@ -71,7 +71,7 @@ public final class NetworkNamespace: @unchecked Sendable {
     }
 
     /// Runs `body` on a new thread that has entered this namespace (setns is per-thread, so never on a shared
-    /// pool thread; linux-notes §7). Sockets created there stay in the namespace.
+    /// pool thread; docs/linux.md §7). Sockets created there stay in the namespace.
     public func inside<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
         let box = ResultBox<T>()
         let done = DispatchSemaphore(value: 0)

@@ -136,7 +136,7 @@ public enum Queriers {
     // MARK: dig
 
     /// A direct unicast query to `server` port 5353 (RFC 6762 §5.5); dig cannot read replies to multicast queries
-    /// (linux-notes §1). Returns the answer-section lines as (name, ttl, type, data).
+    /// (docs/linux.md §1). Returns the answer-section lines as (name, ttl, type, data).
     public static func dig(in host: LabHost, server: String, name: String, type: String) throws -> [(name: String, ttl: Int, type: String, data: String)] {
         let result = try host.run(["dig", "-p", "5353", "@\(server)", name, type, "+norecurse", "+noall", "+answer", "+time=2", "+tries=1"], timeout: .seconds(10))
         return result.stdout.split(separator: "\n").compactMap { line in

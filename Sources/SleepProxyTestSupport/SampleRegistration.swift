@@ -1,7 +1,7 @@
 import SleepProxyCore
 import SleepProxyWire
 
-/// Registrations in the exact form Apple's sleep client sends (sps-protocol §2.3, §2.4): ZOCOUNT 0, reverse PTRs
+/// Registrations in the exact form Apple's sleep client sends (docs/protocol.md §2.3, §2.4): ZOCOUNT 0, reverse PTRs
 /// for each address, each service's TXT, `_services` PTR, service PTR and SRV, then A/AAAA, all TTL 4500, unique
 /// records with the cache-flush bit, and an OPT (class 1440, TTL 4500) with a 4-byte Lease and an 8-byte Owner.
 public enum SampleRegistration {

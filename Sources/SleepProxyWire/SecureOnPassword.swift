@@ -1,5 +1,5 @@
 /// A Wake-on-LAN "SecureOn" password: 4 or 6 bytes appended to a magic packet (AMD Magic Packet white paper;
-/// `ethtool -s IF sopass`). The Owner option carries it in its 18- and 20-byte forms (sps-protocol §3.3).
+/// `ethtool -s IF sopass`). The Owner option carries it in its 18- and 20-byte forms (docs/protocol.md §3.3).
 public struct SecureOnPassword: Hashable, Sendable, CustomStringConvertible {
     /// The two lengths NICs accept: a 4-byte (IPv4-address-like) or 6-byte (MAC-like) password.
     public static let allowedLengths: Set<Int> = [4, 6]

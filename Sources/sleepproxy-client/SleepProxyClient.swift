@@ -120,7 +120,7 @@ struct Hook: ParsableCommand {
             }
         } else {
             let sequence = try Client.nextSequence(self.options)
-            // Apple's client repeats the Owner option for 60 s (sps-protocol §3.5). A sleep hook must return
+            // Apple's client repeats the Owner option for 60 s (docs/protocol.md §3.5). A sleep hook must return
             // quickly, so under systemd the repeats run in a transient unit; elsewhere the hook announces for a
             // few seconds itself.
             if Systemd.startAnnouncer(self.options) {
@@ -191,7 +191,7 @@ struct ClientState: Codable {
     }
 
     /// The Owner option's sequence number: the same for every registration of one sleep, one more after each
-    /// wake (sps-protocol §3.3, §5.1: a new number tells every proxy the host is back).
+    /// wake (docs/protocol.md §3.3, §5.1: a new number tells every proxy the host is back).
     var sequence: UInt8 = 0
     var last: Registration?
 
@@ -255,7 +255,7 @@ enum Client {
         throw ClientError(description: "no proxy took the registration (\(problems.joined(separator: "; ")))")
     }
 
-    /// After resume: the Owner sequence goes up by one, on disk before anything is sent (sps-protocol §3.3:
+    /// After resume: the Owner sequence goes up by one, on disk before anything is sent (docs/protocol.md §3.3:
     /// a new number is how every proxy tells that the host woke).
     static func nextSequence(_ options: Options) throws -> UInt8 {
         var state = ClientState.load(options.stateDirectory)
@@ -384,7 +384,7 @@ enum Browser {
 
     /// Asks for `_sleep-proxy._udp` by legacy unicast (RFC 6762 §6.7: every responder answers straight back to
     /// our port, with the SRV and address records as additionals), then ranks what answered the way Apple's
-    /// clients do: by the advertised metric, lowest first (sps-protocol §1.3).
+    /// clients do: by the advertised metric, lowest first (docs/protocol.md §1.3).
     static func proxies(on link: Link, seconds: Double, prefer: String?) throws -> [Proxy] {
         guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to browse from") }
         let query = DNSMessage(id: UInt16.random(in: 1 ... .max), questions: [DNSQuestion(name: Self.serviceType, type: .ptr)])
@@ -509,7 +509,7 @@ enum UDP {
     /// Replies kept from one browse: a bound against a flood from the LAN; far more proxies than any network has.
     static let maximumReplies = 256
 
-    /// Sends each part of a registration and waits for its reply (sps-protocol §2.5: a short timeout, a second
+    /// Sends each part of a registration and waits for its reply (docs/protocol.md §2.5: a short timeout, a second
     /// try); returns the lease granted, or throws on silence or an error RCODE.
     static func exchange(_ parts: [[UInt8]], from source: IPv4Address, to proxy: IPv4Address, port: UInt16) throws -> UInt32 {
         let fd = try self.socket(bound: source, link: nil)

@@ -215,7 +215,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         return name.isEmpty ? "linux" : name
     }
 
-    /// The `II-PP-MM-TT.F Name` label (sps-protocol §1.2) from --metrics and --proxy-name.
+    /// The `II-PP-MM-TT.F Name` label (docs/protocol.md §1.2) from --metrics and --proxy-name.
     func advertisedName() throws -> SleepProxyName {
         let parts = self.metrics.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
         guard parts.count == 4, parts.allSatisfy({ $0 != nil }) else {

@@ -24,7 +24,7 @@ struct RegistrarTests {
             Issue.record("\(outcome)")
             return
         }
-        // sps-protocol §3.6, byte for byte after the ID.
+        // docs/protocol.md §3.6, byte for byte after the ID.
         let expected: [UInt8] = [0xDC, 0x65, 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
                                  0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08,
                                  0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20]
@@ -90,7 +90,7 @@ struct RegistrarTests {
     func formErr(_ problem: RegistrationProblem) -> (RegistrationOutcome) -> Bool {
         { outcome in
             guard case .malformed(let actual, let reply) = outcome, actual == problem else { return false }
-            // FORMERR: ID echoed, QR + UPDATE + RCODE 1, nothing else (sps-protocol §3.6: ADCOUNT 0 on error).
+            // FORMERR: ID echoed, QR + UPDATE + RCODE 1, nothing else (docs/protocol.md §3.6: ADCOUNT 0 on error).
             return reply == [0x12, 0x34, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]
         }
     }

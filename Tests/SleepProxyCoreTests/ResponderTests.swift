@@ -82,7 +82,7 @@ struct ResponderTests {
         let records = announcements[0].1.message.answers
         #expect(records.contains { $0.name == "_sleep-proxy._udp.local." && $0.rdata == .ptr(PTRRecord(target: instance)) && !$0.cacheFlush })
         #expect(records.contains { $0.name == instance && $0.rdata == .srv(SRVRecord(port: 5599, target: "labproxy.local.")) && $0.cacheFlush })
-        // sps-protocol §1.1: an empty TXT, RDATA 0x00.
+        // docs/protocol.md §1.1: an empty TXT, RDATA 0x00.
         #expect(records.contains { $0.name == instance && $0.rdata.uncompressedBytes == [0] })
         #expect(records.contains { $0.rdata == .a(ARecord(address: IPv4Address(192, 0, 2, 1))) })
         #expect(records.contains { $0.name == "_services._dns-sd._udp.local." && $0.rdata == .ptr(PTRRecord(target: "_sleep-proxy._udp.local.")) })
@@ -425,7 +425,7 @@ struct ResponderTests {
         #expect(shared.count == 2 && unique.count == 2)
         #expect(shared[0].0 == Lab.t0 + .seconds(5) && shared[1].0 - shared[0].0 == .seconds(1))
         #expect(unique[0].0 - shared[0].0 == .milliseconds(900))
-        // Reverse-mapping PTRs are never announced (sps-protocol §4.2).
+        // Reverse-mapping PTRs are never announced (docs/protocol.md §4.2).
         #expect(!sent.contains { $0.1.message.answers.contains { ReverseMapping.address(from: $0.name) != nil } })
         #expect(unique[0].1.message.additionals.contains { $0.type == .nsec })
         h.register(Lab.registration())

@@ -4,7 +4,7 @@ import Testing
 @testable import SleepProxyWire
 
 /// The registration the Linux sleep client sends (issue 7 §2), checked against Apple's own and against the rules
-/// Apple's proxy applies to what it receives (sps-protocol §3.1-3.3).
+/// Apple's proxy applies to what it receives (docs/protocol.md §3.1-3.3).
 @Suite("Sleep client registration")
 struct SleepRegistrationTests {
     static let vectorLike = SleepRegistration(
@@ -75,7 +75,7 @@ struct SleepRegistrationTests {
         #expect(registrar.store.hostCount == 1 && registrar.store.recordCount == Set(registration.records).count)
     }
 
-    /// After a wake the client repeats its Owner option for Apple's 60 s (sps-protocol §3.5): a probe burst, then
+    /// After a wake the client repeats its Owner option for Apple's 60 s (docs/protocol.md §3.5): a probe burst, then
     /// doubling gaps, ten packets in all, the last at the end of the window; shorter windows are cut, not stretched.
     @Test func wakeAnnouncementsCoverAppleWindowInTenPackets() {
         let full = WakeAnnouncement.schedule()

@@ -47,7 +47,7 @@ struct TakeoverHarness {
         _ = self.run(for: .seconds(12))
     }
 
-    /// The takeover's phase for one address (the state is per address, sps-protocol §5.2).
+    /// The takeover's phase for one address (the state is per address, docs/protocol.md §5.2).
     func phase(of address: IPAddress) -> Takeover.HostStatus.Phase? {
         self.takeover.state(of: self.key)?.addresses.first { $0.0 == address }?.1
     }

@@ -29,7 +29,7 @@ final class RegistrationSocketTests {
         return Array(try Data(contentsOf: url))
     }
 
-    /// sps-protocol §3.6 reply for a 7200 s lease, with `id`.
+    /// docs/protocol.md §3.6 reply for a 7200 s lease, with `id`.
     static func expectedReply(id: UInt16) -> [UInt8] {
         [UInt8(id >> 8), UInt8(id & 0xFF), 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
          0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20]

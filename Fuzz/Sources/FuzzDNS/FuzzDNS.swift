@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-// libFuzzer entry point. No `@main` and no top-level code: libFuzzer supplies `main` (linux-notes §5).
+// libFuzzer entry point. No `@main` and no top-level code: libFuzzer supplies `main` (docs/linux.md §5).
 //
 // Properties checked on every input:
 // - decoding never traps (any trap is a finding);

@@ -1,5 +1,5 @@
-// Linux declarations that Swift's Glibc module does not export (see shared/docs/style.md §8 and
-// linux-notes.md §2, §7): packet sockets, classic BPF, Ethernet protocol numbers, interface flags, setns.
+// Linux declarations that Swift's Glibc module does not export (docs/linux.md §2, §7): packet sockets, classic
+// BPF, Ethernet protocol numbers, interface flags, setns.
 #ifndef C_SLEEP_PROXY_LINUX_H
 #define C_SLEEP_PROXY_LINUX_H
 

@@ -1,19 +1,19 @@
-/// The instance label a sleep proxy advertises under `_sleep-proxy._udp.local.` (sps-protocol §1.2):
+/// The instance label a sleep proxy advertises under `_sleep-proxy._udp.local.` (docs/protocol.md §1.2):
 ///
 ///     "II-PP-MM-TT.F Nice Name"     e.g. "70-35-60-63.1 Living Room"
 ///
 /// II intent, PP portability, MM marginal power, TT total power (each 10-99, lower is better), F a feature digit
 /// (bit value 1: TCP keepalive offload). Clients rank proxies by the six-digit number IIPPMM, lowest first; TT is
-/// ignored (sps-protocol §1.3).
+/// ignored (docs/protocol.md §1.3).
 public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
-    /// Metrics are two decimal digits (sps-protocol §1.2).
+    /// Metrics are two decimal digits (docs/protocol.md §1.2).
     public static let metricRange: ClosedRange<Int> = 10...99
-    /// What Apple's clients give a name they cannot rank; it is never chosen (sps-protocol §1.3).
+    /// What Apple's clients give a name they cannot rank; it is never chosen (docs/protocol.md §1.3).
     public static let unrankable = 1_000_000
     /// RFC 1035 §2.3.4: the label, nice name included, is at most 63 bytes.
     public static let maximumLabelLength = 63
 
-    /// sps-protocol §1.2 `enum mDNSSleepProxyMetric`.
+    /// docs/protocol.md §1.2 `enum mDNSSleepProxyMetric`.
     public enum Intent: Int, Sendable, CaseIterable {
         case dedicated = 20
         case primaryInfrastructureHardware = 30
@@ -37,7 +37,7 @@ public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
         case labelTooLong(Int)
     }
 
-    /// Defaults right for a small dedicated always-on box (sps-protocol §1.2 scales): intent 20 (a dedicated
+    /// Defaults right for a small dedicated always-on box (docs/protocol.md §1.2 scales): intent 20 (a dedicated
     /// proxy); portability 40 = 100 − 10·log10(10⁶ mg), about a kilogram (a NAS or mini PC; a 50 g Raspberry Pi
     /// would be 53); marginal power 10, the scale's floor, because a box that never sleeps spends nothing extra on
     /// proxying; total power 65 = 10·log10(3·10⁶ µW), about 3 W. Features 0 until keepalive offload exists.
@@ -67,7 +67,7 @@ public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
     /// IIPPMM as clients compute it.
     public var metric: Int { self.intent * 10_000 + self.portability * 100 + self.marginalPower }
 
-    /// How a client ranks an advertised label (sps-protocol §1.3), without Apple's flaw: Apple checks only that
+    /// How a client ranks an advertised label (docs/protocol.md §1.3), without Apple's flaw: Apple checks only that
     /// characters 0, 1, 3 and 4 are digits and then reads 6 and 7 as digits anyway, so "20-30-xx…" gets a
     /// meaningless score. Here every digit the score uses must be a digit, or the name is unrankable.
     public static func metric(ofLabel label: [UInt8]) -> Int {
@@ -83,7 +83,7 @@ public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
         return a * 100_000 + b * 10_000 + c * 1000 + d * 100 + e * 10 + f
     }
 
-    /// The feature digit: the character after the '.' at offset 11, when present (sps-protocol §1.3).
+    /// The feature digit: the character after the '.' at offset 11, when present (docs/protocol.md §1.3).
     public static func features(ofLabel label: [UInt8]) -> Int {
         guard label.count >= 13, label[11] == UInt8(ascii: "."), label[12] >= 0x30, label[12] <= 0x39 else { return 0 }
         return Int(label[12] - 0x30)

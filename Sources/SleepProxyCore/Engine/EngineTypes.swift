@@ -59,7 +59,7 @@ public enum HostRemoval: Hashable, Sendable {
 public enum EngineRules {
     /// A host with no address to probe (or a proxy running with `--no-takeover`) is asked for its host name over
     /// mDNS instead: three queries a second apart starting a second after it registered, as the address probes
-    /// are timed (sps-protocol §4.3), and it is taken to be asleep when none of them drew a word from it.
+    /// are timed (docs/protocol.md §4.3), and it is taken to be asleep when none of them drew a word from it.
     public static let quietProbeCount = 3
     public static let quietProbeInterval: Duration = .seconds(1)
     public static let quietStartDelay: Duration = .seconds(1)

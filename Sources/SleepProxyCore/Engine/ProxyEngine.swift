@@ -157,7 +157,7 @@ public struct ProxyEngine: Sendable {
     /// A sign that the host is up. Before the proxy ever spoke for it, the takeover waits (the host is still
     /// going to sleep); once the proxy spoke for it, the host woke: it gets everything back silently, as for an
     /// Owner option with a new sequence. Beyond Apple, which ignores same-sequence traffic for 60 s and knows no
-    /// other sign (sps-protocol §5.1): a host that never sends an Owner option would otherwise be renamed by
+    /// other sign (docs/protocol.md §5.1): a host that never sends an Owner option would otherwise be renamed by
     /// the proxy's defence of its own names.
     mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, now: Timestamp) -> [EngineAction] {
         guard var presence = self.presence[key], let registration = self.registrar.store[key] else { return [] }
@@ -340,7 +340,7 @@ public struct ProxyEngine: Sendable {
                 wake = action == .wake
                 actions.append(.log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
             } else {
-                // Beyond Apple (sps-protocol §5.4 wakes every host whose lease ends): a host known to be awake
+                // Beyond Apple (docs/protocol.md §5.4 wakes every host whose lease ends): a host known to be awake
                 // needs no magic packet, and goodbyes would flush the records it answers for itself.
                 let seen = presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" } ?? "it never went quiet"
                 actions.append(.log(.notice, "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"))
@@ -413,7 +413,7 @@ public struct ProxyEngine: Sendable {
                 } else if first {
                     result.append(.log(.info, "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"))
                 }
-                // Answering on another address keeps the host asleep (per-address takeover, sps-protocol §5.2);
+                // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
                 // answering on none means the host is up everywhere: silent until it is quiet again.
                 if presence.state == .asleep, self.takeover?.isAnsweringAny(key) == false {
                     presence.state = .awake

@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// The TCP connection state an Apple client hands over in a keepalive NULL record (sps-protocol §6):
+/// The TCP connection state an Apple client hands over in a keepalive NULL record (docs/protocol.md §6):
 /// RDATA is a length byte, then `t=<timeout> i=30 c=10 h=<laddr> d=<raddr> l=<lport> r=<rport> m=<MAC> s=<seq>
 /// a=<ack> w=<win>`, then a NUL. IPv6 uses `H=` and `D=`. Parsing stops at the first unknown key, as Apple's does.
 public struct KeepaliveInfo: Hashable, Sendable {
@@ -14,7 +14,7 @@ public struct KeepaliveInfo: Hashable, Sendable {
     public var acknowledgement: UInt32?
     public var window: UInt16?
 
-    /// Usable only with every field Apple's proxy requires non-zero (sps-protocol §6).
+    /// Usable only with every field Apple's proxy requires non-zero (docs/protocol.md §6).
     public var isComplete: Bool {
         (self.timeout ?? 0) != 0 && self.localAddress != nil && self.remoteAddress != nil && (self.localPort ?? 0) != 0
             && (self.remotePort ?? 0) != 0 && (self.sequence ?? 0) != 0 && (self.acknowledgement ?? 0) != 0

@@ -1,7 +1,7 @@
 import SleepProxyWire
 
 /// Identifies a sleeping host: the interface it registered on and its primary MAC (the Owner option's HMAC).
-/// Apple's proxy groups records the same way (sps-protocol §4.1: "per (interface, HMAC)").
+/// Apple's proxy groups records the same way (docs/protocol.md §4.1: "per (interface, HMAC)").
 public struct OwnerKey: Hashable, Comparable, Sendable, CustomStringConvertible {
     public var interface: String
     public var primaryMAC: MACAddress
@@ -24,7 +24,7 @@ public struct OwnerKey: Hashable, Comparable, Sendable, CustomStringConvertible 
 
 /// One record a sleeping host handed over, as the proxy keeps it.
 public struct ProxiedRecord: Hashable, Sendable {
-    /// Class IN; `cacheFlush` marks a unique record (sps-protocol §4.1 step 2); TTL as registered, capped.
+    /// Class IN; `cacheFlush` marks a unique record (docs/protocol.md §4.1 step 2); TTL as registered, capped.
     public var record: DNSResourceRecord
     /// When the registration part that carried it arrived.
     public var registeredAt: Timestamp
@@ -41,7 +41,7 @@ public struct ProxiedRecord: Hashable, Sendable {
         self.record.name == other.name && self.record.rrclass == other.rrclass && self.record.rdata == other.rdata
     }
 
-    /// Apple's keepalive records: type NULL whose second label is `_keepalive` (sps-protocol §6).
+    /// Apple's keepalive records: type NULL whose second label is `_keepalive` (docs/protocol.md §6).
     public var isKeepalive: Bool {
         guard self.record.type == .null else { return false }
         let labels = self.record.name.labels
@@ -58,7 +58,7 @@ public struct OwnerRegistration: Hashable, Sendable {
     public var records: [ProxiedRecord] {
         didSet { (self.hostName, self.addresses) = OwnerSummary.claims(of: self.records.map(\.record)) }
     }
-    /// When the first part of this sleep epoch arrived; hand-back after 60 s counts from here (sps-protocol §5.1).
+    /// When the first part of this sleep epoch arrived; hand-back after 60 s counts from here (docs/protocol.md §5.1).
     public var registeredAt: Timestamp
     /// When the latest part arrived.
     public var updatedAt: Timestamp
@@ -67,7 +67,7 @@ public struct OwnerRegistration: Hashable, Sendable {
     public var leaseExpiry: Timestamp
     /// The lease granted to the latest part, in seconds.
     public var grantedLease: UInt32
-    /// The DNS ID of the latest part: parts of one registration share it (sps-protocol §2.3).
+    /// The DNS ID of the latest part: parts of one registration share it (docs/protocol.md §2.3).
     public var lastMessageID: UInt16
 
     /// `claims`, when given, must be `OwnerSummary.claims(of: records)` (a caller that knows the records did
@@ -120,7 +120,7 @@ public struct OwnerSummary: Hashable, Sendable {
         public var instance: DNSName
         /// `_svc._tcp.local.`
         public var type: DNSName
-        /// From the third label of the instance name (sps-protocol §4.4: `_tcp` or `_udp`); nil for anything else.
+        /// From the third label of the instance name (docs/protocol.md §4.4: `_tcp` or `_udp`); nil for anything else.
         public var transport: TransportProtocol?
         public var port: UInt16
         public var target: DNSName

@@ -12,19 +12,19 @@ public struct RegistrationStatistics: Hashable, Sendable {
 }
 
 /// Turns registration datagrams into store changes and replies, the way Apple's proxy does
-/// (`mDNSCoreReceiveUpdate`, sps-protocol §3 and §4.1), with the checks Apple's proxy lacks (§7).
+/// (`mDNSCoreReceiveUpdate`, docs/protocol.md §3 and §4.1), with the checks Apple's proxy lacks (§7).
 ///
 /// Pure: the caller passes `now`, performs the returned outcome (persist, then reply) and never mutates the store
 /// behind its back. A datagram that is not accepted leaves every piece of state as it was, except the rate
 /// limiter and the statistics.
 public struct Registrar: Sendable {
-    /// Apple's `mDNSMaximumMulticastTTLSeconds`: received TTLs are capped at 4500 s (sps-protocol §4.1, §8).
+    /// Apple's `mDNSMaximumMulticastTTLSeconds`: received TTLs are capped at 4500 s (docs/protocol.md §4.1, §8).
     public static let maximumTTL: UInt32 = 4500
     /// RFC 6762 §10: TTL for records whose name or rdata is a host name; given to a record registered with TTL 0.
     public static let hostNameRecordTTL: UInt32 = 120
     /// RFC 6762 §10: TTL for other records (75 minutes); given to a record registered with TTL 0.
     public static let otherRecordTTL: UInt32 = 4500
-    /// Apple's proxy answers with an OPT of class 1440 and TTL 4500 (sps-protocol §3.6).
+    /// Apple's proxy answers with an OPT of class 1440 and TTL 4500 (docs/protocol.md §3.6).
     static let replyEDNS = EDNSHeader(udpPayloadSize: 1440, z: 0x1194)
     /// RFC 9664 §8: at most 7 days for KEY-LEASE.
     public static let maximumKeyLease: UInt32 = 7 * 86_400
@@ -87,7 +87,7 @@ public struct Registrar: Sendable {
             return self.malformed(.badZone, id: id)
         }
 
-        // EDNS: exactly one OPT, owned by the root, with a Lease and an Owner option (sps-protocol §3.1-§3.3).
+        // EDNS: exactly one OPT, owned by the root, with a Lease and an Owner option (docs/protocol.md §3.1-§3.3).
         let opts = message.additionals.filter { $0.type == .opt }
         guard let opt = opts.first, case .opt(let options) = opt.rdata else { return self.malformed(.missingOPT, id: id) }
         guard opts.count == 1, opt.name.isRoot else { return self.malformed(.badOPT, id: id) }
@@ -105,7 +105,7 @@ public struct Registrar: Sendable {
             return self.malformed(.ownerMAC, id: id)
         }
 
-        // Update section: additions only (sps-protocol §5.3: Apple never sends deletions).
+        // Update section: additions only (docs/protocol.md §5.3: Apple never sends deletions).
         guard !message.updates.isEmpty else { return self.malformed(.noRecords, id: id) }
         var incoming: [DNSResourceRecord] = []
         incoming.reserveCapacity(message.updates.count)
@@ -121,10 +121,10 @@ public struct Registrar: Sendable {
         }
 
         // The host's state after this part. The parts of one registration share its message ID (Apple splits a
-        // large one into several UPDATEs with one ID, sps-protocol §2.3, and retransmits it unchanged): those
+        // large one into several UPDATEs with one ID, docs/protocol.md §2.3, and retransmits it unchanged): those
         // merge. A new message ID is a new registration, and it replaces the previous one's records, even in the
         // same epoch. Beyond Apple: its proxy keeps non-identical old records until the host re-probes with a new
-        // sequence (sps-protocol §5.3), and a client that never bumps its sequence (every avahi-based one) then
+        // sequence (docs/protocol.md §5.3), and a client that never bumps its sequence (every avahi-based one) then
         // piles up services it removed, with two TXT records for one instance (docs/coexistence.md). This also
         // carries out Apple's intent of replacing the keepalive records on every registration (§4.1 step 3).
         let key = OwnerKey(interface: interface.name, primaryMAC: owner.primaryMAC)
@@ -190,7 +190,7 @@ public struct Registrar: Sendable {
         return records
     }
 
-    /// The security rules Apple's proxy does not have (sps-protocol §7 RECOMMENDATION) and the capacity limits.
+    /// The security rules Apple's proxy does not have (docs/protocol.md §7 RECOMMENDATION) and the capacity limits.
     private func policyRefusal(_ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext) -> RegistrationRefusal? {
         let claims = registration.addresses
         for address in claims {
@@ -231,7 +231,7 @@ public struct Registrar: Sendable {
         }
     }
 
-    /// An UPDATE response as Apple's proxy builds it (sps-protocol §3.6): the request's ID, flags QR + opcode +
+    /// An UPDATE response as Apple's proxy builds it (docs/protocol.md §3.6): the request's ID, flags QR + opcode +
     /// RCODE, no echoed sections, and on success one OPT (class 1440, TTL 4500) holding only the granted lease.
     static func reply(id: UInt16, rcode: DNSResponseCode, opcode: DNSOpcode = .update, lease: UpdateLeaseOption? = nil) -> [UInt8] {
         var message = DNSMessage(id: id, flags: DNSHeaderFlags(response: true, opcode: opcode, responseCode: rcode))

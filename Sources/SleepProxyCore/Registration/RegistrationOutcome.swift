@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// Why a registration was malformed: answered FORMERR (sps-protocol §3.6), store unchanged.
+/// Why a registration was malformed: answered FORMERR (docs/protocol.md §3.6), store unchanged.
 public enum RegistrationProblem: String, Hashable, Sendable, CaseIterable {
     /// The datagram is not a decodable DNS message.
     case undecodable
@@ -22,7 +22,7 @@ public enum RegistrationProblem: String, Hashable, Sendable, CaseIterable {
     case missingLease
     /// An Update Lease option of a length other than 4 or 8.
     case badLease
-    /// A lease of 0: Apple answers FormErr; it is not a deletion (sps-protocol §5.3).
+    /// A lease of 0: Apple answers FormErr; it is not a deletion (docs/protocol.md §5.3).
     case zeroLease
     /// No Owner option (Apple: FormErr).
     case missingOwner

@@ -3,7 +3,7 @@ import SleepProxyWire
 /// Reverse-mapping names (RFC 1035 §3.5 in-addr.arpa, RFC 3596 §2.5 ip6.arpa) and the addresses they name.
 ///
 /// Apple's proxy takes the addresses it claims only from the owner names of reverse-mapping PTR records
-/// (sps-protocol §4.1): `d.c.b.a.in-addr.arpa.` (exactly six labels) or 32 one-nibble labels then `ip6.arpa.`
+/// (docs/protocol.md §4.1): `d.c.b.a.in-addr.arpa.` (exactly six labels) or 32 one-nibble labels then `ip6.arpa.`
 /// (34 labels), nibbles in either case.
 public enum ReverseMapping {
     static let inAddrArpa: DNSName = "in-addr.arpa."

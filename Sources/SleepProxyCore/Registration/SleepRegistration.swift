@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// What a host about to sleep sends a sleep proxy, built exactly as Apple's client builds it (sps-protocol §2.3,
+/// What a host about to sleep sends a sleep proxy, built exactly as Apple's client builds it (docs/protocol.md §2.3,
 /// §2.4, §3): a DNS UPDATE without a zone section; the update section holds one reverse-mapping PTR per address,
 /// then for each service its TXT, the `_services._dns-sd._udp` PTR, the service-type PTR (and subtype PTRs) and
 /// its SRV, then the A/AAAA records; unique records carry the cache-flush bit, every TTL is 4500 s; SRV targets
@@ -24,9 +24,9 @@ public struct SleepRegistration: Hashable, Sendable {
         }
     }
 
-    /// sps-protocol §2.4: the TTL Apple's client gives every record it hands over.
+    /// docs/protocol.md §2.4: the TTL Apple's client gives every record it hands over.
     public static let recordTTL: UInt32 = 4500
-    /// sps-protocol §3.1: the OPT record's class (payload size) and TTL as Apple writes them.
+    /// docs/protocol.md §3.1: the OPT record's class (payload size) and TTL as Apple writes them.
     public static let edns = EDNSHeader(udpPayloadSize: 1440, z: 0x1194)
     /// Apple's `NormalMaxDNSMessageData`: each UPDATE stays within 1440 bytes.
     public static let maximumMessageSize = 1440

@@ -37,16 +37,16 @@ public enum MDNSRules {
     public static let conflictStormCount = 15
     public static let conflictStormDelay: Duration = .seconds(5)
     /// RFC 6762 §8.3: at least two announcements, one second apart. Apple sends two for proxied records
-    /// (sps-protocol §4.2).
+    /// (docs/protocol.md §4.2).
     public static let announcementCount = 2
     public static let announcementInterval: Duration = .seconds(1)
-    /// sps-protocol §4.2: a proxied unique record is announced after Apple's silent probing (~0.9 s); shared
+    /// docs/protocol.md §4.2: a proxied unique record is announced after Apple's silent probing (~0.9 s); shared
     /// ones start at once.
     public static let proxiedUniqueAnnouncementDelay: Duration = .milliseconds(900)
-    /// sps-protocol §8: goodbyes for proxied records go out three times, two seconds apart.
+    /// docs/protocol.md §8: goodbyes for proxied records go out three times, two seconds apart.
     public static let goodbyeCount = 3
     public static let goodbyeInterval: Duration = .seconds(2)
-    /// sps-protocol §5.1: packets with the registration's own Owner sequence within 60 s of registering are the
+    /// docs/protocol.md §5.1: packets with the registration's own Owner sequence within 60 s of registering are the
     /// host's own traffic as it falls asleep; after that, or with another sequence, they mean it is awake.
     public static let handBackGrace: Duration = .seconds(60)
     /// TTLs of the proxy's own records (RFC 6762 §10: 120 s for host-name-bearing records, 75 minutes else).

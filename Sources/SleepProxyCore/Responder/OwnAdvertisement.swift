@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// The proxy's own records on one interface: `_sleep-proxy._udp` (sps-protocol §1.1) and its host name.
+/// The proxy's own records on one interface: `_sleep-proxy._udp` (docs/protocol.md §1.1) and its host name.
 ///
 /// Unique records (SRV, TXT, A, AAAA) are probed before use, announced, defended, and renamed on conflict
 /// (RFC 6762 §8, §9). The host name is the proxy's own, not the machine's: an avahi-daemon on the same machine
@@ -43,7 +43,7 @@ struct OwnAdvertisement: Sendable {
             DNSResourceRecord(name: Self.serviceType, ttl: MDNSRules.otherRecordTTL, rdata: .ptr(PTRRecord(target: instance))),
             DNSResourceRecord(name: Self.servicesEnumeration, ttl: MDNSRules.otherRecordTTL, rdata: .ptr(PTRRecord(target: Self.serviceType))),
             DNSResourceRecord(name: instance, cacheFlush: true, ttl: MDNSRules.hostRecordTTL, rdata: .srv(SRVRecord(port: port, target: host))),
-            // sps-protocol §1.1: a TXT of one empty string (RDATA 0x00).
+            // docs/protocol.md §1.1: a TXT of one empty string (RDATA 0x00).
             DNSResourceRecord(name: instance, cacheFlush: true, ttl: MDNSRules.otherRecordTTL, rdata: .txt(.empty)),
         ]
         for prefix in context.prefixes {

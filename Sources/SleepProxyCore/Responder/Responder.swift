@@ -142,7 +142,7 @@ public struct Responder: Sendable {
 
     // MARK: - Registration events
 
-    /// A registration was accepted: announce what is new (sps-protocol §4.2: twice, a second apart; shared
+    /// A registration was accepted: announce what is new (docs/protocol.md §4.2: twice, a second apart; shared
     /// records at once, unique ones after Apple's silent probing). Reverse-mapping PTRs are never announced.
     public mutating func registered(_ registration: OwnerRegistration, previous: OwnerRegistration?, now: Timestamp) {
         // The host back under the proxy's wing: goodbyes still queued for its earlier records are moot.
@@ -177,7 +177,7 @@ public struct Responder: Sendable {
     }
 
     /// Starts speaking for a host that went quiet: its records are announced at once, twice a second apart
-    /// (sps-protocol §4.2). Apple delays unique records by its 0.9 s of silent probing; here the host has
+    /// (docs/protocol.md §4.2). Apple delays unique records by its 0.9 s of silent probing; here the host has
     /// already been shown to be asleep, so there is nothing left to wait for.
     public mutating func speak(for registration: OwnerRegistration, now: Timestamp) {
         guard self.silenced.remove(registration.key) != nil else { return }
@@ -191,8 +191,8 @@ public struct Responder: Sendable {
         self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
     }
 
-    /// A host's records are no longer proxied. Hand-back is silent (sps-protocol §5.1); expiry and an
-    /// administrator's removal send goodbyes (sps-protocol §8: three, two seconds apart), except for records
+    /// A host's records are no longer proxied. Hand-back is silent (docs/protocol.md §5.1); expiry and an
+    /// administrator's removal send goodbyes (docs/protocol.md §8: three, two seconds apart), except for records
     /// that someone else still holds.
     public mutating func removed(_ registration: OwnerRegistration, reason: RemovalReason, now: Timestamp) {
         let key = registration.key
@@ -341,7 +341,7 @@ public struct Responder: Sendable {
         return actions
     }
 
-    // MARK: - Hand-back (sps-protocol §5.1)
+    // MARK: - Hand-back (docs/protocol.md §5.1)
 
     private mutating func handBack(_ message: DNSMessage, context: InterfaceContext, store: RecordStore, now: Timestamp) -> ResponderAction? {
         guard let owner = message.ednsOptions?.owner, owner.version == 0 else { return nil }
@@ -431,7 +431,7 @@ public struct Responder: Sendable {
             guard let context = self.own[announcement.interfaceIndex]?.context, let registration = store[announcement.owner] else { continue }
             let current = announcement.records.filter { record in registration.records.contains { $0.record.isIdentical(to: record) } }
             guard !current.isEmpty else { continue }
-            // sps-protocol §4.2 / RFC 6762 §8.3: the first announcement of unique records carries their NSEC.
+            // docs/protocol.md §4.2 / RFC 6762 §8.3: the first announcement of unique records carries their NSEC.
             let nsecs = announcement.sent == 0 ? Self.nsecs(for: registration.records.map(\.record).filter { record in
                 record.cacheFlush && current.contains { $0.name == record.name }
             }) : []

@@ -22,7 +22,7 @@ extension Responder {
 
     /// The answers to a set of questions after known-answer suppression (RFC 6762 §7.1), with the NSECs owed
     /// for names the proxy owns uniquely but lacking the asked type (RFC 6762 §6.1). Identical records from
-    /// several owners appear once (sps-protocol §4.1 step 6).
+    /// several owners appear once (docs/protocol.md §4.1 step 6).
     mutating func collectAnswers(
         questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
     ) -> (answers: [(question: DNSQuestion, answer: Answer)], negatives: [Answer]) {
@@ -52,7 +52,7 @@ extension Responder {
         return (answers, negatives)
     }
 
-    /// Additional records (RFC 6763 §12, RFC 6762 §6.1 via sps-protocol §8): a PTR brings its target's SRV and
+    /// Additional records (RFC 6763 §12, RFC 6762 §6.1 via docs/protocol.md §8): a PTR brings its target's SRV and
     /// TXT, an SRV its target's addresses, an address record the other family's; a uniquely owned host name
     /// lacking one family gets an NSEC saying so. Records already in `answers` are left out.
     ///
@@ -127,7 +127,7 @@ extension Responder {
     }
 
     /// The question names whose probe (authority section) is identical to what we hold: our own probe looped
-    /// back, or a woken host re-probing the very records we hold for it. sps-protocol §8: not answered. The
+    /// back, or a woken host re-probing the very records we hold for it. docs/protocol.md §8: not answered. The
     /// sleeping hosts whose records those are come back too: a host probing its own names is awake (Apple's
     /// proxy never sends probes for the records it holds, so no other proxy sends these either).
     func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> (names: Set<DNSName>, owners: Set<OwnerKey>) {

@@ -23,11 +23,11 @@ public struct MDNSTransmission: Hashable, Sendable {
 /// What the responder asks of the rest of the proxy.
 public enum ResponderAction: Hashable, Sendable {
     case transmit(MDNSTransmission)
-    /// sps-protocol §5.1: the host's own mDNS carried its Owner option with a new sequence (or arrived after the
+    /// docs/protocol.md §5.1: the host's own mDNS carried its Owner option with a new sequence (or arrived after the
     /// 60 s grace): it is awake. Remove its records silently and release its addresses.
     case handBack(OwnerKey, sequence: UInt8)
     /// Another host answered one of a sleeping host's unique records with different data (RFC 6762 §9): the
-    /// owner must wake to defend its name (sps-protocol §4.5).
+    /// owner must wake to defend its name (docs/protocol.md §4.5).
     case conflict(OwnerKey, record: DNSResourceRecord, from: IPAddress)
     /// The host probed its own names with exactly the records the proxy holds for it: its responder is running,
     /// so the host is awake (docs/coexistence.md).
@@ -36,7 +36,7 @@ public enum ResponderAction: Hashable, Sendable {
     case renamed(instanceLabel: String, hostLabel: String)
 }
 
-/// Why a host's records stopped being proxied; decides whether goodbyes go out (sps-protocol §4.6, §5.1).
+/// Why a host's records stopped being proxied; decides whether goodbyes go out (docs/protocol.md §4.6, §5.1).
 public enum RemovalReason: String, Hashable, Sendable {
     /// The host woke and said so: silent, or its peers would flush the records it is about to announce itself.
     case handBack
@@ -66,7 +66,7 @@ public struct ResponderStatistics: Hashable, Sendable {
     public init() {}
 }
 
-/// The proxy's own DNS-SD identity (sps-protocol §1.1).
+/// The proxy's own DNS-SD identity (docs/protocol.md §1.1).
 public struct ResponderConfiguration: Hashable, Sendable {
     /// `II-PP-MM-TT.F Name`, the instance label of `_sleep-proxy._udp.local.`.
     public var instanceLabel: String

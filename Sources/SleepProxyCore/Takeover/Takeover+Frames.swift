@@ -2,7 +2,7 @@ import NIOCore
 import SleepProxyWire
 
 /// Captured frames: ARP and neighbour discovery for the proxied addresses, the owner showing itself, and traffic
-/// that wakes a host (sps-protocol §4.3-§4.4, §5.2; docs/coexistence.md).
+/// that wakes a host (docs/protocol.md §4.3-§4.4, §5.2; docs/coexistence.md).
 extension Takeover {
     // MARK: - Frames
 
@@ -24,7 +24,7 @@ extension Takeover {
                 return self.handleARP(try ARPPacket(decoding: frame.payload), frame: frame, context: context, outgoing: outgoing, now: now)
             case .ipv4:
                 let packet = try IPv4Packet(decoding: frame.payload)
-                // sps-protocol §4.4: only a first fragment carries the ports.
+                // docs/protocol.md §4.4: only a first fragment carries the ports.
                 guard packet.header.isFirstFragment else { return [] }
                 return self.handleTransport(
                     proto: packet.header.proto, source: .v4(packet.header.source), destination: .v4(packet.header.destination), payload: packet.payload,
@@ -53,7 +53,7 @@ extension Takeover {
 
     mutating func handleARP(_ arp: ARPPacket, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
         if outgoing || frame.source == context.macAddress || arp.senderMAC == context.macAddress {
-            // sps-protocol §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
+            // docs/protocol.md §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
             // (our probes have sender 0.0.0.0 and our announcements sender = target, so they are not this).
             if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context),
                 let host = self.hosts[key], host.isAnswering(.v4(arp.targetIP))
@@ -109,7 +109,7 @@ extension Takeover {
                 actions += self.ownerSeen(key, address: target, signal: .neighbourSolicitation, now: now)
             } else if source.isUnspecified {
                 // Someone else wants the address (DAD, RFC 4862 §5.4). Defend it with an NA to all nodes (RFC 4861
-                // §7.2.4: S clear, O set), and wake the owner: sps-protocol §4.3 recommends treating it as a conflict.
+                // §7.2.4: S clear, O set), and wake the owner: docs/protocol.md §4.3 recommends treating it as a conflict.
                 if host.isAnswering(target), host.wake == nil {
                     self.statistics.neighbourAdvertisements += 1
                     let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: message.target, targetLinkLayerAddress: context.macAddress)
@@ -147,7 +147,7 @@ extension Takeover {
         return actions
     }
 
-    /// sps-protocol §5.2: the owner spoke for one of its own addresses, so it is up there. Stop answering for
+    /// docs/protocol.md §5.2: the owner spoke for one of its own addresses, so it is up there. Stop answering for
     /// that address only, and probe it again later (the records stay until an Owner option, the host's own mDNS,
     /// or expiry: docs/coexistence.md). While a wake is in progress the sign means the wake worked: the whole host
     /// is up, so every address is let go (the wake ends with success and the captured SYNs are replayed).
@@ -211,7 +211,7 @@ extension Takeover {
             if proto == .tcp {
                 let segment = try TCPSegment(decoding: payload)
                 let flags = segment.flags
-                // sps-protocol §4.4: never RST, never FIN alone; a SYN (not a SYN-ACK) opens a connection.
+                // docs/protocol.md §4.4: never RST, never FIN alone; a SYN (not a SYN-ACK) opens a connection.
                 guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
                 connectionRequest = segment.isConnectionRequest
                 port = WakePolicy.Port(.tcp, segment.destinationPort)

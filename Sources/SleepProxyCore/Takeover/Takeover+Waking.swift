@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// Waking: magic packets, their bursts and the end of a wake sequence (sps-protocol §4.6).
+/// Waking: magic packets, their bursts and the end of a wake sequence (docs/protocol.md §4.6).
 extension Takeover {
     // MARK: - Waking
 
@@ -15,7 +15,7 @@ extension Takeover {
         host.wake = WakeProgress(trigger: trigger, startedAt: now, next: now)
         var actions: [TakeoverAction] = [.event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))]
         actions += self.sendBurst(&host, now: now)
-        // Issue 5 §3 / sps-protocol §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
+        // Issue 5 §3 / docs/protocol.md §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
         // as soon as it is up. The Ethernet source stays the proxy's: a forged owner source would teach the
         // switch to send the host's unicast (our magic packets included) to the proxy's port.
         if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
@@ -29,7 +29,7 @@ extension Takeover {
     }
 
     /// The magic packet, unicast to the wake MAC first (Wi-Fi stations that missed a group-key rotation), then
-    /// broadcast (switches that do not flood unknown unicast); sps-protocol §4.6.
+    /// broadcast (switches that do not flood unknown unicast); docs/protocol.md §4.6.
     mutating func sendBurst(_ host: inout Host, now: Timestamp) -> [TakeoverAction] {
         guard var wake = host.wake else { return [] }
         wake.attempts += 1

@@ -59,7 +59,7 @@ public struct TakeoverStatistics: Hashable, Sendable {
     public init() {}
 }
 
-/// Address takeover and waking for the sleeping hosts (sps-protocol §4.3–4.6, §5.2), as a pure state machine.
+/// Address takeover and waking for the sleeping hosts (docs/protocol.md §4.3–4.6, §5.2), as a pure state machine.
 ///
 /// For each host: wait a second, probe its addresses three times (ARP probes and DAD-style NS unicast to its wake
 /// MAC); if it stays silent, announce (gratuitous ARP and unsolicited NA at 0, 1, 3, 7 s) and answer ARP and NS
@@ -106,7 +106,7 @@ public struct Takeover: Sendable {
         var next: Timestamp
     }
 
-    /// One proxied address. Apple keeps the takeover state per address record (sps-protocol §5.2, our
+    /// One proxied address. Apple keeps the takeover state per address record (docs/protocol.md §5.2, our
     /// docs/coexistence.md): a host that keeps one address alive (its IPv6 link-local, or a NIC answering
     /// neighbour solicitations in sleep) holds back only that address; the others are claimed and woken on.
     struct AddressState: Hashable, Sendable {
@@ -231,7 +231,7 @@ public struct Takeover: Sendable {
         host.ports = ports
         let index = self.index(of: key.interface)
         // Addresses that went away are released; new ones are probed on their own, a second from now
-        // (sps-protocol §4.3), while the others keep their state.
+        // (docs/protocol.md §4.3), while the others keep their state.
         for address in oldAddresses where !host.addresses.contains(address) {
             if host.states[address]?.neighbourInstalled == true, let index { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
             host.states[address] = nil
@@ -354,7 +354,7 @@ public struct Takeover: Sendable {
         public var waking: Bool
         public var wakeAttempts: Int
         public var probeRestarts: Int
-        /// Each address with its own phase (sps-protocol §5.2: the state is per address).
+        /// Each address with its own phase (docs/protocol.md §5.2: the state is per address).
         public var addresses: [(IPAddress, Phase)]
     }
 
@@ -433,7 +433,7 @@ public struct Takeover: Sendable {
         if state.phase == .waiting { state.phase = .probing(sent: 0) }
         if case .probing(let sent) = state.phase {
             if sent < TakeoverRules.probeCount {
-                // sps-protocol §4.3: probes go unicast to the owner's wake MAC: only it should answer.
+                // docs/protocol.md §4.3: probes go unicast to the owner's wake MAC: only it should answer.
                 switch address {
                 case .v4(let v4):
                     actions.append(.sendFrame(ARPPacket.probe(from: context.macAddress, for: v4).frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index))

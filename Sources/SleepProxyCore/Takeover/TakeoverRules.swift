@@ -1,19 +1,19 @@
 /// The timings and bounds of address takeover and waking, each with its source.
 public enum TakeoverRules {
-    /// sps-protocol §4.3: the proxy starts probing about a second after the registration, giving the host time
+    /// docs/protocol.md §4.3: the proxy starts probing about a second after the registration, giving the host time
     /// to actually go to sleep.
     public static let startDelay: Duration = .seconds(1)
-    /// sps-protocol §4.3 / RFC 5227 §2.1.1: three probes unicast to the owner's wake MAC, a second apart.
+    /// docs/protocol.md §4.3 / RFC 5227 §2.1.1: three probes unicast to the owner's wake MAC, a second apart.
     public static let probeCount = 3
     public static let probeInterval: Duration = .seconds(1)
     /// Issue 5 / Apple's four announcements: gratuitous ARP (unsolicited NA) at 0, 1, 3 and 7 s.
     public static let announcementOffsets: [Duration] = [.zero, .seconds(1), .seconds(3), .seconds(7)]
-    /// sps-protocol §5.2: after the owner is seen on the wire, probing starts again after 10 s (1 s when it
+    /// docs/protocol.md §5.2: after the owner is seen on the wire, probing starts again after 10 s (1 s when it
     /// had not announced yet), at most 20 times (`MAX_PROBE_RESTARTS`).
     public static let restartDelayAfterAnnouncing: Duration = .seconds(10)
     public static let restartDelayBeforeAnnouncing: Duration = .seconds(1)
     public static let maximumProbeRestarts = 20
-    /// sps-protocol §4.6: one burst of magic packets per host every 2 s, 15 bursts at most.
+    /// docs/protocol.md §4.6: one burst of magic packets per host every 2 s, 15 bursts at most.
     public static let wakeInterval: Duration = .seconds(2)
     public static let maximumWakeAttempts = 15
     /// After a wake sequence ended without a sign of the host, a new trigger may start another only after this
@@ -28,11 +28,11 @@ public enum TakeoverRules {
     /// recently logged ones is bounded, so a port scan cannot flood the wake log.
     public static let ignoredLogInterval: Duration = .seconds(60)
     public static let maximumIgnoredLogKeys = 1024
-    /// sps-protocol §4.3: Apple's capture filter took at most 250 addresses per interface (`MAX_BPF_ADDRS`).
+    /// docs/protocol.md §4.3: Apple's capture filter took at most 250 addresses per interface (`MAX_BPF_ADDRS`).
     /// Past it, the filter passes all IP traffic and the packet path sorts it out.
     public static let maximumFilteredAddresses = 250
-    /// sps-protocol §4.4: SSH (port 22) wakes on any segment but RST and FIN-only, not only on a SYN.
+    /// docs/protocol.md §4.4: SSH (port 22) wakes on any segment but RST and FIN-only, not only on a SYN.
     public static let sshPort: UInt16 = 22
-    /// sps-protocol §4.4: a one-byte 0xFF datagram to IPsec NAT-T is a keepalive, never a reason to wake.
+    /// docs/protocol.md §4.4: a one-byte 0xFF datagram to IPsec NAT-T is a keepalive, never a reason to wake.
     public static let natTraversalPort: UInt16 = 4500
 }

@@ -5,7 +5,7 @@ public struct DNSEncodingOptions: Sendable, Hashable {
     /// Compress names (RFC 1035 §4.1.4). RFC 6762 §18.14 asks mDNS senders to compress wherever possible.
     public var compressNames: Bool
     /// Compress the SRV target. RFC 6762 §18.14 allows it in mDNS; RFC 2782 forbids it in unicast DNS, and
-    /// Apple's sleep client never compresses SRV RDATA in an UPDATE (sps-protocol §2.3), so registrations
+    /// Apple's sleep client never compresses SRV RDATA in an UPDATE (docs/protocol.md §2.3), so registrations
     /// built to look like Apple's turn it off.
     public var compressSRVTarget: Bool
 

@@ -85,7 +85,7 @@ public struct ARPPacket: Hashable, Sendable {
     }
 
     /// The whole Ethernet frame (padded to 60 bytes). `source` must be the sending interface's real MAC: Apple's
-    /// code writes a broken source address that only BPF on macOS repairs (sps-protocol §4.3).
+    /// code writes a broken source address that only BPF on macOS repairs (docs/protocol.md §4.3).
     public func frame(destination: MACAddress, source: MACAddress) -> EthernetFrame {
         var payload = ByteBufferAllocator().buffer(capacity: ARPPacket.length)
         self.write(to: &payload)

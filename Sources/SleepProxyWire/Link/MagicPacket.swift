@@ -3,7 +3,7 @@ import NIOCore
 /// A Wake-on-LAN magic packet (AMD "Magic Packet Technology" white paper, 1995): six 0xFF bytes, then the
 /// target MAC sixteen times, then an optional 4- or 6-byte SecureOn password.
 ///
-/// It travels as the payload of an EtherType 0x0842 frame (what Apple's proxy sends, sps-protocol §4.6) or of a
+/// It travels as the payload of an EtherType 0x0842 frame (what Apple's proxy sends, docs/protocol.md §4.6) or of a
 /// UDP datagram, usually to port 9. Matching is strict: the sync stream must be followed by exactly sixteen
 /// copies of one MAC, because a looser match woke devices on ordinary DHCP traffic (standards.md §1.8).
 public struct MagicPacket: Hashable, Sendable {
@@ -67,7 +67,7 @@ public struct MagicPacket: Hashable, Sendable {
         return MACAddress(bytes: bytes[first..<first + MACAddress.byteCount])
     }
 
-    /// The EtherType 0x0842 frame. `source` must be the sender's real MAC (sps-protocol §4.3 on Apple's bug).
+    /// The EtherType 0x0842 frame. `source` must be the sender's real MAC (docs/protocol.md §4.3 on Apple's bug).
     public func frame(destination: MACAddress, source: MACAddress) -> EthernetFrame {
         EthernetFrame(destination: destination, source: source, etherType: .wakeOnLAN, payload: ByteBuffer(bytes: self.payload))
     }

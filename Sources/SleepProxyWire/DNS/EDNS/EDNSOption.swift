@@ -7,7 +7,7 @@
 ///     /                          OPTION-DATA                          /
 ///
 /// The two options a sleep proxy lives on are decoded; a known code with a length its definition does not allow
-/// is kept as `.unknown`, exactly as Apple's parser skips it (sps-protocol §3.1), so callers can tell "absent"
+/// is kept as `.unknown`, exactly as Apple's parser skips it (docs/protocol.md §3.1), so callers can tell "absent"
 /// from "present but malformed" by looking for an `.unknown` with that code.
 public enum EDNSOption: Hashable, Sendable {
     case updateLease(UpdateLeaseOption)

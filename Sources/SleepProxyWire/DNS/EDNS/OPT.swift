@@ -20,8 +20,8 @@ public struct OPTRecord: Hashable, Sendable {
         return nil
     }
 
-    /// Options must exactly fill the RDATA; Apple's parser discards an OPT whose options do not (sps-protocol
-    /// §3.1), so a partial option header or an OPTION-LENGTH past the end is malformed.
+    /// Options must exactly fill the RDATA; Apple's parser discards an OPT whose options do not
+    /// (docs/protocol.md §3.1), so a partial option header or an OPTION-LENGTH past the end is malformed.
     init(from reader: inout ByteReader) throws(WireError) {
         var options: [EDNSOption] = []
         while reader.remaining > 0 {

@@ -1,4 +1,4 @@
-/// The EDNS0 Owner option (code 4, draft-cheshire-edns0-owner-option; sps-protocol §3.3): which machine owns
+/// The EDNS0 Owner option (code 4, draft-cheshire-edns0-owner-option; docs/protocol.md §3.3): which machine owns
 /// the records in this message, which sleep/wake epoch it is in, and how to wake it.
 ///
 ///     off  len  field
@@ -14,7 +14,7 @@ public struct OwnerOption: Hashable, Sendable {
     /// The four data lengths mDNSResponder accepts (`ValidOwnerLength`).
     public static let allowedLengths: Set<Int> = [8, 14, 18, 20]
 
-    /// Must be 0; a receiver treats any other version as "no owner" (sps-protocol §3.3). Kept so the registration
+    /// Must be 0; a receiver treats any other version as "no owner" (docs/protocol.md §3.3). Kept so the registration
     /// logic can say why it refused.
     public var version: UInt8
     public var sequence: UInt8

@@ -6,7 +6,7 @@
 ///     |                  KEY-LEASE (32, optional)                     |
 ///
 /// Apple's clients send and expect the 4-byte form; the 8-byte form adds KEY-LEASE. Apple's proxy ignores the
-/// 8-byte form (sps-protocol §3.2); we decode both, and a reply uses the form the request used (RFC 9664 §4.3).
+/// 8-byte form (docs/protocol.md §3.2); we decode both, and a reply uses the form the request used (RFC 9664 §4.3).
 public struct UpdateLeaseOption: Hashable, Sendable {
     /// RFC 9664 §4: OPTION-LENGTH is 4 (LEASE) or 8 (LEASE and KEY-LEASE).
     public static let allowedLengths: Set<Int> = [4, 8]

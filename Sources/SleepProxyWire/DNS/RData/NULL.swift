@@ -1,7 +1,7 @@
 /// RFC 1035 §3.3.10 NULL RDATA: up to 65535 opaque bytes.
 ///
 /// Apple's clients register TCP keepalive state as NULL records named `N._keepalive._dns-sd._udp.local.`
-/// whose RDATA is a length byte, ASCII "t=... h=... d=..." text and a NUL (sps-protocol §6). The codec keeps
+/// whose RDATA is a length byte, ASCII "t=... h=... d=..." text and a NUL (docs/protocol.md §6). The codec keeps
 /// the bytes; interpreting them is the core's job.
 public struct NULLRecord: Hashable, Sendable {
     public static let recordType = DNSRecordType.null

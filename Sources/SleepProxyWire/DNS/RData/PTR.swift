@@ -6,7 +6,7 @@
 ///
 /// DNS-SD browsing (`_svc._tcp.local. PTR Inst._svc._tcp.local.`), service enumeration and reverse mapping
 /// (`2.2.0.192.in-addr.arpa. PTR host.local.`) all use it; a sleep proxy learns which addresses to claim from
-/// the reverse-mapping ones (sps-protocol §4.1).
+/// the reverse-mapping ones (docs/protocol.md §4.1).
 public struct PTRRecord: Hashable, Sendable {
     public static let recordType = DNSRecordType.ptr
     public var target: DNSName
