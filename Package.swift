@@ -41,11 +41,18 @@ let package = Package(
         .target(name: "CSleepProxyLinux"),
         // libnl-3 (LGPL-2.1, linked dynamically) for neighbour entries and link/address notifications.
         .systemLibrary(name: "CNetlink", pkgConfig: "libnl-route-3.0", providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]),
+        // What the kernel says about this machine (its interfaces, addresses and MACs), without NIO: shared by
+        // the daemon's I/O layer and the sleep client.
+        .target(
+            name: "SleepProxySystem",
+            dependencies: ["SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux"],
+            swiftSettings: swiftSettings
+        ),
         // Thin adapters between the kernel and the pure layers.
         .target(
             name: "SleepProxyIO",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", "CNetlink", "SleepProxyControl",
+                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux", "CNetlink", "SleepProxyControl",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -67,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxyd",
             dependencies: [
-                "SleepProxyIO", "SleepProxyCore", "SleepProxyControl",
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyControl", "SleepProxySystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -87,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxy-client",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "SleepProxyIO", "CSleepProxyLinux",
+                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "SleepProxyControl", "CSleepProxyLinux",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$PWD}
-version=$(sed -n 's/.*static let version = "\(.*\)"/\1/p' Sources/SleepProxyIO/ControlHandling.swift)
+version=$(sed -n 's/.*public static let current = "\(.*\)"/\1/p' Sources/SleepProxyControl/Version.swift)
 arch=$(dpkg --print-architecture)
 
 if [ -z "${SKIP_BUILD:-}" ]; then

@@ -67,11 +67,11 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var wakes: Int
     public var magicPackets: Int
     /// Held hosts by state (`asleep`, `awake`, `waking`, `starting`); absent from daemons before 0.4.
-    public var hostsByState: [String: Int]?
+    public var hostsByState: [HostSummary.State: Int]?
 
     public init(
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?, hosts: Int, records: Int,
-        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int, hostsByState: [String: Int]? = nil
+        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int, hostsByState: [HostSummary.State: Int]? = nil
     ) {
         self.hostsByState = hostsByState
         self.version = version
@@ -97,10 +97,19 @@ public struct HostSummary: Codable, Hashable, Sendable {
     /// `_http._tcp:8080` per service.
     public var services: [String]
     public var leaseSeconds: Double
-    /// `asleep` (the proxy answers for it), `waking` (magic packets going out), `awake` (it spoke for itself on
-    /// every address; the proxy holds its records silently), `starting` (registered, not yet shown to be asleep:
-    /// the proxy says nothing for it).
-    public var state: String
+    /// Where a held host stands (docs/coexistence.md); the JSON keeps the words.
+    public enum State: String, Codable, Hashable, Sendable, CaseIterable {
+        /// Registered, not yet shown to be asleep: the proxy says nothing for it.
+        case starting
+        /// The proxy answers for it.
+        case asleep
+        /// It spoke for itself on every address; the proxy holds its records silently.
+        case awake
+        /// Magic packets are going out.
+        case waking
+    }
+
+    public var state: State
     public var lastWake: WakeLogEntry?
     /// The latest sign that the host was up ("mDNS from 192.0.2.2", "an ARP request from its MAC for ..."), and
     /// how long ago; absent when none was seen since it registered.
@@ -108,7 +117,7 @@ public struct HostSummary: Codable, Hashable, Sendable {
     public var lastSeenAwakeSecondsAgo: Double?
 
     public init(
-        name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: String, lastWake: WakeLogEntry?,
+        name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: State, lastWake: WakeLogEntry?,
         lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil
     ) {
         self.lastSeenAwake = lastSeenAwake
@@ -153,9 +162,14 @@ public struct HostDetail: Codable, Hashable, Sendable {
     public var addressStates: [AddressState]?
 
     public struct AddressState: Codable, Hashable, Sendable {
+        /// The takeover's state for one address; the JSON keeps the words.
+        public enum Phase: String, Codable, Hashable, Sendable, CaseIterable {
+            case starting, probing, answering, ownerSeen = "owner-seen", stopped
+        }
+
         public var address: String
-        public var state: String
-        public init(address: String, state: String) {
+        public var state: Phase
+        public init(address: String, state: Phase) {
             self.address = address
             self.state = state
         }
@@ -201,3 +215,6 @@ public enum HumanDuration {
         return value * unit
     }
 }
+
+// Keyed by state, the counts stay a JSON object ({"asleep": 2}) rather than a list of pairs.
+extension HostSummary.State: CodingKeyRepresentable {}

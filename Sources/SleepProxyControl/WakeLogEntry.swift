@@ -3,8 +3,19 @@ import Foundation
 /// One line of the wake log as stored in `wake-events.jsonl` and as the admin CLI shows it: a wake and its
 /// reason, its outcome, or a connection that did not wake a host. The field names are the stable schema.
 public struct WakeLogEntry: Codable, Hashable, Sendable {
-    /// `wake`, `awake`, `no-response` or `ignored`.
-    public var kind: String
+    /// What happened; the JSON keeps the words `wake`, `awake`, `no-response`, `ignored`.
+    public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
+        /// Magic packets started.
+        case wake
+        /// The host showed it was up.
+        case awake
+        /// Fifteen magic packets and no sign of the host.
+        case noResponse = "no-response"
+        /// Traffic that was no reason to wake (a connection to a port the host registered no service on).
+        case ignored
+    }
+
+    public var kind: Kind
     public var time: Date
     /// The sleeping host: primary MAC, interface, and host name when known.
     public var mac: String
@@ -19,8 +30,17 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
     public var summary: String
 
     public struct Trigger: Codable, Hashable, Sendable {
-        /// `connection`, `mdns-conflict`, `address-conflict`, `lease-expired` or `administrator`.
-        public var type: String
+        /// Why; the JSON keeps the words `connection`, `mdns-conflict`, `address-conflict`, `lease-expired`,
+        /// `administrator`.
+        public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
+            case connection
+            case mdnsConflict = "mdns-conflict"
+            case addressConflict = "address-conflict"
+            case leaseExpired = "lease-expired"
+            case administrator
+        }
+
+        public var type: Kind
         public var transport: String?
         public var client: String?
         public var clientPort: UInt16?
@@ -29,7 +49,7 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         public var name: String?
         public var from: String?
 
-        public init(type: String, transport: String? = nil, client: String? = nil, clientPort: UInt16? = nil, port: UInt16? = nil, address: String? = nil, name: String? = nil, from: String? = nil) {
+        public init(type: Kind, transport: String? = nil, client: String? = nil, clientPort: UInt16? = nil, port: UInt16? = nil, address: String? = nil, name: String? = nil, from: String? = nil) {
             self.type = type
             self.transport = transport
             self.client = client
@@ -41,7 +61,7 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         }
     }
 
-    public init(kind: String, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?, attempts: Int?, summary: String) {
+    public init(kind: Kind, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?, attempts: Int?, summary: String) {
         self.kind = kind
         self.time = time
         self.mac = mac

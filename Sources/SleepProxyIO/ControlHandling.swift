@@ -6,7 +6,7 @@ import SleepProxyWire
 /// What the admin CLI sees, built on the engine thread from the state it owns.
 extension RegistrationEngine {
     /// The daemon's version, shown by `sleepproxyctl status`.
-    public static let version = "0.3.0"
+    public static let version = SleepProxyVersion.current
 
     /// Answers an admin request on the engine thread; changes go through the engine, whose actions (journal
     /// entries first of all) the caller carries out before the reply is sent.
@@ -79,10 +79,10 @@ extension RegistrationEngine {
 
     func summary(of registration: OwnerRegistration, now: Timestamp) -> HostSummary {
         let summary = registration.summary
-        let state = self.engine.state(of: registration.key)?.rawValue ?? HostState.starting.rawValue
+        let state = HostSummary.State(self.engine.state(of: registration.key) ?? .starting)
         let awake = self.engine.lastAwake(of: registration.key)
         let mac = registration.key.primaryMAC.description
-        let lastWake = self.wakeLog.recent.last { $0.mac == mac && $0.kind == "wake" }
+        let lastWake = self.wakeLog.recent.last { $0.mac == mac && $0.kind == .wake }
         return HostSummary(
             name: summary.hostName?.description, mac: mac, interface: registration.key.interface, addresses: summary.addresses.map(\.description),
             services: summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" },
@@ -101,7 +101,7 @@ extension RegistrationEngine {
                 return HostDetail.Record(name: record.name.description, type: record.type.description, ttl: record.ttl, unique: record.cacheFlush, data: Self.describe(record.rdata))
             },
             wakeHistory: self.wakeLog.recent.filter { $0.mac == mac },
-            addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map { HostDetail.AddressState(address: $0.0.description, state: $0.1.rawValue) })
+            addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map { HostDetail.AddressState(address: $0.0.description, state: HostDetail.AddressState.Phase($0.1)) })
     }
 
     static func describe(_ rdata: DNSRData) -> String {
@@ -128,6 +128,30 @@ extension RegistrationEngine {
             records: self.engine.registrar.store.recordCount, registrationsAccepted: statistics.accepted, refusals: refusals,
             queriesAnswered: self.engine.responder?.statistics.answeredQueries ?? 0, wakes: self.engine.takeover?.statistics.wakes ?? 0,
             magicPackets: self.engine.takeover?.statistics.magicPackets ?? 0,
-            hostsByState: Dictionary(uniqueKeysWithValues: HostState.allCases.map { ($0.rawValue, self.engine.hostsByState[$0] ?? 0) }))
+            hostsByState: Dictionary(uniqueKeysWithValues: HostState.allCases.map { (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0) }))
+    }
+}
+
+extension HostSummary.State {
+    /// The engine's state in the control protocol's words.
+    init(_ state: HostState) {
+        switch state {
+        case .starting: self = .starting
+        case .asleep: self = .asleep
+        case .awake: self = .awake
+        case .waking: self = .waking
+        }
+    }
+}
+
+extension HostDetail.AddressState.Phase {
+    init(_ phase: Takeover.HostStatus.Phase) {
+        switch phase {
+        case .starting: self = .starting
+        case .probing: self = .probing
+        case .answering: self = .answering
+        case .ownerSeen: self = .ownerSeen
+        case .stopped: self = .stopped
+        }
     }
 }

@@ -2,6 +2,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Prometheus
+import SleepProxyControl
 import SleepProxyCore
 
 #if canImport(Glibc)
@@ -108,8 +109,8 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.count("sleepproxy_arp_replies_total", [:], status.takeover.arpReplies)
         self.count("sleepproxy_neighbour_advertisements_total", [:], status.takeover.neighbourAdvertisements)
         self.count("sleepproxy_ignored_connections_total", [:], status.takeover.ignoredConnections)
-        for reason in ["connection", "address-conflict", "mdns-conflict", "lease-expired", "administrator"] {
-            self.count("sleepproxy_wakes_total", ["reason": reason], status.wakesByReason[reason] ?? 0)
+        for reason in WakeLogEntry.Trigger.Kind.allCases {
+            self.count("sleepproxy_wakes_total", ["reason": reason.rawValue], status.wakesByReason[reason] ?? 0)
         }
         CoreMetrics.Gauge(label: "sleepproxy_hosts", dimensions: [], factory: self.factory).record(status.hostCount)
         for state in HostState.allCases {

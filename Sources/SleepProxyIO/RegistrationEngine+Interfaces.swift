@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import SleepProxyControl
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyWire
 
 /// The served interfaces: read from the kernel, refreshed on netlink news or every 30 s.

@@ -144,7 +144,7 @@ extension RegistrationEngine {
                 }
             case .wakeEvent(let event):
                 if event.kind == .wake {
-                    let reason = WakeLog.entry(event, at: Date()).trigger.type
+                    let reason = WakeLog.kind(event.trigger)
                     self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
                 }
                 do {

@@ -83,7 +83,7 @@ extension RegistrationEngine {
         public var instanceLabel: String?
         public var takeover = TakeoverStatistics()
         /// Wakes started, by trigger type (`connection`, `address-conflict`, ...).
-        public var wakesByReason: [String: Int] = [:]
+        public var wakesByReason: [WakeLogEntry.Trigger.Kind: Int] = [:]
         /// Held hosts by state (docs/coexistence.md).
         public var hostsByState: [HostState: Int] = [:]
     }

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import SleepProxyControl
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyWire
 
 /// Runs the pure `ProxyEngine` on a dedicated thread: takes events in batches, hands them to the engine, and

@@ -58,18 +58,38 @@ public final class WakeLog: @unchecked Sendable {
         self.lineCount += 1
     }
 
+    /// The wake log's word for a trigger (the metric label too).
+    static func kind(_ trigger: WakeTrigger) -> WakeLogEntry.Trigger.Kind {
+        switch trigger {
+        case .connection: .connection
+        case .mdnsConflict: .mdnsConflict
+        case .addressConflict: .addressConflict
+        case .leaseExpired: .leaseExpired
+        case .administrator: .administrator
+        }
+    }
+
+    static func kind(_ kind: WakeEvent.Kind) -> WakeLogEntry.Kind {
+        switch kind {
+        case .wake: .wake
+        case .awake: .awake
+        case .noResponse: .noResponse
+        case .ignored: .ignored
+        }
+    }
+
     static func entry(_ event: WakeEvent, at time: Date) -> WakeLogEntry {
         let trigger: WakeLogEntry.Trigger
         switch event.trigger {
         case .connection(let transport, let client, let clientPort, let port):
-            trigger = .init(type: "connection", transport: transport.rawValue, client: client, clientPort: clientPort, port: port)
-        case .mdnsConflict(let name, let from): trigger = .init(type: "mdns-conflict", name: name, from: from)
-        case .addressConflict(let address, let from): trigger = .init(type: "address-conflict", address: address, from: from)
-        case .leaseExpired: trigger = .init(type: "lease-expired")
-        case .administrator: trigger = .init(type: "administrator")
+            trigger = .init(type: .connection, transport: transport.rawValue, client: client.description, clientPort: clientPort, port: port)
+        case .mdnsConflict(let name, let from): trigger = .init(type: .mdnsConflict, name: name.description, from: from.description)
+        case .addressConflict(let address, let from): trigger = .init(type: .addressConflict, address: address.description, from: from.description)
+        case .leaseExpired: trigger = .init(type: .leaseExpired)
+        case .administrator: trigger = .init(type: .administrator)
         }
         return WakeLogEntry(
-            kind: event.kind.rawValue, time: time, mac: event.host.primaryMAC.description, interface: event.host.interface, hostName: event.hostName,
+            kind: Self.kind(event.kind), time: time, mac: event.host.primaryMAC.description, interface: event.host.interface, hostName: event.hostName,
             trigger: trigger, seconds: event.seconds, attempts: event.attempts, summary: event.summary)
     }
 }

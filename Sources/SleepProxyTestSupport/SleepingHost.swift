@@ -51,7 +51,8 @@ public final class SleepingHost: @unchecked Sendable {
     /// arrive.
     public func sleep(keepingLinkLocal: Bool = false) throws {
         self.removed = self.ipv4 + self.ipv6 + (keepingLinkLocal ? [] : [self.linkLocalCIDR])
-        for address in self.removed { try self.host.removeAddress(address) }
+        // Secondaries first: removing the first address of a subnet takes the others of that subnet with it.
+        for address in self.removed.reversed() { try self.host.removeAddress(address) }
         self.isAsleep = true
     }
 

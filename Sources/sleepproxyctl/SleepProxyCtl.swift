@@ -11,9 +11,20 @@ struct SleepProxyCtl: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sleepproxyctl",
         abstract: "Inspect and steer a running sleepproxyd: proxied hosts, their records, and why they woke.",
-        version: "0.3.0 (control protocol \(ControlProtocol.version))",
+        discussion: """
+            --socket and --json may come before the command or after it.
+
+            Exit status: 0 done; 1 the daemon is not running, refused the request, or failed it (the sentence \
+            on stderr says which); 64 a usage error.
+            """,
+        version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))",
         subcommands: [Status.self, Hosts.self, Host.self, Wake.self, Forget.self, Events.self, ReleaseAll.self]
     )
+
+    // Declared here too, so that `--socket PATH` and `--json` are accepted before the subcommand as well as after
+    // it (`sleepproxyctl --socket PATH hosts`), as with systemctl, ip and the avahi tools; the subcommand reads
+    // whichever was given.
+    @OptionGroup var connection: Connection
 }
 
 struct Connection: ParsableArguments {
@@ -38,7 +49,7 @@ struct Status: ParsableCommand {
         print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
         if let byState = status.hostsByState {
             // Only the states some host is in: "2 asleep, 1 awake".
-            let parts = ["asleep", "waking", "starting", "awake"].compactMap { state in byState[state].flatMap { $0 > 0 ? "\($0) \(state)" : nil } }
+            let parts = [HostSummary.State.asleep, .waking, .starting, .awake].compactMap { state in byState[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil } }
             print("hosts:         \(status.hosts) held (\(parts.isEmpty ? "none" : parts.joined(separator: ", "))), \(status.records) records")
         } else {
             print("hosts:         \(status.hosts) sleeping, \(status.records) records")
@@ -68,7 +79,7 @@ struct Hosts: ParsableCommand {
             return
         }
         let rows = hosts.map { host in
-            [host.name ?? "?", host.mac, host.addresses.joined(separator: " "), host.services.joined(separator: " "), HumanDuration.format(host.leaseSeconds), host.state,
+            [host.name ?? "?", host.mac, host.addresses.joined(separator: " "), host.services.joined(separator: " "), HumanDuration.format(host.leaseSeconds), host.state.rawValue,
              host.lastWake.map { "\(Client.ago($0.time)) (\(Client.reason($0)))" } ?? "-"]
         }
         Client.table(["NAME", "MAC", "ADDRESSES", "SERVICES", "LEASE", "STATE", "LAST WAKE"], rows)
@@ -218,10 +229,10 @@ enum Client {
     static func reason(_ event: WakeLogEntry) -> String {
         let trigger = event.trigger
         switch trigger.type {
-        case "connection": return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
-        case "address-conflict": return "address \(trigger.address ?? "?") claimed by \(trigger.from ?? "?")"
-        case "mdns-conflict": return "mDNS conflict on \(trigger.name ?? "?")"
-        default: return trigger.type
+        case .connection: return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
+        case .addressConflict: return "address \(trigger.address ?? "?") claimed by \(trigger.from ?? "?")"
+        case .mdnsConflict: return "mDNS conflict on \(trigger.name ?? "?")"
+        case .leaseExpired, .administrator: return trigger.type.rawValue
         }
     }
 
@@ -231,19 +242,18 @@ enum Client {
         let time = formatter.string(from: event.time)
         let who = event.hostName ?? event.mac
         switch event.kind {
-        case "wake": return "\(time)  \(who)  woken: \(self.reason(event))"
-        case "awake": return "\(time)  \(who)  awake after \(String(format: "%.1f", event.seconds ?? 0)) s"
-        case "no-response": return "\(time)  \(who)  no sign of waking after \(event.attempts ?? 0) magic packets"
-        case "ignored": return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)"
-        default: return "\(time)  \(who)  \(event.summary)"
+        case .wake: return "\(time)  \(who)  woken: \(self.reason(event))"
+        case .awake: return "\(time)  \(who)  awake after \(String(format: "%.1f", event.seconds ?? 0)) s"
+        case .noResponse: return "\(time)  \(who)  no sign of waking after \(event.attempts ?? 0) magic packets"
+        case .ignored: return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)"
         }
     }
 
     static func printDetail(_ host: HostDetail) {
         let summary = host.summary
-        print("\(summary.name ?? "?")  \(summary.mac) on \(summary.interface)  \(summary.state)")
+        print("\(summary.name ?? "?")  \(summary.mac) on \(summary.interface)  \(summary.state.rawValue)")
         if let states = host.addressStates, !states.isEmpty {
-            print("  addresses:  \(states.map { "\($0.address) (\($0.state))" }.joined(separator: " "))")
+            print("  addresses:  \(states.map { "\($0.address) (\($0.state.rawValue))" }.joined(separator: " "))")
         } else {
             print("  addresses:  \(summary.addresses.joined(separator: " "))")
         }

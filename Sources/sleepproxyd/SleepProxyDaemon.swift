@@ -5,6 +5,7 @@ import ServiceLifecycle
 import UnixSignals
 import SleepProxyControl
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyIO
 
 @main
@@ -15,8 +16,12 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         discussion: """
             Sleeping hosts (Macs, Apple TVs, Linux hosts running sleepproxy-client) register their mDNS records \
             with the proxy before they suspend. The proxy keeps them, with their leases, in its state directory.
+
+            Exit status: 0 stopped cleanly (SIGTERM, SIGINT), or --check-config found nothing wrong; 1 it could not \
+            start (the sentence on stderr says why and what to do), or --check-config found a problem; 64 a usage \
+            error.
             """,
-        version: "0.1.0 (control protocol \(ControlProtocol.version))"
+        version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))"
     )
 
     @Option(name: .long, help: "Interface to serve; repeat for several (default: every up, multicast-capable, non-loopback one).")

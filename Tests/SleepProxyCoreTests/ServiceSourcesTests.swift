@@ -16,23 +16,4 @@ struct ServiceSourcesTests {
             #expect(SleepRegistration.Service(specification: bad) == nil, "\(bad)")
         }
     }
-
-    @Test func avahiBrowseOutputForThisHostOnly() throws {
-        let output = """
-            +;eth0;IPv4;Sleeper\\032Files;_http._tcp;local
-            =;eth0;IPv4;Sleeper\\032Files;_http._tcp;local;sleeper.local;192.0.2.2;8080;"path=/files" "v=1"
-            =;eth0;IPv6;Sleeper\\032Files;_http._tcp;local;sleeper.local;fe80::2;8080;"path=/files" "v=1"
-            =;eth0;IPv4;Other;_http._tcp;local;other.local;192.0.2.3;80;
-            =;eth1;IPv4;Elsewhere;_ssh._tcp;local;sleeper.local;198.51.100.2;22;
-            =;eth0;IPv4;Dot\\.ted\\059semi;_ssh._tcp;local;SLEEPER.local;192.0.2.2;22;
-            =;eth0;IPv4;Broken;_ssh._tcp;local;sleeper.local;192.0.2.2;notaport;
-            =;eth0;IPv4;Short
-            """
-        let services = AvahiBrowseOutput.services(in: output, hostName: "sleeper.local.", interface: "eth0")
-        #expect(services.map { $0.instance.labelStrings } == [["Sleeper Files", "_http", "_tcp", "local"], ["Dot.ted;semi", "_ssh", "_tcp", "local"]])
-        let txt = try TXTRecord(["path=/files", "v=1"])
-        #expect(services.first?.txt == txt && services.first?.port == 8080)
-        #expect(AvahiBrowseOutput.txtStrings(#""a=\"q\"" "b""#) == ["a=\"q\"", "b"])
-        #expect(AvahiBrowseOutput.unescape("K\\195\\188che") == "Küche")
-    }
 }

@@ -141,7 +141,7 @@ struct TakeoverTests {
         let frames = H.frames(actions)
         let defence = try #require(frames.compactMap(H.nd).first { $0.1.kind == .advertisement && $0.1.targetLinkLayerAddress == Lab.proxyMAC })
         #expect(defence.0.header.destination == .allNodes && defence.1.flags == [.override])
-        #expect(H.events(actions).first?.trigger == .addressConflict(address: target.description, from: H.thirdMAC.description))
+        #expect(H.events(actions).first?.trigger == .addressConflict(address: .v6(target), from: H.thirdMAC))
         #expect(!H.magic(frames).isEmpty)
     }
 
@@ -195,7 +195,7 @@ struct TakeoverTests {
         let syn = TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, sourcePort: 40001, port: 8080)
         let actions = h.receive(syn)
         let event = try #require(H.events(actions).first)
-        #expect(event.kind == .wake && event.trigger == .connection(transport: .tcp, client: "192.0.2.20", clientPort: 40001, port: 8080))
+        #expect(event.kind == .wake && event.trigger == .connection(transport: .tcp, client: IPAddress("192.0.2.20")!, clientPort: 40001, port: 8080))
         let magic = H.magic(H.frames(actions))
         #expect(magic.map(\.destination) == [Lab.hostMAC, .broadcast])
         // No password registered: 102 bytes of payload, no zero trailer.
@@ -282,9 +282,9 @@ struct TakeoverTests {
         var h = H()
         h.claimed()
         let ignored = H.events(h.receive(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 445)))
-        #expect(ignored.map(\.kind) == [.ignored] && ignored.first?.trigger == .connection(transport: .tcp, client: "2001:db8::20", clientPort: 50000, port: 445))
+        #expect(ignored.map(\.kind) == [.ignored] && ignored.first?.trigger == .connection(transport: .tcp, client: IPAddress("2001:db8::20")!, clientPort: 50000, port: 445))
         let udp = h.receive(TestFrames.udp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000))
-        #expect(H.events(udp).first?.trigger == .connection(transport: .udp, client: "192.0.2.20", clientPort: 50000, port: 7000))
+        #expect(H.events(udp).first?.trigger == .connection(transport: .udp, client: IPAddress("192.0.2.20")!, clientPort: 50000, port: 7000))
         var v6 = H()
         v6.claimed()
         #expect(!H.magic(H.frames(v6.receive(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 8080)))).isEmpty)
@@ -306,7 +306,7 @@ struct TakeoverTests {
         var h = H()
         h.claimed()
         let actions = h.receive(TestFrames.arpAnnouncement(from: H.thirdMAC, for: Self.hostV4))
-        #expect(H.events(actions).first?.trigger == .addressConflict(address: "192.0.2.2", from: H.thirdMAC.description))
+        #expect(H.events(actions).first?.trigger == .addressConflict(address: IPAddress("192.0.2.2")!, from: H.thirdMAC))
         #expect(!H.magic(H.frames(actions)).isEmpty)
         // An ARP probe (sender 0.0.0.0) is only defended, as Apple does: it claims nothing yet.
         var probe = H()

@@ -54,7 +54,7 @@ final class AdminLabTests {
         let hosts = try #require(try self.json(["hosts"]).hosts)
         let listed = try #require(hosts.first)
         #expect(hosts.count == 1 && listed.name == "sleeper.local." && listed.mac == Self.sleeperMAC.description && listed.addresses == ["192.0.2.2"])
-        #expect(listed.services.sorted() == ["_http._tcp:8080", "_smb._tcp:445"] && listed.state == "asleep" && listed.leaseSeconds > 7000)
+        #expect(listed.services.sorted() == ["_http._tcp:8080", "_smb._tcp:445"] && listed.state == .asleep && listed.leaseSeconds > 7000)
         let table = try self.ctl(["hosts"])
         #expect(table.succeeded && table.stdout.contains("sleeper.local.") && table.stdout.contains("asleep"), "\(table)")
 
@@ -70,7 +70,7 @@ final class AdminLabTests {
         #expect(woken.succeeded && woken.stdout.contains("waking"), "\(woken)")
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
         let events = try #require(try self.json(["events", "--host", "sleeper"]).events)
-        #expect(events.contains { $0.kind == "wake" && $0.trigger.type == "administrator" })
+        #expect(events.contains { $0.kind == .wake && $0.trigger.type == .administrator })
         #expect(follower.waitForOutput("woken: administrator", timeout: 3), "events --follow: \(follower.output)")
         let human = try self.ctl(["events", "--since", "10m"])
         #expect(human.stdout.contains("woken: administrator"), "\(human)")

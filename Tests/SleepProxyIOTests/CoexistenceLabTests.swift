@@ -26,8 +26,8 @@ final class CoexistenceLabTests {
         self.lab.close()
     }
 
-    static var client: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxy-client").path }
-    static var ctl: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxyctl").path }
+    static let client = Daemon.sibling("sleepproxy-client")
+    static let ctl = Daemon.sibling("sleepproxyctl")
     var clientState: String { self.lab.directory.appendingPathComponent("client-state").path }
     var common: [String] { ["--interface", "eth0", "--host-name", "sleeper", "--state-directory", self.clientState] }
 
@@ -72,9 +72,9 @@ final class CoexistenceLabTests {
     }
 
     /// The host's state as `sleepproxyctl hosts` reports it, polled (bounded) until it is `expected`.
-    func waitForState(_ expected: String, timeout: TimeInterval = 12) throws -> String? {
+    func waitForState(_ expected: HostSummary.State, timeout: TimeInterval = 12) throws -> HostSummary.State? {
         let deadline = Date(timeIntervalSinceNow: timeout)
-        var state: String? = nil
+        var state: HostSummary.State? = nil
         repeat {
             state = try self.ctl(["hosts"]).hosts?.first { $0.name == "sleeper.local." }?.state
             if state == expected { return state }
@@ -118,7 +118,7 @@ final class CoexistenceLabTests {
         #expect(Self.fights(avahi.process.output).isEmpty, "avahi-daemon was fought while awake: \(Self.fights(avahi.process.output))")
         #expect(avahi.process.output.contains("Host name is sleeper.local"), "\(avahi.process.output)")
         #expect(resolved.allSatisfy { $0 == "192.0.2.2" }, "\(resolved)")
-        #expect(try self.waitForState("starting", timeout: 1) == "starting", "an awake host is not asleep")
+        #expect(try self.waitForState(.starting, timeout: 1) == .starting, "an awake host is not asleep")
         #expect(daemon.output.contains("sleeper.local. (02:53:50:00:00:02%eth0) is still awake"), "\(daemon.output)")
 
         // 2. It suspends keeping its IPv6 link-local address (the kernel still answers for it): IPv4 is claimed,
@@ -127,11 +127,11 @@ final class CoexistenceLabTests {
         #expect(register2.succeeded, "\(register2)")
         _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
         try self.sleeper.sleep(keepingLinkLocal: true)
-        #expect(try self.waitForState("asleep") == "asleep", "\(daemon.output)")
+        #expect(try self.waitForState(.asleep) == .asleep, "\(daemon.output)")
         let detail = try #require(try self.ctl(["host", "sleeper"]).host)
         let states = Dictionary(uniqueKeysWithValues: (detail.addressStates ?? []).map { ($0.address, $0.state) })
-        #expect(states["192.0.2.2"] == "answering", "\(states)")
-        #expect(states["fe80::53:50ff:fe00:2"].map { $0 != "answering" } ?? true, "the link-local address the host kept was claimed: \(states)")
+        #expect(states["192.0.2.2"] == .answering, "\(states)")
+        #expect(states["fe80::53:50ff:fe00:2"].map { $0 != .answering } ?? true, "the link-local address the host kept was claimed: \(states)")
         let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
         #expect(found.contains { $0.name == "My Web Server" && $0.port == 8080 && $0.addresses.contains("192.0.2.2") }, "not discoverable while asleep: \(found)")
         let connect = try self.querier.spawn(["/usr/bin/python3", "-c", "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)"], logName: "connect")
@@ -161,7 +161,7 @@ final class CoexistenceLabTests {
         #expect(register3.succeeded, "\(register3)")
         _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
         try self.sleeper.sleep()
-        #expect(try self.waitForState("asleep") == "asleep", "\(daemon.output)")
+        #expect(try self.waitForState(.asleep) == .asleep, "\(daemon.output)")
         let services = try #require(try self.ctl(["hosts"]).hosts?.first { $0.name == "sleeper.local." }?.services)
         #expect(!services.contains { $0.hasPrefix("_smb._tcp") }, "\(services)")
         let smb = try Queriers.zeroconf(in: self.querier, type: "_smb._tcp.local.", seconds: 3)

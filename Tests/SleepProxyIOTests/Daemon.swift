@@ -17,6 +17,9 @@ enum Daemon {
         return candidates[0].appendingPathComponent("sleepproxyd")
     }
 
+    /// Another executable built beside sleepproxyd (sleepproxyctl, sleepproxy-client).
+    static func sibling(_ name: String) -> String { self.executable.deletingLastPathComponent().appendingPathComponent(name).path }
+
     static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = []) throws -> ManagedProcess {
         let process = try host.spawn([self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path, "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level", ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info"] + extra, logName: logName)
         guard process.waitForOutput("listening for sleep proxy registrations", timeout: 15) else {

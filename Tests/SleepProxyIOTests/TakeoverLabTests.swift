@@ -139,9 +139,9 @@ final class TakeoverLabTests {
         try self.connectWakesTheSleeper("2001:db8::2", password: password)
 
         let log = self.wakeLog()
-        #expect(log.filter { $0.kind == "wake" }.map { $0.trigger.port } == [8080, 8080])
-        #expect(log.filter { $0.kind == "awake" }.count == 2 && log.allSatisfy { $0.mac == Self.sleeperMAC.description })
-        #expect(log.first { $0.kind == "wake" }?.trigger.client == "192.0.2.20")
+        #expect(log.filter { $0.kind == .wake }.map { $0.trigger.port } == [8080, 8080])
+        #expect(log.filter { $0.kind == .awake }.count == 2 && log.allSatisfy { $0.mac == Self.sleeperMAC.description })
+        #expect(log.first { $0.kind == .wake }?.trigger.client == "192.0.2.20")
     }
 
     @Test func onlyRegisteredServiceTrafficWakesAndAThirdMachineClaimingTheAddressDoes() throws {
@@ -159,11 +159,11 @@ final class TakeoverLabTests {
         unregistered.stop()
         usleep(500_000)
         #expect(self.sleeper.magicPackets.isEmpty, "woken by traffic that is no reason: \(self.sleeper.magicPackets.count) packets")
-        #expect(self.wakeLog().contains { $0.kind == "ignored" && $0.trigger.port == 9999 })
+        #expect(self.wakeLog().contains { $0.kind == .ignored && $0.trigger.port == 9999 })
         // A third machine announces the sleeper's address as its own: the owner must wake and defend it.
         try self.client.namespace.sendFrame(TestFrames.arpAnnouncement(from: Self.thirdMAC, for: IPv4Address(192, 0, 2, 2)))
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
-        #expect(self.wakeLog().contains { $0.kind == "wake" && $0.trigger.type == "address-conflict" && $0.trigger.from == Self.thirdMAC.description })
+        #expect(self.wakeLog().contains { $0.kind == .wake && $0.trigger.type == .addressConflict && $0.trigger.from == Self.thirdMAC.description })
     }
 
     @Test func theProxyMachinesOwnConnectionWakesTheSleeperAndCompletes() throws {

@@ -381,7 +381,7 @@ public struct ProxyEngine: Sendable {
                 guard let registration = self.registrar.store[key] else { continue }
                 result.append(.log(.warning, "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"))
                 if self.takeover != nil {
-                    result += self.run(self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name.description, from: source.description), now: now), now: now)
+                    result += self.run(self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now), now: now)
                 }
             case .renamed(let instance, let host):
                 result.append(.log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))

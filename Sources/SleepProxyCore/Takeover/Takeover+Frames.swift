@@ -81,7 +81,7 @@ extension Takeover {
                 if handled != key { actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now) }
             } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
                 self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: arp.senderIP.description, from: arp.senderMAC.description), now: now)
+                actions += self.startWake(key, trigger: .addressConflict(address: .v4(arp.senderIP), from: arp.senderMAC), now: now)
             }
         }
         return actions
@@ -117,7 +117,7 @@ extension Takeover {
                 }
                 if host.registered, host.states[target]?.phase != .stopped {
                     self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
+                    actions += self.startWake(key, trigger: .addressConflict(address: target, from: frame.source), now: now)
                 }
             } else if host.isAnswering(target), host.wake == nil {
                 // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
@@ -132,7 +132,7 @@ extension Takeover {
                     actions += self.ownerSeen(key, address: .v6(source), signal: .neighbourSolicitation, now: now)
                 } else if host.registered, host.states[.v6(source)]?.phase != .stopped {
                     self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: source.description, from: frame.source.description), now: now)
+                    actions += self.startWake(key, trigger: .addressConflict(address: .v6(source), from: frame.source), now: now)
                 }
             }
         case .advertisement:
@@ -141,7 +141,7 @@ extension Takeover {
                 actions += self.ownerSeen(key, address: target, signal: .neighbourAdvertisement, now: now)
             } else if host.registered, host.states[target]?.phase != .stopped {
                 self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: message.target.description, from: frame.source.description), now: now)
+                actions += self.startWake(key, trigger: .addressConflict(address: target, from: frame.source), now: now)
             }
         }
         return actions
@@ -215,7 +215,7 @@ extension Takeover {
                 guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
                 connectionRequest = segment.isConnectionRequest
                 port = WakePolicy.Port(.tcp, segment.destinationPort)
-                trigger = .connection(transport: .tcp, client: source.description, clientPort: segment.sourcePort, port: segment.destinationPort)
+                trigger = .connection(transport: .tcp, client: source, clientPort: segment.sourcePort, port: segment.destinationPort)
                 // Port 22 wakes on any segment when the host offers SSH; elsewhere only a connection request does.
                 let sshData = segment.destinationPort == TakeoverRules.sshPort && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
                 guard connectionRequest || sshData else { return [] }
@@ -225,7 +225,7 @@ extension Takeover {
                     return []
                 }
                 port = WakePolicy.Port(.udp, datagram.destinationPort)
-                trigger = .connection(transport: .udp, client: source.description, clientPort: datagram.sourcePort, port: datagram.destinationPort)
+                trigger = .connection(transport: .udp, client: source, clientPort: datagram.sourcePort, port: datagram.destinationPort)
             }
         } catch {
             self.statistics.malformedFrames += 1

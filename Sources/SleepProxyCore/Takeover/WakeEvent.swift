@@ -5,11 +5,11 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
     public enum Transport: String, Hashable, Sendable { case tcp, udp }
 
     /// Traffic for one of the host's services: the client and the port it wanted.
-    case connection(transport: Transport, client: String, clientPort: UInt16, port: UInt16)
+    case connection(transport: Transport, client: IPAddress, clientPort: UInt16, port: UInt16)
     /// Another responder answered one of the host's unique mDNS records differently.
-    case mdnsConflict(name: String, from: String)
-    /// Another machine claimed one of the host's addresses (ARP or neighbour discovery).
-    case addressConflict(address: String, from: String)
+    case mdnsConflict(name: DNSName, from: IPAddress)
+    /// Another machine (its MAC) claimed one of the host's addresses (ARP or neighbour discovery).
+    case addressConflict(address: IPAddress, from: MACAddress)
     /// The lease ran out while the host slept (expiry action "wake").
     case leaseExpired
     /// An administrator asked for it.
