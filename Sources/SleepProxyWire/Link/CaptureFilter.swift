@@ -1,0 +1,88 @@
+/// The classic BPF program that passes what the packet side needs (docs/protocol.md §4.3, docs/linux.md §2): every ARP
+/// frame, IPv6 ICMPv6 (neighbour discovery; validated in Swift), and IPv4/IPv6 packets addressed to a watched
+/// address. IPv6 destinations are matched on their last 32 bits, as Apple's filter did, and checked exactly in
+/// Swift. Past `TakeoverRules.maximumFilteredAddresses` addresses of a family, the family passes whole.
+public enum CaptureFilter {
+    public struct Instruction: Hashable, Sendable {
+        public var code: UInt16
+        public var jt: UInt8
+        public var jf: UInt8
+        public var k: UInt32
+
+        public init(code: UInt16, jt: UInt8, jf: UInt8, k: UInt32) {
+            self.code = code
+            self.jt = jt
+            self.jf = jf
+            self.k = k
+        }
+    }
+
+    /// Bytes of each accepted frame handed to us: all of it (a SYN is replayed whole).
+    public static let snapLength: UInt32 = 0xFFFF
+    /// Addresses of one family matched one by one at most: Apple's filter took 250 per interface
+    /// (`MAX_BPF_ADDRS`, docs/protocol.md §4.3), and a jump offset is 8 bits. Past it the family passes whole and
+    /// the takeover sorts it out.
+    public static let maximumAddresses = 250
+
+    private static func ins(_ code: UInt16, _ jt: UInt8, _ jf: UInt8, _ k: UInt32) -> Instruction { Instruction(code: code, jt: jt, jf: jf, k: k) }
+    /// `SKF_AD_OFF + SKF_AD_PKTTYPE` (linux/filter.h): loads the packet type (`PACKET_OUTGOING` = 4).
+    public static let skfAncillaryPacketType: UInt32 = 0xFFFF_F000 &+ 4
+    public static let packetOutgoing: UInt32 = 4
+    /// The classic BPF opcodes the program uses (linux/filter.h): absolute loads of a word, half-word and byte,
+    /// jump-if-equal to a constant, return a constant.
+    public static let ld: UInt16 = 0x20, ldh: UInt16 = 0x28, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
+
+    public static func program(addresses: [IPAddress]) -> [Instruction] {
+        var v4: [UInt32] = []
+        var v6: [UInt32] = []
+        for address in addresses {
+            switch address {
+            case .v4(let a): v4.append(a.rawValue)
+            case .v6(let a): v6.append(UInt32(truncatingIfNeeded: a.low))
+            }
+        }
+        v4 = Array(Set(v4)).sorted()
+        v6 = Array(Set(v6)).sorted()
+        // Each block: match its addresses, ending in "reject, accept".
+        func block(load: [Instruction], values: [UInt32]) -> [Instruction] {
+            if values.count > maximumAddresses { return [ins(ret, 0, 0, snapLength)] }
+            var result = load
+            for (i, value) in values.enumerated() {
+                // Jump to the final "accept": skip the remaining compares and the reject.
+                result.append(ins(jeq, UInt8(values.count - i), 0, value))
+            }
+            result.append(ins(ret, 0, 0, 0))
+            result.append(ins(ret, 0, 0, snapLength))
+            return result
+        }
+        let v4Block = block(load: [ins(ld, 0, 0, 30)], values: v4)
+        // ICMPv6 (next header 58 right after the fixed header) passes; the accept is at the end of the block.
+        var v6Block: [Instruction] = [ins(ret, 0, 0, snapLength)]
+        if v6.count <= maximumAddresses {
+            // ldb [20]; jeq 58 → the block's final accept (past the load, the compares and the reject).
+            v6Block = [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)] + block(load: [ins(ld, 0, 0, 50)], values: v6)
+        }
+        // Frames this machine sends come back to a packet socket as PACKET_OUTGOING. The proxy's own ARP and
+        // neighbour discovery are dropped here (a takeover of many hosts would otherwise feed every announcement
+        // back to the engine); its kernel's IP to a sleeping host passes (that SYN must wake it).
+        var program = [
+            ins(ld, 0, 0, skfAncillaryPacketType),
+            ins(jeq, 0, 6, packetOutgoing),
+            ins(ldh, 0, 0, 12),
+            ins(jeq, 3, 0, 0x0806),
+            ins(jeq, 0, 3, 0x86DD),
+            ins(ldb, 0, 0, 20),
+            ins(jeq, 0, 1, 58),
+            ins(ret, 0, 0, 0),
+        ]
+        program.append(ins(ldh, 0, 0, 12))
+        program.append(ins(jeq, 0, 1, 0x0806))
+        program.append(ins(ret, 0, 0, snapLength))
+        program.append(ins(jeq, 0, UInt8(v4Block.count), 0x0800))
+        program += v4Block
+        program.append(ins(jeq, 0, UInt8(v6Block.count), 0x86DD))
+        program += v6Block
+        program.append(ins(ret, 0, 0, 0))
+        return program
+    }
+}

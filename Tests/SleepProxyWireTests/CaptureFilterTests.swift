@@ -1,0 +1,115 @@
+import NIOCore
+import Testing
+
+@testable import SleepProxyWire
+
+/// The capture filter, run through a small classic-BPF interpreter with the kernel's rules for the opcodes it uses
+/// (a load past the end of the frame drops it; a program must end in a return on every path).
+@Suite("Capture filter (classic BPF)")
+struct CaptureFilterTests {
+    typealias F = CaptureFilter
+    static let mac = MACAddress("02:53:50:00:00:20")!
+    static let proxy = MACAddress("02:53:50:00:00:01")!
+
+    /// The bytes the kernel would keep (0: dropped), or nil for a program that runs off its end or uses an opcode
+    /// this interpreter does not know: both would be bugs.
+    static func run(_ program: [F.Instruction], _ frame: [UInt8], outgoing: Bool = false) -> UInt32? {
+        var accumulator: UInt32 = 0
+        var pc = 0
+        while pc < program.count {
+            let instruction = program[pc]
+            let k = Int(instruction.k)
+            switch instruction.code {
+            case F.ld:
+                if instruction.k == F.skfAncillaryPacketType {
+                    accumulator = outgoing ? F.packetOutgoing : 0
+                } else {
+                    guard k + 4 <= frame.count else { return 0 }
+                    accumulator = frame[k..<k + 4].reduce(0) { $0 << 8 | UInt32($1) }
+                }
+            case F.ldh:
+                guard k + 2 <= frame.count else { return 0 }
+                accumulator = UInt32(frame[k]) << 8 | UInt32(frame[k + 1])
+            case F.ldb:
+                guard k < frame.count else { return 0 }
+                accumulator = UInt32(frame[k])
+            case F.jeq:
+                pc += 1 + Int(accumulator == instruction.k ? instruction.jt : instruction.jf)
+                continue
+            case F.ret:
+                return instruction.k
+            default:
+                return nil
+            }
+            pc += 1
+        }
+        return nil
+    }
+
+    static func ip(_ destination: IPAddress, proto: IPProtocol = .tcp) -> [UInt8] {
+        var payload = ByteBuffer()
+        TCPSegment(sourcePort: 40000, destinationPort: 8080, sequenceNumber: 1, flags: .syn).write(to: &payload)
+        var packet = ByteBuffer()
+        switch destination {
+        case .v4(let v4):
+            IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: v4, proto: proto), payload: payload).write(to: &packet)
+            return EthernetFrame(destination: proxy, source: mac, etherType: .ipv4, payload: packet).bytes
+        case .v6(let v6):
+            IPv6Packet(header: IPv6Header(source: IPv6Address("2001:db8::20")!, destination: v6, nextHeader: proto), payload: payload).write(to: &packet)
+            return EthernetFrame(destination: proxy, source: mac, etherType: .ipv6, payload: packet).bytes
+        }
+    }
+
+    static func v4(_ n: Int) -> IPAddress { .v4(IPv4Address(rawValue: 0xC000_0200 &+ UInt32(n))) }
+    static func v6(_ n: Int) -> IPAddress { .v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x1_0000 + UInt64(n))) }
+
+    @Test(arguments: [0, 1, F.maximumAddresses, F.maximumAddresses + 1])
+    func everyPathEndsInAReturnWithinTheProgram(count: Int) {
+        let program = F.program(addresses: (0..<count).map(Self.v4) + (0..<count).map(Self.v6))
+        for (index, instruction) in program.enumerated() where instruction.code == F.jeq {
+            #expect(index + 1 + Int(max(instruction.jt, instruction.jf)) < program.count, "jump at \(index) leaves the program")
+        }
+        #expect(program.last?.code == F.ret)
+        #expect(program.count <= 4096, "BPF_MAXINSNS")
+    }
+
+    @Test func atTheLimitOnlyWatchedAddressesPassAndOneMoreLetsTheFamilyThrough() {
+        let n = F.maximumAddresses
+        let atLimit = F.program(addresses: (0..<n).map(Self.v4) + (0..<n).map(Self.v6))
+        for i in [0, n / 2, n - 1] {
+            #expect(Self.run(atLimit, Self.ip(Self.v4(i))) == F.snapLength, "IPv4 watched #\(i)")
+            #expect(Self.run(atLimit, Self.ip(Self.v6(i))) == F.snapLength, "IPv6 watched #\(i)")
+        }
+        #expect(Self.run(atLimit, Self.ip(Self.v4(n))) == 0, "an IPv4 address past the watched ones")
+        #expect(Self.run(atLimit, Self.ip(Self.v6(n))) == 0, "an IPv6 address past the watched ones")
+        let pastLimit = F.program(addresses: (0...n).map(Self.v4) + (0...n).map(Self.v6))
+        #expect(Self.run(pastLimit, Self.ip(Self.v4(n + 500))) == F.snapLength, "N+1 IPv4 addresses: the family passes whole")
+        #expect(Self.run(pastLimit, Self.ip(Self.v6(n + 500))) == F.snapLength, "N+1 IPv6 addresses: the family passes whole")
+    }
+
+    @Test func whatMustPassAndWhatMustNot() {
+        let watched: [IPAddress] = [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!]
+        let program = F.program(addresses: watched)
+        let arp = ARPPacket.probe(from: Self.mac, for: IPv4Address(192, 0, 2, 9)).frame(destination: .broadcast, source: Self.mac).bytes
+        let ns = NeighborDiscoveryMessage(kind: .solicitation, target: IPv6Address("2001:db8::9")!)
+            .frame(ethernetSource: Self.mac, ethernetDestination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast.multicastMAC, source: .any, destination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast).bytes
+        // Every ARP and neighbour discovery from others, and IP to a watched address, whoever sends it.
+        #expect(Self.run(program, arp) == F.snapLength)
+        #expect(Self.run(program, ns) == F.snapLength)
+        #expect(Self.run(program, Self.ip(watched[0])) == F.snapLength)
+        #expect(Self.run(program, Self.ip(watched[1])) == F.snapLength)
+        #expect(Self.run(program, Self.ip(watched[0]), outgoing: true) == F.snapLength, "the proxy machine's own SYN to a sleeping host wakes it")
+        #expect(Self.run(program, Self.ip(watched[1], proto: .udp)) == F.snapLength)
+        // Not: the proxy's own ARP and ND, IP to anyone else, other EtherTypes, runts.
+        #expect(Self.run(program, arp, outgoing: true) == 0)
+        #expect(Self.run(program, ns, outgoing: true) == 0)
+        #expect(Self.run(program, Self.ip(IPAddress("192.0.2.3")!)) == 0)
+        #expect(Self.run(program, Self.ip(IPAddress("2001:db8::3")!, proto: .udp)) == 0)
+        #expect(Self.run(program, Self.ip(IPAddress("192.0.2.3")!), outgoing: true) == 0)
+        var lldp = arp
+        lldp[12] = 0x88
+        lldp[13] = 0xCC
+        #expect(Self.run(program, lldp) == 0)
+        for length in [0, 10, 13, 14, 20] { #expect(Self.run(program, Array(Self.ip(watched[0]).prefix(length))) == 0, "a \(length)-byte runt") }
+    }
+}
