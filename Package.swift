@@ -122,7 +122,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyIOTests",
-            dependencies: ["SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyTestSupport", "CSleepProxyLinux"],
+            dependencies: [
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyControl", "SleepProxyTestSupport", "CSleepProxyLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,3 +1,4 @@
+import NIOCore
 import Testing
 
 @testable import SleepProxyIO
@@ -52,10 +53,18 @@ struct MailboxLaneTests {
         #expect(mailbox.post(.frame(0)), "the frame lane has room again")
     }
 
-    @Test func theEnginesEventsUseThreeLanes() {
-        #expect(RegistrationEngine.Event.lanes == 3)
-        #expect(RegistrationEngine.Event.frame(bytes: [], interfaceIndex: 1, outgoing: false).lane == RegistrationEngine.Event.framesLane)
-        #expect(RegistrationEngine.Event.linksChanged.lane == 0)
+    /// The engine's own lane assignment: a flood of captured frames, then of mDNS packets, fills only its lane
+    /// (N taken, N+1 refused); registrations and the admin side still get in.
+    @Test func aFloodOfFramesOrMDNSLeavesRoomForTheRest() throws {
+        let capacity = 8
+        let mailbox = Mailbox<RegistrationEngine.Event>(capacity: capacity, lanes: RegistrationEngine.Event.lanes, lane: { $0.lane })
+        for _ in 0..<capacity { #expect(mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false))) }
+        #expect(!mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false)))
+        let remote = try SocketAddress(ipAddress: "192.0.2.2", port: 5353)
+        for _ in 0..<capacity { #expect(mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil))) }
+        #expect(!mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
+        #expect(mailbox.post(.linksChanged))
+        #expect(mailbox.dropped(lane: RegistrationEngine.Event.framesLane) == 1 && mailbox.dropped(lane: RegistrationEngine.Event.mdnsLane) == 1)
     }
 }
 
