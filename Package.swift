@@ -34,13 +34,17 @@ let package = Package(
         // Pure logic: no sockets, no clocks; time comes in as `now:` and work goes out as actions.
         .target(
             name: "SleepProxyCore",
-            dependencies: ["SleepProxyWire", .product(name: "HeapModule", package: "swift-collections"), .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "SleepProxyWire", .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).
         .target(name: "CSleepProxyLinux"),
         // libnl-3 (LGPL-2.1, linked dynamically) for neighbour entries and link/address notifications.
-        .systemLibrary(name: "CNetlink", pkgConfig: "libnl-route-3.0", providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]),
+        .systemLibrary(
+            name: "CNetlink", pkgConfig: "libnl-route-3.0", providers: [.apt(["libnl-3-dev", "libnl-route-3-dev"])]),
         // What the kernel says about this machine (its interfaces, addresses and MACs), without NIO: shared by
         // the daemon's I/O layer and the sleep client.
         .target(
@@ -52,7 +56,8 @@ let package = Package(
         .target(
             name: "SleepProxyIO",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux", "CNetlink", "SleepProxyControl",
+                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux", "CNetlink",
+                "SleepProxyControl",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -66,7 +71,9 @@ let package = Package(
         // Test-only: network namespaces, a bridged LAN, processes started and stopped by PID.
         .target(
             name: "SleepProxyTestSupport",
-            dependencies: ["SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: [
+                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", .product(name: "NIOCore", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The admin protocol spoken between sleepproxyd and sleepproxyctl.
@@ -123,7 +130,8 @@ let package = Package(
         .testTarget(
             name: "SleepProxyIOTests",
             dependencies: [
-                "SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyControl", "SleepProxyTestSupport", "CSleepProxyLinux",
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyControl", "SleepProxyTestSupport",
+                "CSleepProxyLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

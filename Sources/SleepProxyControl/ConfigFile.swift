@@ -44,9 +44,13 @@ public enum ConfigFile {
             }
             let key = trimmed[..<equals].trimmingCharacters(in: .whitespaces).lowercased()
             var value = trimmed[trimmed.index(after: equals)...].trimmingCharacters(in: .whitespaces)
-            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = String(value.dropFirst().dropLast()) }
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") {
+                value = String(value.dropFirst().dropLast())
+            }
             guard let kind = settings[key] else {
-                throw Problem(line: number, message: "unknown setting \"\(key)\" (known: \(settings.keys.sorted().joined(separator: ", ")))")
+                throw Problem(
+                    line: number,
+                    message: "unknown setting \"\(key)\" (known: \(settings.keys.sorted().joined(separator: ", ")))")
             }
             guard !value.isEmpty else { throw Problem(line: number, message: "\(key) needs a value") }
             if kind != .repeated, let first = seen[key] {
@@ -93,4 +97,4 @@ extension String {
     fileprivate func trimmingCharacters(in set: WhitespaceSet) -> String { Substring(self).trimmingCharacters(in: set) }
 }
 
-fileprivate enum WhitespaceSet { case whitespaces }
+private enum WhitespaceSet { case whitespaces }

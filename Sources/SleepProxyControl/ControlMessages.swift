@@ -19,7 +19,8 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     /// `events`: keep the connection open and send each new event as its own response line.
     public var follow: Bool?
 
-    public init(command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil) {
+    public init(command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil)
+    {
         self.version = ControlProtocol.version
         self.command = command
         self.target = target
@@ -39,7 +40,10 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var host: HostDetail?
     public var events: [WakeLogEntry]?
 
-    public init(ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil, host: HostDetail? = nil, events: [WakeLogEntry]? = nil) {
+    public init(
+        ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil,
+        host: HostDetail? = nil, events: [WakeLogEntry]? = nil
+    ) {
         self.version = ControlProtocol.version
         self.ok = ok
         self.error = error
@@ -70,8 +74,10 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var hostsByState: [HostSummary.State: Int]?
 
     public init(
-        version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?, hosts: Int, records: Int,
-        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int, hostsByState: [HostSummary.State: Int]? = nil
+        version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
+        hosts: Int, records: Int,
+        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
+        hostsByState: [HostSummary.State: Int]? = nil
     ) {
         self.hostsByState = hostsByState
         self.version = version
@@ -117,7 +123,8 @@ public struct HostSummary: Codable, Hashable, Sendable {
     public var lastSeenAwakeSecondsAgo: Double?
 
     public init(
-        name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double, state: State, lastWake: WakeLogEntry?,
+        name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double,
+        state: State, lastWake: WakeLogEntry?,
         lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil
     ) {
         self.lastSeenAwake = lastSeenAwake
@@ -176,7 +183,8 @@ public struct HostDetail: Codable, Hashable, Sendable {
     }
 
     public init(
-        summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double, records: [Record], wakeHistory: [WakeLogEntry],
+        summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double,
+        records: [Record], wakeHistory: [WakeLogEntry],
         addressStates: [AddressState]? = nil
     ) {
         self.addressStates = addressStates

@@ -49,7 +49,10 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         public var name: String?
         public var from: String?
 
-        public init(type: Kind, transport: String? = nil, client: String? = nil, clientPort: UInt16? = nil, port: UInt16? = nil, address: String? = nil, name: String? = nil, from: String? = nil) {
+        public init(
+            type: Kind, transport: String? = nil, client: String? = nil, clientPort: UInt16? = nil, port: UInt16? = nil,
+            address: String? = nil, name: String? = nil, from: String? = nil
+        ) {
             self.type = type
             self.transport = transport
             self.client = client
@@ -61,7 +64,10 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         }
     }
 
-    public init(kind: Kind, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?, attempts: Int?, summary: String) {
+    public init(
+        kind: Kind, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?,
+        attempts: Int?, summary: String
+    ) {
         self.kind = kind
         self.time = time
         self.mac = mac

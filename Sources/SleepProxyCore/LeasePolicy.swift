@@ -19,7 +19,9 @@ public struct LeasePolicy: Hashable, Sendable {
         case zeroMinimum
     }
 
-    public init(minimum: UInt32 = LeasePolicy.defaultMinimum, maximum: UInt32 = LeasePolicy.defaultMaximum) throws(ConfigurationError) {
+    public init(minimum: UInt32 = LeasePolicy.defaultMinimum, maximum: UInt32 = LeasePolicy.defaultMaximum)
+        throws(ConfigurationError)
+    {
         guard minimum > 0 else { throw .zeroMinimum }
         guard minimum <= maximum else { throw .minimumAboveMaximum(minimum: minimum, maximum: maximum) }
         self.minimum = minimum

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A listening socket served by a plain thread: poll (so that `stop` is noticed within a quarter second),

@@ -12,24 +12,32 @@ extension RegistrationEngine {
     /// entries first of all) the caller carries out before the reply is sent.
     func handleControl(_ request: ControlRequest, now: Timestamp, actions: inout [EngineAction]) -> ControlResponse {
         guard request.version == ControlProtocol.version else {
-            return .failure("sleepproxyctl speaks control protocol \(request.version), this daemon \(ControlProtocol.version): use the sleepproxyctl that came with it")
+            return .failure(
+                "sleepproxyctl speaks control protocol \(request.version), this daemon \(ControlProtocol.version): use the sleepproxyctl that came with it"
+            )
         }
         switch request.command {
         case .status:
             return ControlResponse(status: self.daemonStatus(now: now))
         case .hosts:
-            let hosts = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map { self.summary(of: $0, now: now) }
+            let hosts = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map {
+                self.summary(of: $0, now: now)
+            }
             return ControlResponse(hosts: hosts)
         case .host:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
             return ControlResponse(host: self.detail(of: registration, now: now))
         case .wake:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
-            guard self.engine.takeover != nil else { return .failure("this daemon runs with --no-takeover: it cannot send magic packets") }
+            guard self.engine.takeover != nil else {
+                return .failure("this daemon runs with --no-takeover: it cannot send magic packets")
+            }
             let (started, wakeActions) = self.engine.wake(registration.key, trigger: .administrator, now: now)
             actions += wakeActions
             guard started else {
-                return .failure("\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly")
+                return .failure(
+                    "\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly"
+                )
             }
             return ControlResponse(host: self.detail(of: registration, now: now))
         case .forget:
@@ -38,10 +46,15 @@ extension RegistrationEngine {
             actions += self.engine.forget(registration.key, goodbyes: request.goodbyes == true, now: now)
             return ControlResponse(hosts: [summary])
         case .releaseAll:
-            let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map { self.summary(of: $0, now: now) }
+            let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map {
+                self.summary(of: $0, now: now)
+            }
             let (released, releaseActions) = self.engine.releaseAll(now: now)
             actions += releaseActions
-            actions.append(.log(.notice, "admin: released all \(released.count) sleeping hosts (woken and forgotten) for decommissioning"))
+            actions.append(
+                .log(
+                    .notice,
+                    "admin: released all \(released.count) sleeping hosts (woken and forgotten) for decommissioning"))
             return ControlResponse(hosts: summaries)
         case .events:
             var events = self.wakeLog.recent
@@ -56,7 +69,9 @@ extension RegistrationEngine {
     }
 
     private func notFound(_ target: String?) -> ControlResponse {
-        .failure("no sleeping host named \(target.map { "\"\($0)\"" } ?? "(none given)"); `sleepproxyctl hosts` lists them by name and MAC")
+        .failure(
+            "no sleeping host named \(target.map { "\"\($0)\"" } ?? "(none given)"); `sleepproxyctl hosts` lists them by name and MAC"
+        )
     }
 
     /// "vm", "vm.local", "VM.local." all mean `vm.local`.
@@ -84,24 +99,32 @@ extension RegistrationEngine {
         let mac = registration.key.primaryMAC.description
         let lastWake = self.wakeLog.recent.last { $0.mac == mac && $0.kind == .wake }
         return HostSummary(
-            name: summary.hostName?.description, mac: mac, interface: registration.key.interface, addresses: summary.addresses.map(\.description),
+            name: summary.hostName?.description, mac: mac, interface: registration.key.interface,
+            addresses: summary.addresses.map(\.description),
             services: summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" },
-            leaseSeconds: Double((registration.leaseExpiry - now).nanosecondsClamped) / 1e9, state: state, lastWake: lastWake,
-            lastSeenAwake: awake?.what, lastSeenAwakeSecondsAgo: awake.map { Double((now - $0.at).nanosecondsClamped) / 1e9 })
+            leaseSeconds: Double((registration.leaseExpiry - now).nanosecondsClamped) / 1e9, state: state,
+            lastWake: lastWake,
+            lastSeenAwake: awake?.what,
+            lastSeenAwakeSecondsAgo: awake.map { Double((now - $0.at).nanosecondsClamped) / 1e9 })
     }
 
     func detail(of registration: OwnerRegistration, now: Timestamp) -> HostDetail {
         let mac = registration.key.primaryMAC.description
         return HostDetail(
             summary: self.summary(of: registration, now: now), sequence: Int(registration.owner.sequence),
-            wakeMAC: (registration.owner.wakeMAC ?? registration.key.primaryMAC).description, hasPassword: registration.owner.password != nil,
+            wakeMAC: (registration.owner.wakeMAC ?? registration.key.primaryMAC).description,
+            hasPassword: registration.owner.password != nil,
             registeredSecondsAgo: Double((now - registration.registeredAt).nanosecondsClamped) / 1e9,
             records: registration.records.map { proxied in
                 let record = proxied.record
-                return HostDetail.Record(name: record.name.description, type: record.type.description, ttl: record.ttl, unique: record.cacheFlush, data: Self.describe(record.rdata))
+                return HostDetail.Record(
+                    name: record.name.description, type: record.type.description, ttl: record.ttl,
+                    unique: record.cacheFlush, data: Self.describe(record.rdata))
             },
             wakeHistory: self.wakeLog.recent.filter { $0.mac == mac },
-            addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map { HostDetail.AddressState(address: $0.0.description, state: HostDetail.AddressState.Phase($0.1)) })
+            addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map {
+                HostDetail.AddressState(address: $0.0.description, state: HostDetail.AddressState.Phase($0.1))
+            })
     }
 
     static func describe(_ rdata: DNSRData) -> String {
@@ -110,7 +133,10 @@ extension RegistrationEngine {
         case .aaaa(let aaaa): return aaaa.address.description
         case .ptr(let ptr): return ptr.target.description
         case .srv(let srv): return "\(srv.priority) \(srv.weight) \(srv.port) \(srv.target)"
-        case .txt(let txt): return txt.keyValuePairs.map { pair in pair.value.map { "\(pair.key)=\(String(decoding: $0, as: UTF8.self))" } ?? pair.key }.joined(separator: " ")
+        case .txt(let txt):
+            return txt.keyValuePairs.map { pair in
+                pair.value.map { "\(pair.key)=\(String(decoding: $0, as: UTF8.self))" } ?? pair.key
+            }.joined(separator: " ")
         case .nsec(let nsec): return "\(nsec.nextName) \(nsec.types.map(\.description).joined(separator: " "))"
         default: return "\(rdata.uncompressedBytes.count) bytes"
         }
@@ -123,12 +149,19 @@ extension RegistrationEngine {
         for (problem, count) in statistics.malformed { refusals["malformed-\(problem.rawValue)"] = count }
         let uptime = Date().timeIntervalSince(self.startedAt)
         return DaemonStatus(
-            version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime, interfaces: self.servedContexts.map(\.name),
-            advertisedName: self.engine.responder?.configuration.instanceLabel, hosts: self.engine.registrar.store.hostCount,
-            records: self.engine.registrar.store.recordCount, registrationsAccepted: statistics.accepted, refusals: refusals,
-            queriesAnswered: self.engine.responder?.statistics.answeredQueries ?? 0, wakes: self.engine.takeover?.statistics.wakes ?? 0,
+            version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime,
+            interfaces: self.servedContexts.map(\.name),
+            advertisedName: self.engine.responder?.configuration.instanceLabel,
+            hosts: self.engine.registrar.store.hostCount,
+            records: self.engine.registrar.store.recordCount, registrationsAccepted: statistics.accepted,
+            refusals: refusals,
+            queriesAnswered: self.engine.responder?.statistics.answeredQueries ?? 0,
+            wakes: self.engine.takeover?.statistics.wakes ?? 0,
             magicPackets: self.engine.takeover?.statistics.magicPackets ?? 0,
-            hostsByState: Dictionary(uniqueKeysWithValues: HostState.allCases.map { (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0) }))
+            hostsByState: Dictionary(
+                uniqueKeysWithValues: HostState.allCases.map {
+                    (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0)
+                }))
     }
 }
 

@@ -3,7 +3,7 @@ import Logging
 import SleepProxyControl
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The admin socket (issue 6 §2): a Unix stream socket, mode 0660, owned by root and an optional group, one
@@ -39,28 +39,42 @@ public final class ControlServer: @unchecked Sendable {
 
     public func start() throws {
         let directory = (self.path as NSString).deletingLastPathComponent
-        if !directory.isEmpty { try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755]) }
+        if !directory.isEmpty {
+            try? FileManager.default.createDirectory(
+                atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        }
         var info = stat()
         if lstat(self.path, &info) == 0 {
             // A socket left by a daemon that died: replace it. Anything else is not ours to delete.
             guard info.st_mode & S_IFMT == S_IFSOCK else {
-                throw StartError(description: "the control socket path \(self.path) exists and is not a socket; remove it or choose another with --control-socket")
+                throw StartError(
+                    description:
+                        "the control socket path \(self.path) exists and is not a socket; remove it or choose another with --control-socket"
+                )
             }
             unlink(self.path)
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw StartError(description: "cannot create the control socket: \(SystemCallError(function: "socket", errno: errno))") }
+        guard fd >= 0 else {
+            throw StartError(
+                description: "cannot create the control socket: \(SystemCallError(function: "socket", errno: errno))")
+        }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(self.path.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
             close(fd)
-            throw StartError(description: "the control socket path \(self.path) is too long for a Unix socket (at most 107 bytes)")
+            throw StartError(
+                description: "the control socket path \(self.path) is too long for a Unix socket (at most 107 bytes)")
         }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, byte) in bytes.enumerated() { raw[i] = byte }
         }
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         guard bound == 0, listen(fd, 16) == 0 else {
             let error = SystemCallError(function: "bind", errno: errno)
             close(fd)
@@ -71,7 +85,10 @@ public final class ControlServer: @unchecked Sendable {
             guard let entry = getgrnam(group) else {
                 close(fd)
                 unlink(self.path)
-                throw StartError(description: "the control group \"\(group)\" does not exist; create it (groupadd \(group)) or leave --control-group out")
+                throw StartError(
+                    description:
+                        "the control group \"\(group)\" does not exist; create it (groupadd \(group)) or leave --control-group out"
+                )
             }
             // Group only (the owner stays whoever runs the daemon: changing it needs CAP_CHOWN).
             chown(self.path, uid_t.max, entry.pointee.gr_gid)
@@ -154,7 +171,8 @@ public final class ControlServer: @unchecked Sendable {
     private func ask(_ request: ControlRequest) -> ControlResponse {
         let box = ResponseBox()
         self.engine.control(request) { response in box.set(response) }
-        return box.wait(timeout: Self.replyTimeout) ?? .failure("the daemon did not answer within \(Int(Self.replyTimeout)) s")
+        return box.wait(timeout: Self.replyTimeout)
+            ?? .failure("the daemon did not answer within \(Int(Self.replyTimeout)) s")
     }
 
     /// Streams each new wake-log entry until the client goes away or the daemon stops.
@@ -166,13 +184,20 @@ public final class ControlServer: @unchecked Sendable {
             let recent = self.engine.wakeLog.recent
             // The log keeps the newest 1,000: find where the last entry sent sits now.
             var start = recent.count
-            if let lastSeen, let index = recent.lastIndex(of: lastSeen) { start = index + 1 } else if recent.count > seen { start = seen }
+            if let lastSeen, let index = recent.lastIndex(of: lastSeen) {
+                start = index + 1
+            } else if recent.count > seen {
+                start = seen
+            }
             seen = recent.count
             for entry in recent[min(start, recent.count)...] {
                 lastSeen = entry
                 if let target = request.target {
                     let name = RegistrationEngine.normalisedName(target)
-                    guard entry.mac == target.lowercased() || entry.hostName.map(RegistrationEngine.normalisedName) == name else { continue }
+                    guard
+                        entry.mac == target.lowercased()
+                            || entry.hostName.map(RegistrationEngine.normalisedName) == name
+                    else { continue }
                 }
                 guard Self.write(ControlResponse(events: [entry]), to: fd) else { return }
             }

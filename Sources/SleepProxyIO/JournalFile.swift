@@ -2,7 +2,7 @@ import Foundation
 import SleepProxyCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The registration journal on disk (see `RegistrationJournal` for the format and why it is a journal).
@@ -33,9 +33,11 @@ public final class JournalFile {
     /// continue after the last intact entry.
     public static func open(directory: URL, timeBase: TimeBase) throws -> (JournalFile, RegistrationJournal.Replay) {
         do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
         } catch {
-            throw OpenError(description: "cannot create the state directory \(directory.path): \(error.localizedDescription)")
+            throw OpenError(
+                description: "cannot create the state directory \(directory.path): \(error.localizedDescription)")
         }
         let lockPath = directory.appendingPathComponent("lock").path
         let lockFD = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -44,7 +46,10 @@ public final class JournalFile {
         }
         guard flock(lockFD, LOCK_EX | LOCK_NB) == 0 else {
             Glibc.close(lockFD)
-            throw OpenError(description: "the state directory \(directory.path) is in use by another sleepproxyd; stop it or choose another --state-directory")
+            throw OpenError(
+                description:
+                    "the state directory \(directory.path) is in use by another sleepproxyd; stop it or choose another --state-directory"
+            )
         }
         let path = directory.appendingPathComponent("registrations.journal").path
         let fd = Glibc.open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
@@ -60,7 +65,10 @@ public final class JournalFile {
         } catch {
             Glibc.close(fd)
             Glibc.close(lockFD)
-            throw OpenError(description: "cannot read \(path): \(error); the registrations in it are kept, fix the file or its disk and start again")
+            throw OpenError(
+                description:
+                    "cannot read \(path): \(error); the registrations in it are kept, fix the file or its disk and start again"
+            )
         }
         let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
         if replay.intactLength < bytes.count, replay.problems.last?.reason.contains("torn") == true {
@@ -130,7 +138,8 @@ public final class JournalFile {
 
     /// Whether it has grown so far that it must be rewritten now, busy or not.
     public var mustCompact: Bool {
-        self.size > 2 * JournalFile.compactionMinimumBytes && self.size > 2 * JournalFile.compactionRatio * self.baseline
+        self.size > 2 * JournalFile.compactionMinimumBytes
+            && self.size > 2 * JournalFile.compactionRatio * self.baseline
     }
 
     /// Rewrites the journal with one entry per live host: written to a new file, synced, renamed over the old
@@ -162,7 +171,9 @@ public final class JournalFile {
         var written = 0
         try bytes.withUnsafeBytes { raw in
             while written < raw.count {
-                let result = try retryingSyscall("write") { Glibc.write(fd, raw.baseAddress! + written, raw.count - written) }
+                let result = try retryingSyscall("write") {
+                    Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+                }
                 written += result
             }
         }

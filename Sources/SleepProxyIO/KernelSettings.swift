@@ -20,18 +20,24 @@ public enum KernelSettings {
         if self.flag("\(ipv4)/\(interface)/forwarding") == true {
             let sending = ["all", interface].filter { self.flag("\(ipv4)/\($0)/send_redirects") == true }
             if !sending.isEmpty {
-                problems.append("IPv4 forwarding is on for \(interface) (a router, or Docker), so the kernel will send ICMP redirects to clients of sleeping hosts: run `sysctl -w net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.\(interface).send_redirects=0` (and keep it in /etc/sysctl.d)")
+                problems.append(
+                    "IPv4 forwarding is on for \(interface) (a router, or Docker), so the kernel will send ICMP redirects to clients of sleeping hosts: run `sysctl -w net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.\(interface).send_redirects=0` (and keep it in /etc/sysctl.d)"
+                )
             }
         }
         if self.flag("\(root)/ipv6/conf/\(interface)/forwarding") == true {
-            problems.append("IPv6 forwarding is on for \(interface), so the kernel will send ICMPv6 redirects to clients of sleeping hosts (Linux has no switch for them): drop them with nftables (README, troubleshooting: \"ICMP redirects\") or turn forwarding off")
+            problems.append(
+                "IPv6 forwarding is on for \(interface), so the kernel will send ICMPv6 redirects to clients of sleeping hosts (Linux has no switch for them): drop them with nftables (README, troubleshooting: \"ICMP redirects\") or turn forwarding off"
+            )
         }
         return problems
     }
 
     /// A 0/1 sysctl, or nil when it cannot be read (no such interface, no IPv6, not Linux).
     static func flag(_ path: String) -> Bool? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8), let value = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            let value = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+        else {
             return nil
         }
         return value != 0

@@ -6,7 +6,7 @@ import SleepProxyCore
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The mDNS sockets: one per served interface and address family, bound to port 5353 beside any avahi-daemon
@@ -25,7 +25,10 @@ public final class MDNSSockets: Sendable {
     private let logger: Logger
     private let sink: @Sendable (RegistrationEngine.Event) -> Void
 
-    init(group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger, sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) {
+    init(
+        group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+        sink: @escaping @Sendable (RegistrationEngine.Event) -> Void
+    ) {
         self.group = group
         self.logger = logger
         self.sink = sink
@@ -34,7 +37,10 @@ public final class MDNSSockets: Sendable {
     /// Opens sockets for interfaces not yet served and closes those of interfaces gone. Blocking (called from
     /// the engine thread, never from an event loop).
     func serve(_ interfaces: [InterfaceContext]) {
-        let wanted = Set(interfaces.flatMap { context in Responder.families(of: context).map { Key(interfaceIndex: context.index, family: $0) } })
+        let wanted = Set(
+            interfaces.flatMap { context in
+                Responder.families(of: context).map { Key(interfaceIndex: context.index, family: $0) }
+            })
         let current = self.channels.withLockedValue { $0 }
         for (key, channel) in current where !wanted.contains(key) {
             _ = channel.close()
@@ -42,7 +48,8 @@ public final class MDNSSockets: Sendable {
         }
         let devices = (try? System.enumerateDevices()) ?? []
         for context in interfaces {
-            for family in Responder.families(of: context) where current[Key(interfaceIndex: context.index, family: family)] == nil {
+            for family in Responder.families(of: context)
+            where current[Key(interfaceIndex: context.index, family: family)] == nil {
                 do {
                     let channel = try self.open(context: context, family: family, devices: devices)
                     self.channels.withLockedValue { $0[Key(interfaceIndex: context.index, family: family)] = channel }
@@ -55,16 +62,20 @@ public final class MDNSSockets: Sendable {
     }
 
     private func open(context: InterfaceContext, family: IPFamily, devices: [NIONetworkDevice]) throws -> Channel {
-        let reusePort = ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT))
+        let reusePort = ChannelOptions.Types.SocketOption(
+            level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT))
         var bootstrap = DatagramBootstrap(group: self.group)
             .channelOption(.socketOption(.so_reuseaddr), value: 1)
             .channelOption(reusePort, value: 1)
             .channelOption(.receivePacketInfo, value: true)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MDNSSockets.receiveBufferSize))
+            .channelOption(
+                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MDNSSockets.receiveBufferSize)
+            )
             .channelOption(.maxMessagesPerRead, value: 16)
         if family == .v6 {
             // docs/linux.md §1.1–1.2: name the IPv6 level explicitly, and keep IPv4 out of the IPv6 socket.
-            bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+            bootstrap = bootstrap.channelOption(
+                ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
         }
         let sink = self.sink
         let channel = try bootstrap.channelInitializer { channel in
@@ -80,22 +91,37 @@ public final class MDNSSockets: Sendable {
                 guard device.interfaceIndex == context.index, let address = device.address else { return false }
                 return family == .v4 ? address.protocol == .inet : address.protocol == .inet6
             }
-            guard let device else { throw RegistrationEngineError(description: "no \(family) address on \(context.name)") }
+            guard let device else {
+                throw RegistrationEngineError(description: "no \(family) address on \(context.name)")
+            }
             if family == .v4 {
-                _ = try options.unsafeSetSocketOption(level: .ip, name: .init(rawValue: IP_MULTICAST_ALL), value: CInt(0)).wait()
-                try multicast.joinGroup(try SocketAddress(ipAddress: "224.0.0.251", port: Int(MDNSRules.port)), device: device).wait()
-                guard case .v4(let v4) = device.address else { throw RegistrationEngineError(description: "no IPv4 address on \(context.name)") }
+                _ = try options.unsafeSetSocketOption(
+                    level: .ip, name: .init(rawValue: IP_MULTICAST_ALL), value: CInt(0)
+                ).wait()
+                try multicast.joinGroup(
+                    try SocketAddress(ipAddress: "224.0.0.251", port: Int(MDNSRules.port)), device: device
+                ).wait()
+                guard case .v4(let v4) = device.address else {
+                    throw RegistrationEngineError(description: "no IPv4 address on \(context.name)")
+                }
                 try options.setIPMulticastIF(v4.address.sin_addr).wait()
                 try options.setIPMulticastTTL(255).wait()
                 try options.setIPMulticastLoop(1).wait()
-                _ = try options.unsafeSetSocketOption(level: .ip, name: .init(rawValue: IP_TTL), value: CInt(255)).wait()
+                _ = try options.unsafeSetSocketOption(level: .ip, name: .init(rawValue: IP_TTL), value: CInt(255))
+                    .wait()
             } else {
-                _ = try options.unsafeSetSocketOption(level: .ipv6, name: .init(rawValue: IPV6_MULTICAST_ALL), value: CInt(0)).wait()
-                try multicast.joinGroup(try SocketAddress(ipAddress: "ff02::fb", port: Int(MDNSRules.port)), device: device).wait()
+                _ = try options.unsafeSetSocketOption(
+                    level: .ipv6, name: .init(rawValue: IPV6_MULTICAST_ALL), value: CInt(0)
+                ).wait()
+                try multicast.joinGroup(
+                    try SocketAddress(ipAddress: "ff02::fb", port: Int(MDNSRules.port)), device: device
+                ).wait()
                 try options.setIPv6MulticastIF(CUnsignedInt(context.index)).wait()
                 try options.setIPv6MulticastHops(255).wait()
                 try options.setIPv6MulticastLoop(1).wait()
-                _ = try options.unsafeSetSocketOption(level: .ipv6, name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)).wait()
+                _ = try options.unsafeSetSocketOption(
+                    level: .ipv6, name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)
+                ).wait()
             }
         } catch {
             _ = try? channel.close().wait()
@@ -141,7 +167,8 @@ public final class MDNSSockets: Sendable {
                 remote = Self.socketAddress(address, port: port, scope: index)
             }
             guard let channel = channels[key] else { continue }
-            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: transmission.bytes)))
+            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: transmission.bytes)))
         }
         return Array(byChannel.values)
     }
@@ -188,10 +215,13 @@ private final class MDNSInboundHandler: ChannelInboundHandler, Sendable {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
-        guard envelope.data.readableBytes <= DNSMessage.maximumSize, let info = envelope.metadata?.packetInfo else { return }
-        self.sink(.mdns(
-            bytes: Array(envelope.data.readableBytesView), remote: envelope.remoteAddress,
-            interfaceIndex: Int(info.interfaceIndex), destination: IPAddress(info.destinationAddress)))
+        guard envelope.data.readableBytes <= DNSMessage.maximumSize, let info = envelope.metadata?.packetInfo else {
+            return
+        }
+        self.sink(
+            .mdns(
+                bytes: Array(envelope.data.readableBytesView), remote: envelope.remoteAddress,
+                interfaceIndex: Int(info.interfaceIndex), destination: IPAddress(info.destinationAddress)))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -4,7 +4,7 @@ import Logging
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Neighbour entries on the proxy machine through libnl-route-3 (docs/linux.md §3).
@@ -79,7 +79,9 @@ public final class NeighbourTable: @unchecked Sendable {
         }
         // Removing an entry that is already gone (the kernel aged it, an administrator flushed it) is fine.
         if status < 0, !(mac == nil && -status == NLE_OBJ_NOTFOUND) {
-            self.logger.warning("netlink: cannot \(mac == nil ? "remove" : "set") the neighbour entry for \(address) on interface \(interfaceIndex): \(String(cString: nl_geterror(status)))")
+            self.logger.warning(
+                "netlink: cannot \(mac == nil ? "remove" : "set") the neighbour entry for \(address) on interface \(interfaceIndex): \(String(cString: nl_geterror(status)))"
+            )
         }
     }
 }
@@ -105,10 +107,12 @@ public final class LinkMonitor: @unchecked Sendable {
         let context = Unmanaged.passUnretained(self).toOpaque()
         for name in ["route/link", "route/addr"] {
             var cache: OpaquePointer? = nil
-            let added = nl_cache_mngr_add(manager, name, { _, _, _, data in
-                guard let data else { return }
-                Unmanaged<LinkMonitor>.fromOpaque(data).takeUnretainedValue().changed()
-            }, context, &cache)
+            let added = nl_cache_mngr_add(
+                manager, name,
+                { _, _, _, data in
+                    guard let data else { return }
+                    Unmanaged<LinkMonitor>.fromOpaque(data).takeUnretainedValue().changed()
+                }, context, &cache)
             if added != 0 {
                 nl_cache_mngr_free(manager)
                 throw NetlinkError(operation: "watch \(name)", code: added)

@@ -4,7 +4,7 @@ import Logging
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Raw Ethernet on the served interfaces: one receive socket (AF_PACKET with the capture filter) read by a plain
@@ -72,27 +72,39 @@ public final class PacketLinks: @unchecked Sendable {
                 let link = try self.open(index: index, name: name)
                 self.lock.withLock { self.links[index] = link }
             } catch {
-                self.logger.error("packets: cannot capture on \(name): \(error). Address takeover and wake need CAP_NET_RAW (run as root or grant the capability)")
+                self.logger.error(
+                    "packets: cannot capture on \(name): \(error). Address takeover and wake need CAP_NET_RAW (run as root or grant the capability)"
+                )
             }
         }
     }
 
     private func open(index: Int, name: String) throws -> Link {
         // Protocol 0 first: nothing is queued before the filter is attached; then bind with ETH_P_ALL.
-        let receiveFD = try retryingSyscall("socket(AF_PACKET)") { socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+        let receiveFD = try retryingSyscall("socket(AF_PACKET)") {
+            socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        }
         let sendFD: Int32
         do {
             try Self.attach(CaptureFilter.program(addresses: []), to: receiveFD)
             var timeout = Self.receiveTimeout
-            try retryingSyscall("setsockopt(SO_RCVTIMEO)") { setsockopt(receiveFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) }
+            try retryingSyscall("setsockopt(SO_RCVTIMEO)") {
+                setsockopt(receiveFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            }
             var address = sockaddr_ll()
             address.sll_family = UInt16(AF_PACKET)
             address.sll_protocol = UInt16(ETH_P_ALL).bigEndian
             address.sll_ifindex = Int32(index)
             try retryingSyscall("bind(AF_PACKET)") {
-                withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(receiveFD, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) } }
+                withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(receiveFD, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                    }
+                }
             }
-            sendFD = try retryingSyscall("socket(AF_PACKET)") { socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+            sendFD = try retryingSyscall("socket(AF_PACKET)") {
+                socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            }
         } catch {
             Glibc.close(receiveFD)
             throw error
@@ -116,7 +128,9 @@ public final class PacketLinks: @unchecked Sendable {
             var length = socklen_t(MemoryLayout<sockaddr_ll>.size)
             let count = buffer.withUnsafeMutableBytes { raw in
                 withUnsafeMutablePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(link.receiveFD, raw.baseAddress, raw.count, 0, $0, &length) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(link.receiveFD, raw.baseAddress, raw.count, 0, $0, &length)
+                    }
                 }
             }
             if count < 0 {
@@ -128,7 +142,8 @@ public final class PacketLinks: @unchecked Sendable {
                     self.logger.notice("packets: \(link.name) is down; waiting for it to come back")
                 }
                 if code != EAGAIN, code != EWOULDBLOCK, code != EINTR, code != ENETDOWN {
-                    self.logger.warning("packets: receive on \(link.name): \(SystemCallError(function: "recvfrom", errno: code))")
+                    self.logger.warning(
+                        "packets: receive on \(link.name): \(SystemCallError(function: "recvfrom", errno: code))")
                     usleep(100_000)
                 }
                 continue
@@ -150,7 +165,9 @@ public final class PacketLinks: @unchecked Sendable {
         var filters = program.map { sock_filter(code: $0.code, jt: $0.jt, jf: $0.jf, k: $0.k) }
         try filters.withUnsafeMutableBufferPointer { buffer in
             var fprog = sock_fprog(len: UInt16(buffer.count), filter: buffer.baseAddress)
-            try retryingSyscall("setsockopt(SO_ATTACH_FILTER)") { setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, socklen_t(MemoryLayout<sock_fprog>.size)) }
+            try retryingSyscall("setsockopt(SO_ATTACH_FILTER)") {
+                setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, socklen_t(MemoryLayout<sock_fprog>.size))
+            }
         }
     }
 
@@ -192,7 +209,9 @@ public final class PacketLinks: @unchecked Sendable {
         address.sll_halen = 6
         let sent = frame.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(link.sendFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(link.sendFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                }
             }
         }
         if sent != frame.count {
@@ -209,7 +228,9 @@ public final class PacketLinks: @unchecked Sendable {
             guard fd >= 0 else { return }
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, socklen_t(MemoryLayout<Int32>.size))
-            _ = link.name.withCString { setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1)) }
+            _ = link.name.withCString {
+                setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1))
+            }
             link.datagramFD = fd
         }
         var address = sockaddr_in()
@@ -218,11 +239,15 @@ public final class PacketLinks: @unchecked Sendable {
         address.sin_addr.s_addr = IPv4Address.broadcast.rawValue.bigEndian
         let sent = payload.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(link.datagramFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(
+                        link.datagramFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         }
         if sent != payload.count {
-            self.logger.warning("packets: UDP magic packet on \(link.name): \(SystemCallError(function: "sendto", errno: errno))")
+            self.logger.warning(
+                "packets: UDP magic packet on \(link.name): \(SystemCallError(function: "sendto", errno: errno))")
         }
     }
 

@@ -26,9 +26,11 @@ extension RegistrationEngine {
             self.logger.warning("interfaces: cannot read the interface list: \(error)")
         }
         self.inventoryReadAt = now
-        let served = self.configuration.interfaces.isEmpty
+        let served =
+            self.configuration.interfaces.isEmpty
             ? self.inventory.defaultServed.map(\.context)
-            : self.inventory.interfaces.filter { self.configuration.interfaces.contains($0.context.name) && $0.isUp }.map(\.context)
+            : self.inventory.interfaces.filter { self.configuration.interfaces.contains($0.context.name) && $0.isUp }
+                .map(\.context)
         guard served != self.servedContexts else { return }
         self.servedContexts = served
         self.packets?.serve(served.map { (index: $0.index, name: $0.name) })

@@ -14,12 +14,19 @@ extension RegistrationEngine {
             // Deriving the summary costs as much as the registration itself: only when the line is logged.
             guard self.logger.logLevel <= .notice else { return }
             let summary = acceptance.registration.summary
-            let services = summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" }.joined(separator: ", ")
-            self.logger.notice("registered \(summary.hostName?.description ?? "?") (\(acceptance.registration.key)) from \(source) on \(interface): \(acceptance.registration.records.count) records, lease \(acceptance.grantedLease) s, addresses \(summary.addresses.map(\.description).joined(separator: " ")), services [\(services)]\(acceptance.startedNewEpoch ? "" : " (update)")")
+            let services = summary.services.map {
+                "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)"
+            }.joined(separator: ", ")
+            self.logger.notice(
+                "registered \(summary.hostName?.description ?? "?") (\(acceptance.registration.key)) from \(source) on \(interface): \(acceptance.registration.records.count) records, lease \(acceptance.grantedLease) s, addresses \(summary.addresses.map(\.description).joined(separator: " ")), services [\(services)]\(acceptance.startedNewEpoch ? "" : " (update)")"
+            )
         case .malformed(let problem, _):
-            self.logger.warning("registration from \(source) on \(interface) malformed (\(problem.rawValue)); answered FORMERR")
+            self.logger.warning(
+                "registration from \(source) on \(interface) malformed (\(problem.rawValue)); answered FORMERR")
         case .refused(let reason, let reply):
-            self.logger.warning("registration from \(source) on \(interface) refused (\(reason.rawValue)); \(reply == nil ? "no reply sent" : "answered REFUSED")")
+            self.logger.warning(
+                "registration from \(source) on \(interface) refused (\(reason.rawValue)); \(reply == nil ? "no reply sent" : "answered REFUSED")"
+            )
         case .notImplemented(let opcode, _):
             self.logger.info("\(opcode) from \(source) on \(interface) on the registration port; answered NOTIMP")
         case .ignored(let reason):

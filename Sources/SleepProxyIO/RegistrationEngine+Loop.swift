@@ -49,11 +49,14 @@ extension RegistrationEngine {
             switch event {
             case .frame(let bytes, let interfaceIndex, let outgoing):
                 self.packets?.consumed(bytes.count)
-                self.perform(self.engine.receiveFrame(bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), into: &batch)
+                self.perform(
+                    self.engine.receiveFrame(bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now),
+                    into: &batch)
             case .linksChanged:
                 self.refreshInventory(now: now)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
-                self.engine.reconfigure(takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
+                self.engine.reconfigure(
+                    takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
             case .control(let request, let reply):
                 var actions: [EngineAction] = []
                 let response = self.handleControl(request, now: now, actions: &actions)
@@ -61,12 +64,19 @@ extension RegistrationEngine {
                 batch.controlReplies.append((response, reply))
             case .mdns(let bytes, let remote, let interfaceIndex, let destination):
                 guard let source = IPAddress(remote), let port = remote.port else { continue }
-                self.perform(self.engine.receiveMDNS(bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex, now: now), into: &batch)
+                self.perform(
+                    self.engine.receiveMDNS(
+                        bytes, from: source, port: UInt16(port), destination: destination,
+                        interfaceIndex: interfaceIndex, now: now), into: &batch)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
-                guard let interface = self.servedInterface(index: interfaceIndex, now: now), let source = IPAddress(remote) else {
-                    continue  // Apple's proxy too drops what did not arrive on an interface it serves (docs/protocol.md §3.6).
+                guard let interface = self.servedInterface(index: interfaceIndex, now: now),
+                    let source = IPAddress(remote)
+                else {
+                    // Apple's proxy too drops what did not arrive on an interface it serves (docs/protocol.md §3.6).
+                    continue
                 }
-                let (outcome, actions) = self.engine.receiveRegistration(bytes, from: source, on: interface.context, now: now)
+                let (outcome, actions) = self.engine.receiveRegistration(
+                    bytes, from: source, on: interface.context, now: now)
                 self.log(outcome, source: remote, interface: interface.context.name)
                 self.perform(actions, into: &batch)
                 if let reply = outcome.reply { batch.replies.append((channel, remote, reply)) }
@@ -85,10 +95,17 @@ extension RegistrationEngine {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
                 // store, copy-on-write, once thousands of hosts sleep.)
-                self.logger.error("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.entries.count) changes not acknowledged")
+                self.logger.error(
+                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.entries.count) changes not acknowledged"
+                )
                 self.statusLock.withLock { self.status.persistenceFailures += 1 }
                 batch.replies.removeAll()
-                batch.controlReplies = batch.controlReplies.map { (ControlResponse.failure("the state directory could not be written (\(error)); nothing was changed"), $0.1) }
+                batch.controlReplies = batch.controlReplies.map {
+                    (
+                        ControlResponse.failure(
+                            "the state directory could not be written (\(error)); nothing was changed"), $0.1
+                    )
+                }
                 self.reloadFromJournal(now: now)
             }
         }
@@ -96,7 +113,8 @@ extension RegistrationEngine {
         // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
         var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
         for (channel, remote, reply) in batch.replies {
-            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
+            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
         }
         for (channel, envelopes) in byChannel.values {
             channel.eventLoop.execute {
@@ -108,7 +126,8 @@ extension RegistrationEngine {
         // with nothing queued) unless the journal has grown past twice the usual trigger.
         if self.journal.needsCompaction, events.isEmpty || self.journal.mustCompact {
             do {
-                try self.journal.compact(Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+                try self.journal.compact(
+                    Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
             } catch {
                 self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
             }
@@ -121,7 +140,9 @@ extension RegistrationEngine {
     /// pass), the rest into the batch or the log.
     func perform(_ actions: [EngineAction], into batch: inout Batch) {
         for action in actions {
-            if case .packet(.sendFrame(let frame, let index)) = action { self.packets?.send(frame, interfaceIndex: index) }
+            if case .packet(.sendFrame(let frame, let index)) = action {
+                self.packets?.send(frame, interfaceIndex: index)
+            }
         }
         for action in actions {
             switch action {

@@ -19,7 +19,8 @@ extension RegistrationEngine {
         public var takeover: TakeoverConfiguration?
 
         public init(
-            registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [], stateDirectory: URL,
+            registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [],
+            stateDirectory: URL,
             responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil
         ) {
             self.registration = registration
@@ -51,7 +52,9 @@ extension RegistrationEngine {
         /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
         case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
         /// Settings a reload (SIGHUP) changes in place.
-        case reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply)
+        case reconfigure(
+            takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
+            refusalReply: RegistrationConfiguration.RefusalReply)
 
         /// Mailbox lanes: registrations and the admin side, mDNS, captured frames. Each has its own bound, so a
         /// flood of one kind cannot keep the others out.

@@ -48,22 +48,32 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.inventory = try InterfaceInventory.read()
         self.inventoryReadAt = SystemClock.now()
         for name in configuration.interfaces where self.inventory.interface(named: name) == nil {
-            throw RegistrationEngineError(description: "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface")
+            throw RegistrationEngineError(
+                description:
+                    "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface"
+            )
         }
-        let (journal, replay) = try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
+        let (journal, replay) = try JournalFile.open(
+            directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
         self.journal = journal
         for problem in replay.problems {
             logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
         }
         let now = SystemClock.now()
         for registration in replay.registrations {
-            logger.info("state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s")
+            logger.info(
+                "state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s"
+            )
         }
         for registration in replay.expired {
-            logger.info("state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped")
+            logger.info(
+                "state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped"
+            )
         }
         let recordCount = replay.registrations.reduce(0) { $0 + $1.records.count }
-        logger.info("state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)")
+        logger.info(
+            "state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)"
+        )
         self.wakeLog = WakeLog(directory: configuration.stateDirectory)
         var takeover: Takeover? = nil
         if let takeoverConfiguration = configuration.takeover {
@@ -72,17 +82,26 @@ public final class RegistrationEngine: @unchecked Sendable {
             if probe < 0 {
                 let code = errno
                 if code == EPERM || code == EACCES {
-                    throw RegistrationEngineError(description: "no permission to open raw packet sockets (CAP_NET_RAW) for address takeover and wake: run as root, grant CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit in deploy/ does), or pass --no-takeover to answer mDNS only")
+                    throw RegistrationEngineError(
+                        description:
+                            "no permission to open raw packet sockets (CAP_NET_RAW) for address takeover and wake: run as root, grant CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit in deploy/ does), or pass --no-takeover to answer mDNS only"
+                    )
                 }
             } else {
                 close(probe)
             }
-            let served = configuration.interfaces.isEmpty ? self.inventory.defaultServed.map(\.context.name) : configuration.interfaces
+            let served =
+                configuration.interfaces.isEmpty
+                ? self.inventory.defaultServed.map(\.context.name) : configuration.interfaces
             for name in served {
                 for problem in KernelSettings.takeoverProblems(interface: name) { logger.warning("kernel: \(problem)") }
             }
             takeover = Takeover(configuration: takeoverConfiguration)
-            self.packets = PacketLinks(logger: logger, sink: { [mailbox] bytes, index, outgoing in mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing)) })
+            self.packets = PacketLinks(
+                logger: logger,
+                sink: { [mailbox] bytes, index, outgoing in
+                    mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing))
+                })
             do {
                 self.neighbours = try NeighbourTable(logger: logger)
             } catch {
@@ -92,7 +111,8 @@ public final class RegistrationEngine: @unchecked Sendable {
                 let monitor = try LinkMonitor(logger: logger, changed: { [mailbox] in mailbox.post(.linksChanged) })
                 self.monitor = monitor
             } catch {
-                logger.warning("\(error); interfaces are re-read every \(RegistrationEngine.inventoryRefreshInterval) instead")
+                logger.warning(
+                    "\(error); interfaces are re-read every \(RegistrationEngine.inventoryRefreshInterval) instead")
             }
         }
         var responder: Responder? = nil
@@ -100,7 +120,8 @@ public final class RegistrationEngine: @unchecked Sendable {
             responder = Responder(configuration: responderConfiguration)
             self.mdns = MDNSSockets(logger: logger, sink: { [mailbox] event in mailbox.post(event) })
         }
-        self.engine = ProxyEngine(registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover)
+        self.engine = ProxyEngine(
+            registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover)
         // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
         _ = self.engine.restore(replay.registrations, now: now)
         self.publishStatus()
@@ -141,7 +162,10 @@ public final class RegistrationEngine: @unchecked Sendable {
     func post(_ event: Event) { self.mailbox.post(event) }
 
     /// Applies reloaded settings on the engine thread.
-    public func reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+    public func reconfigure(
+        takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
+        refusalReply: RegistrationConfiguration.RefusalReply
+    ) {
         self.mailbox.post(.reconfigure(takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply))
     }
 

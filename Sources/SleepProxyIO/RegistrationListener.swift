@@ -5,7 +5,7 @@ import SleepProxyCore
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// UDP sockets on the registration port, IPv4 and IPv6 (link-local included), handing every datagram with its
@@ -35,15 +35,24 @@ public final class RegistrationListener: Sendable {
     }
 
     /// Binds both sockets. Fails with a sentence naming the cause when the port is taken or not permitted.
-    public static func bind(port: Int, engine: RegistrationEngine, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger) async throws -> RegistrationListener {
+    public static func bind(
+        port: Int, engine: RegistrationEngine, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        logger: Logger
+    ) async throws -> RegistrationListener {
         var channels: [Channel] = []
         do {
-            channels.append(try await self.bootstrap(group: group, engine: engine, v6: false).bind(host: "0.0.0.0", port: port).get())
+            channels.append(
+                try await self.bootstrap(group: group, engine: engine, v6: false).bind(host: "0.0.0.0", port: port)
+                    .get())
         } catch {
-            throw RegistrationEngineError(description: "cannot listen for registrations on UDP port \(port): \(Self.explain(error)); choose another with --registration-port")
+            throw RegistrationEngineError(
+                description:
+                    "cannot listen for registrations on UDP port \(port): \(Self.explain(error)); choose another with --registration-port"
+            )
         }
         do {
-            channels.append(try await self.bootstrap(group: group, engine: engine, v6: true).bind(host: "::", port: port).get())
+            channels.append(
+                try await self.bootstrap(group: group, engine: engine, v6: true).bind(host: "::", port: port).get())
         } catch {
             // A host without IPv6 still serves IPv4 clients.
             logger.warning("registrations: no IPv6 socket on port \(port) (\(Self.explain(error))); serving IPv4 only")
@@ -60,11 +69,15 @@ public final class RegistrationListener: Sendable {
         // (Apple's client puts up to 8940 bytes in one UPDATE, docs/protocol.md §2.3); read whole datagrams.
         var bootstrap = DatagramBootstrap(group: group)
             .channelOption(.receivePacketInfo, value: true)
-            .channelOption(.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: RegistrationListener.receiveBufferSize))
+            .channelOption(
+                .recvAllocator,
+                value: FixedSizeRecvByteBufferAllocator(capacity: RegistrationListener.receiveBufferSize)
+            )
             .channelOption(.maxMessagesPerRead, value: 16)
         if v6 {
             // docs/linux.md §1: `.socketOption(.ipv6_v6only)` would set SOL_SOCKET 26 (SO_ATTACH_FILTER); name the level.
-            bootstrap = bootstrap.channelOption(ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
+            bootstrap = bootstrap.channelOption(
+                ChannelOptions.Types.SocketOption(level: .ipv6, name: .ipv6_v6only), value: 1)
         }
         return bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
@@ -76,7 +89,8 @@ public final class RegistrationListener: Sendable {
     /// SO_RCVBUFFORCE passes net.core.rmem_max and needs CAP_NET_ADMIN (the unit grants it); without it,
     /// SO_RCVBUF gets what rmem_max allows. Neither failing stops the daemon: the default buffer still works.
     private static func enlargeReceiveBuffer(_ channel: Channel, logger: Logger) async {
-        let force = ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUFFORCE))
+        let force = ChannelOptions.Types.SocketOption(
+            level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUFFORCE))
         let plain = ChannelOptions.Types.SocketOption(level: .socket, name: NIOBSDSocket.Option(rawValue: SO_RCVBUF))
         do {
             try await channel.setOption(force, value: SocketOptionValue(Self.socketReceiveBuffer)).get()
@@ -117,12 +131,13 @@ private final class RegistrationInboundHandler: ChannelInboundHandler, Sendable 
         // RFC 6762 §17: nothing larger is a valid message; dropping it here also bounds what the queue can hold
         // (4096 datagrams of at most 9000 bytes).
         guard envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
-        self.engine.post(.datagram(
-            bytes: Array(envelope.data.readableBytesView),
-            remote: envelope.remoteAddress,
-            interfaceIndex: envelope.metadata?.packetInfo.map { Int($0.interfaceIndex) },
-            channel: context.channel
-        ))
+        self.engine.post(
+            .datagram(
+                bytes: Array(envelope.data.readableBytesView),
+                remote: envelope.remoteAddress,
+                interfaceIndex: envelope.metadata?.packetInfo.map { Int($0.interfaceIndex) },
+                channel: context.channel
+            ))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

@@ -14,7 +14,10 @@ public struct RegistrationService: Service {
     public let control: ControlServer?
     public let metrics: MetricsEndpoint?
 
-    public init(engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil, metrics: MetricsEndpoint? = nil) {
+    public init(
+        engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil,
+        metrics: MetricsEndpoint? = nil
+    ) {
         self.engine = engine
         self.port = port
         self.logger = logger
@@ -46,6 +49,8 @@ public struct RegistrationService: Service {
         self.metrics?.stop()
         await listener.close()
         self.engine.stop()
-        self.logger.notice("registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start")
+        self.logger.notice(
+            "registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start"
+        )
     }
 }

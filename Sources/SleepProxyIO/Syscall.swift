@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An errno-carrying failure of a system call, naming the call so a log line says what failed.
@@ -14,9 +14,9 @@ public struct SystemCallError: Error, Hashable, Sendable, CustomStringConvertibl
 
     public var description: String {
         #if canImport(Glibc)
-        let message = String(cString: strerror(self.errno))
+            let message = String(cString: strerror(self.errno))
         #else
-        let message = "errno"
+            let message = "errno"
         #endif
         return "\(self.function) failed: \(message) (errno \(self.errno))"
     }
@@ -32,10 +32,10 @@ public func retryingSyscall<T: FixedWidthInteger>(_ function: String, _ body: ()
         let result = body()
         if result != -1 { return result }
         #if canImport(Glibc)
-        let code = Glibc.errno
-        if code == EINTR { continue }
+            let code = Glibc.errno
+            if code == EINTR { continue }
         #else
-        let code: Int32 = -1
+            let code: Int32 = -1
         #endif
         throw SystemCallError(function: function, errno: code)
     }

@@ -2,7 +2,7 @@ import Foundation
 import SleepProxyCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The clocks the core's `Timestamp`s and the journal's `TimeBase` come from.
@@ -35,7 +35,9 @@ public enum SystemClock {
         }
         let hex = Array(text.filter(\.isHexDigit).utf8)
         guard hex.count == 32 else { return unknown }
-        return stride(from: 0, to: 32, by: 2).map { UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0 }
+        return stride(from: 0, to: 32, by: 2).map {
+            UInt8(String(decoding: hex[$0..<$0 + 2], as: UTF8.self), radix: 16) ?? 0
+        }
     }
 
     public static func timeBase() -> TimeBase {

@@ -37,7 +37,9 @@ public final class WakeLog: @unchecked Sendable {
         let entry = Self.entry(event, at: time)
         self.lock.withLock {
             self.recentEntries.append(entry)
-            if self.recentEntries.count > Self.keptEvents { self.recentEntries.removeFirst(self.recentEntries.count - Self.keptEvents) }
+            if self.recentEntries.count > Self.keptEvents {
+                self.recentEntries.removeFirst(self.recentEntries.count - Self.keptEvents)
+            }
         }
         let line = try ControlProtocol.frame(entry)
         if self.lineCount + 1 > 2 * Self.keptEvents {
@@ -49,7 +51,8 @@ public final class WakeLog: @unchecked Sendable {
             return
         }
         if !FileManager.default.fileExists(atPath: self.url.path) {
-            _ = FileManager.default.createFile(atPath: self.url.path, contents: nil, attributes: [.posixPermissions: 0o640])
+            _ = FileManager.default.createFile(
+                atPath: self.url.path, contents: nil, attributes: [.posixPermissions: 0o640])
         }
         let handle = try FileHandle(forWritingTo: self.url)
         defer { try? handle.close() }
@@ -82,14 +85,19 @@ public final class WakeLog: @unchecked Sendable {
         let trigger: WakeLogEntry.Trigger
         switch event.trigger {
         case .connection(let transport, let client, let clientPort, let port):
-            trigger = .init(type: .connection, transport: transport.rawValue, client: client.description, clientPort: clientPort, port: port)
-        case .mdnsConflict(let name, let from): trigger = .init(type: .mdnsConflict, name: name.description, from: from.description)
-        case .addressConflict(let address, let from): trigger = .init(type: .addressConflict, address: address.description, from: from.description)
+            trigger = .init(
+                type: .connection, transport: transport.rawValue, client: client.description, clientPort: clientPort,
+                port: port)
+        case .mdnsConflict(let name, let from):
+            trigger = .init(type: .mdnsConflict, name: name.description, from: from.description)
+        case .addressConflict(let address, let from):
+            trigger = .init(type: .addressConflict, address: address.description, from: from.description)
         case .leaseExpired: trigger = .init(type: .leaseExpired)
         case .administrator: trigger = .init(type: .administrator)
         }
         return WakeLogEntry(
-            kind: Self.kind(event.kind), time: time, mac: event.host.primaryMAC.description, interface: event.host.interface, hostName: event.hostName,
+            kind: Self.kind(event.kind), time: time, mac: event.host.primaryMAC.description,
+            interface: event.host.interface, hostName: event.hostName,
             trigger: trigger, seconds: event.seconds, attempts: event.attempts, summary: event.summary)
     }
 }

@@ -1,10 +1,10 @@
+import CSleepProxyLinux
 import Foundation
 import SleepProxyCore
 import SleepProxyWire
-import CSleepProxyLinux
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The proxy's view of the machine's interfaces: names, indexes, MACs and prefixes, read from the kernel.
@@ -24,7 +24,10 @@ public struct InterfaceInventory: Sendable {
     /// unlike /sys/class/net, describe the network namespace the process is in).
     public static func read() throws -> InterfaceInventory {
         var first: UnsafeMutablePointer<ifaddrs>? = nil
-        guard getifaddrs(&first) == 0 else { throw InterfaceInventoryError(description: "cannot list the interfaces: \(String(cString: strerror(errno)))") }
+        guard getifaddrs(&first) == 0 else {
+            throw InterfaceInventoryError(
+                description: "cannot list the interfaces: \(String(cString: strerror(errno)))")
+        }
         defer { freeifaddrs(first) }
         var byName: [String: Interface] = [:]
         var entry = first
@@ -35,7 +38,8 @@ public struct InterfaceInventory: Sendable {
             let flags = current.pointee.ifa_flags
             if byName[name] == nil {
                 byName[name] = Interface(
-                    context: InterfaceContext(name: name, index: Int(if_nametoindex(namePointer)), macAddress: .zero, prefixes: []),
+                    context: InterfaceContext(
+                        name: name, index: Int(if_nametoindex(namePointer)), macAddress: .zero, prefixes: []),
                     isUp: flags & UInt32(Self.flagUp) != 0, isLoopback: flags & UInt32(Self.flagLoopback) != 0,
                     supportsMulticast: flags & UInt32(Self.flagMulticast) != 0)
             }
@@ -48,12 +52,15 @@ public struct InterfaceInventory: Sendable {
                 }
                 if let mac { byName[name]!.context.macAddress = mac }
             case AF_INET, AF_INET6:
-                if let prefix = Self.prefix(address: address, netmask: current.pointee.ifa_netmask) { byName[name]!.context.prefixes.append(prefix) }
+                if let prefix = Self.prefix(address: address, netmask: current.pointee.ifa_netmask) {
+                    byName[name]!.context.prefixes.append(prefix)
+                }
             default:
                 break
             }
         }
-        return InterfaceInventory(interfaces: byName.values.filter { $0.context.index > 0 }.sorted { $0.context.index < $1.context.index })
+        return InterfaceInventory(
+            interfaces: byName.values.filter { $0.context.index > 0 }.sorted { $0.context.index < $1.context.index })
     }
 
     /// `IFF_UP`, `IFF_LOOPBACK`, `IFF_MULTICAST` from <net/if.h> (their Swift import type depends on which
@@ -87,7 +94,9 @@ public struct InterfaceInventory: Sendable {
     static func ip(_ pointer: UnsafeMutablePointer<sockaddr>, family: sa_family_t? = nil) -> IPAddress? {
         switch Int32(family ?? pointer.pointee.sa_family) {
         case AF_INET:
-            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { .v4(IPv4Address(rawValue: UInt32(bigEndian: $0.pointee.sin_addr.s_addr))) }
+            return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                .v4(IPv4Address(rawValue: UInt32(bigEndian: $0.pointee.sin_addr.s_addr)))
+            }
         case AF_INET6:
             return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { v6 in
                 var storage = v6.pointee.sin6_addr

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What a finished command printed and how it ended.
@@ -12,7 +12,9 @@ public struct CommandResult: Sendable, CustomStringConvertible {
     public var timedOut: Bool
 
     public var succeeded: Bool { self.status == 0 && !self.timedOut }
-    public var description: String { "exit \(self.status)\(self.timedOut ? " (timed out)" : ""); stdout: \(self.stdout); stderr: \(self.stderr)" }
+    public var description: String {
+        "exit \(self.status)\(self.timedOut ? " (timed out)" : ""); stdout: \(self.stdout); stderr: \(self.stderr)"
+    }
 }
 
 public struct CommandError: Error, CustomStringConvertible {
@@ -24,7 +26,9 @@ public struct CommandError: Error, CustomStringConvertible {
 public enum Command {
     /// Runs `arguments` (looked up on PATH), waits at most `timeout`, then kills it.
     @discardableResult
-    public static func run(_ arguments: [String], timeout: Duration = .seconds(30), input: Data? = nil) throws -> CommandResult {
+    public static func run(_ arguments: [String], timeout: Duration = .seconds(30), input: Data? = nil) throws
+        -> CommandResult
+    {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
@@ -50,7 +54,12 @@ public enum Command {
             }
         }
         var timedOut = false
-        if group.wait(timeout: .now() + .nanoseconds(Int(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000))) == .timedOut {
+        if group.wait(
+            timeout: .now()
+                + .nanoseconds(
+                    Int(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)))
+            == .timedOut
+        {
             timedOut = true
             kill(process.processIdentifier, SIGKILL)
             group.wait()
@@ -62,7 +71,10 @@ public enum Command {
             reaped.signal()
         }
         if reaped.wait(timeout: .now() + 10) == .timedOut {
-            return CommandResult(status: -1, stdout: String(decoding: outData.get(), as: UTF8.self), stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)", timedOut: true)
+            return CommandResult(
+                status: -1, stdout: String(decoding: outData.get(), as: UTF8.self),
+                stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)",
+                timedOut: true)
         }
         return CommandResult(
             status: process.terminationStatus,
@@ -82,8 +94,12 @@ public enum Command {
 
     /// True when the tests that build namespaces can run: root, and the tools they use.
     public static var canBuildNetworks: Bool {
-        geteuid() == 0 && ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/setpriv"].allSatisfy { FileManager.default.isExecutableFile(atPath: $0) }
-            && (FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip") || FileManager.default.isExecutableFile(atPath: "/sbin/ip"))
+        geteuid() == 0
+            && ["/usr/bin/unshare", "/usr/bin/nsenter", "/usr/bin/setpriv"].allSatisfy {
+                FileManager.default.isExecutableFile(atPath: $0)
+            }
+            && (FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+                || FileManager.default.isExecutableFile(atPath: "/sbin/ip"))
     }
 }
 

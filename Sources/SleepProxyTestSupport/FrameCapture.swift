@@ -3,7 +3,7 @@ import Foundation
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One frame seen by a capture.
@@ -28,7 +28,8 @@ public final class FrameCapture: @unchecked Sendable {
 
     public init(in namespace: NetworkNamespace, interface: String = "eth0") throws {
         self.fd = try namespace.inside { () throws -> Int32 in
-            let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(UInt16(ETH_P_ALL).bigEndian))
+            let fd = socket(
+                AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(UInt16(ETH_P_ALL).bigEndian))
             guard fd >= 0 else { throw CommandError("AF_PACKET socket: \(String(cString: strerror(errno)))") }
             // A large buffer: a capture that falls behind for a moment must not lose the very frames a test times.
             var size: Int32 = 8 << 20
@@ -38,7 +39,9 @@ public final class FrameCapture: @unchecked Sendable {
             address.sll_protocol = UInt16(ETH_P_ALL).bigEndian
             address.sll_ifindex = Int32(if_nametoindex(interface))
             let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                }
             }
             guard bound == 0 else {
                 Glibc.close(fd)
@@ -63,7 +66,9 @@ public final class FrameCapture: @unchecked Sendable {
             var address = sockaddr_ll()
             var length = socklen_t(MemoryLayout<sockaddr_ll>.size)
             let count = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(self.fd, &buffer, buffer.count, 0, $0, &length) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    recvfrom(self.fd, &buffer, buffer.count, 0, $0, &length)
+                }
             }
             guard count > 0 else { continue }  // ENETDOWN when the link goes down: keep reading
             let frame = CapturedFrame(bytes: Array(buffer[0..<count]), at: Date(), packetType: address.sll_pkttype)
@@ -85,7 +90,9 @@ public final class FrameCapture: @unchecked Sendable {
     }
 
     /// Waits until at least `count` captured frames satisfy `predicate`, or `timeout` passes; returns them.
-    public func wait(for count: Int = 1, timeout: TimeInterval, where predicate: (CapturedFrame) -> Bool) -> [CapturedFrame] {
+    public func wait(for count: Int = 1, timeout: TimeInterval, where predicate: (CapturedFrame) -> Bool)
+        -> [CapturedFrame]
+    {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while true {
             let matching = self.captured.filter(predicate)
@@ -119,7 +126,9 @@ extension NetworkNamespace {
             address.sll_halen = 6
             let sent = frame.withUnsafeBytes { raw in
                 withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) }
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                    }
                 }
             }
             guard sent == frame.count else { throw CommandError("send frame: \(String(cString: strerror(errno)))") }

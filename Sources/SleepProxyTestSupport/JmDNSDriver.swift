@@ -53,13 +53,16 @@ public enum JmDNSDriver {
     static let jmdnsJar = "/usr/share/java/jmdns.jar"
 
     public static var isAvailable: Bool {
-        FileManager.default.fileExists(atPath: self.jmdnsJar) && FileManager.default.isExecutableFile(atPath: "/usr/bin/javac")
+        FileManager.default.fileExists(atPath: self.jmdnsJar)
+            && FileManager.default.isExecutableFile(atPath: "/usr/bin/javac")
     }
 
     /// Compiles the driver once per directory.
     static func compile(into directory: URL) throws -> URL {
         let classes = directory.appendingPathComponent("jmdns-driver")
-        if FileManager.default.fileExists(atPath: classes.appendingPathComponent("SleepProxyJmDNSDriver.class").path) { return classes }
+        if FileManager.default.fileExists(atPath: classes.appendingPathComponent("SleepProxyJmDNSDriver.class").path) {
+            return classes
+        }
         try FileManager.default.createDirectory(at: classes, withIntermediateDirectories: true)
         let file = classes.appendingPathComponent("SleepProxyJmDNSDriver.java")
         try self.source.write(to: file, atomically: true, encoding: .utf8)
@@ -68,15 +71,23 @@ public enum JmDNSDriver {
     }
 
     /// Browses `type` (e.g. `_http._tcp.local.`) bound to `address` of `host`, resolving every instance.
-    public static func browse(in host: LabHost, bindAddress: String, type: String, timeoutMilliseconds: Int = 6000, directory: URL) throws -> [ResolvedService] {
+    public static func browse(
+        in host: LabHost, bindAddress: String, type: String, timeoutMilliseconds: Int = 6000, directory: URL
+    ) throws -> [ResolvedService] {
         let classes = try self.compile(into: directory)
         let classpath = [self.jmdnsJar, "/usr/share/java/slf4j-api.jar", "/usr/share/java/slf4j-nop.jar", classes.path]
             .filter { FileManager.default.fileExists(atPath: $0) }.joined(separator: ":")
-        let result = try host.run(["java", "-cp", classpath, "SleepProxyJmDNSDriver", bindAddress, type, "\(timeoutMilliseconds)"], timeout: .seconds(Int64(timeoutMilliseconds / 1000) + 30))
+        let result = try host.run(
+            ["java", "-cp", classpath, "SleepProxyJmDNSDriver", bindAddress, type, "\(timeoutMilliseconds)"],
+            timeout: .seconds(Int64(timeoutMilliseconds / 1000) + 30))
         return result.stdout.split(separator: "\n").compactMap { line in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { return nil }
-            return ResolvedService(name: object["name"] as? String ?? "", type: type, host: object["server"] as? String ?? "",
-                                   port: object["port"] as? Int ?? -1, addresses: object["addresses"] as? [String] ?? [], txt: object["txt"] as? [String] ?? [])
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                return nil
+            }
+            return ResolvedService(
+                name: object["name"] as? String ?? "", type: type, host: object["server"] as? String ?? "",
+                port: object["port"] as? Int ?? -1, addresses: object["addresses"] as? [String] ?? [],
+                txt: object["txt"] as? [String] ?? [])
         }
     }
 }

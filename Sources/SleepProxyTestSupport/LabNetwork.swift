@@ -16,7 +16,8 @@ public final class LabNetwork: @unchecked Sendable {
 
     public init() throws {
         self.bridge = try NetworkNamespace()
-        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxy-lab-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        self.directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-lab-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: self.directory, withIntermediateDirectories: true)
         try self.bridge.check(["ip", "link", "add", "br0", "type", "bridge", "mcast_snooping", "0"])
         try self.bridge.check(["ip", "link", "set", "br0", "up"])
@@ -30,9 +31,15 @@ public final class LabNetwork: @unchecked Sendable {
     public func addHost(_ name: String, mac: MACAddress, ipv4: [String] = [], ipv6: [String] = []) throws -> LabHost {
         let namespace = try NetworkNamespace()
         let port = "p-\(name)"
-        try Command.check(["ip", "link", "add", "eth0", "netns", "\(namespace.pid)", "address", mac.description, "type", "veth", "peer", "name", port, "netns", "\(self.bridge.pid)"])
+        try Command.check([
+            "ip", "link", "add", "eth0", "netns", "\(namespace.pid)", "address", mac.description, "type", "veth",
+            "peer", "name", port, "netns", "\(self.bridge.pid)",
+        ])
         try self.bridge.check(["ip", "link", "set", port, "master", "br0", "up"])
-        try namespace.check(["sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.eth0.accept_dad=0"])
+        try namespace.check([
+            "sysctl", "-qw", "net.ipv6.conf.all.accept_dad=0", "net.ipv6.conf.default.accept_dad=0",
+            "net.ipv6.conf.eth0.accept_dad=0",
+        ])
         for address in ipv4 { try namespace.check(["ip", "addr", "add", address, "dev", "eth0"]) }
         for address in ipv6 { try namespace.check(["ip", "-6", "addr", "add", address, "dev", "eth0", "nodad"]) }
         try namespace.check(["ip", "link", "set", "eth0", "up"])
@@ -40,7 +47,9 @@ public final class LabNetwork: @unchecked Sendable {
         let host = LabHost(name: name, namespace: namespace, mac: mac, lab: self)
         // Wait (bounded) for the link-local address, derived once the link is up.
         let deadline = Date(timeIntervalSinceNow: 5)
-        while Date() < deadline, try !namespace.run(["ip", "-6", "addr", "show", "dev", "eth0", "scope", "link"]).stdout.contains("fe80") {
+        while Date() < deadline,
+            try !namespace.run(["ip", "-6", "addr", "show", "dev", "eth0", "scope", "link"]).stdout.contains("fe80")
+        {
             usleep(20_000)
         }
         self.lock.withLock { self.hosts.append(host) }
@@ -76,7 +85,9 @@ public final class LabHost: Sendable {
     /// The EUI-64 link-local address the kernel derives from the MAC.
     public var linkLocal: IPv6Address {
         let b = self.mac.bytes
-        let low = UInt64(b[0] ^ 0x02) << 56 | UInt64(b[1]) << 48 | UInt64(b[2]) << 40 | 0xFF_FE00_0000 | UInt64(b[3]) << 16 | UInt64(b[4]) << 8 | UInt64(b[5])
+        let low =
+            UInt64(b[0] ^ 0x02) << 56 | UInt64(b[1]) << 48 | UInt64(b[2]) << 40 | 0xFF_FE00_0000 | UInt64(b[3]) << 16
+            | UInt64(b[4]) << 8 | UInt64(b[5])
         return IPv6Address(high: 0xFE80_0000_0000_0000, low: low)
     }
 
@@ -86,7 +97,8 @@ public final class LabHost: Sendable {
     }
 
     public func spawn(_ arguments: [String], logName: String) throws -> ManagedProcess {
-        try self.namespace.spawn(arguments, log: self.labDirectory.appendingPathComponent("\(self.name)-\(logName).log"))
+        try self.namespace.spawn(
+            arguments, log: self.labDirectory.appendingPathComponent("\(self.name)-\(logName).log"))
     }
 
     public func setLink(up: Bool) throws {

@@ -2,7 +2,7 @@ import CSleepProxyLinux
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// An anonymous network namespace that cannot outlive the test process.

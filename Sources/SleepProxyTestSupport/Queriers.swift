@@ -11,7 +11,9 @@ public struct ResolvedService: Hashable, Sendable, CustomStringConvertible {
     /// The transport it was found over, when the querier says ("IPv4"/"IPv6" for avahi-browse).
     public var family: String = ""
 
-    public var description: String { "\(self.name).\(self.type) at \(self.host):\(self.port) \(self.addresses) \(self.txt)" }
+    public var description: String {
+        "\(self.name).\(self.type) at \(self.host):\(self.port) \(self.addresses) \(self.txt)"
+    }
 }
 
 /// Real third-party mDNS queriers, each returning parsed answers, never just an exit code.
@@ -25,7 +27,8 @@ public enum Queriers {
     /// repeated (at most `attempts` times; the daemon's cache fills meanwhile) until `until` holds for what it
     /// found, and the last result is returned either way, for the caller to check.
     public static func avahiBrowse(
-        _ avahi: AvahiDaemon, type: String, timeout: Duration = .seconds(15), attempts: Int = 3, until: (([ResolvedService]) -> Bool)? = nil
+        _ avahi: AvahiDaemon, type: String, timeout: Duration = .seconds(15), attempts: Int = 3,
+        until: (([ResolvedService]) -> Bool)? = nil
     ) throws -> [ResolvedService] {
         var found = try self.avahiBrowseOnce(avahi, type: type, timeout: timeout)
         var attempt = 1
@@ -37,20 +40,28 @@ public enum Queriers {
         return found
     }
 
-    private static func avahiBrowseOnce(_ avahi: AvahiDaemon, type: String, timeout: Duration) throws -> [ResolvedService] {
-        let result = try avahi.run(["avahi-browse", "--resolve", "--terminate", "--parsable", "--no-db-lookup", type], timeout: timeout)
+    private static func avahiBrowseOnce(_ avahi: AvahiDaemon, type: String, timeout: Duration) throws
+        -> [ResolvedService]
+    {
+        let result = try avahi.run(
+            ["avahi-browse", "--resolve", "--terminate", "--parsable", "--no-db-lookup", type], timeout: timeout)
         // =;eth0;IPv4;Name;_http._tcp;local;host.local;192.0.2.9;8080;"a=b" "c=d"
         return result.stdout.split(separator: "\n").compactMap { line in
             let fields = line.split(separator: ";", maxSplits: 9, omittingEmptySubsequences: false).map(String.init)
             guard fields.count == 10, fields[0] == "=" else { return nil }
             let txt = Self.avahiTXT(fields[9])
-            return ResolvedService(name: Self.avahiUnescape(fields[3]), type: fields[4], host: fields[6], port: Int(fields[8]) ?? -1, addresses: [fields[7]], txt: txt, family: fields[2])
+            return ResolvedService(
+                name: Self.avahiUnescape(fields[3]), type: fields[4], host: fields[6], port: Int(fields[8]) ?? -1,
+                addresses: [fields[7]], txt: txt, family: fields[2])
         }
     }
 
     /// `avahi-resolve -n NAME` (forward) or `-a ADDRESS` (reverse): the answer, or nil.
-    public static func avahiResolve(_ avahi: AvahiDaemon, name: String? = nil, address: String? = nil, ipv6: Bool = false) throws -> String? {
-        let arguments = name != nil ? ["avahi-resolve", ipv6 ? "-6" : "-4", "-n", name!] : ["avahi-resolve", "-a", address!]
+    public static func avahiResolve(
+        _ avahi: AvahiDaemon, name: String? = nil, address: String? = nil, ipv6: Bool = false
+    ) throws -> String? {
+        let arguments =
+            name != nil ? ["avahi-resolve", ipv6 ? "-6" : "-4", "-n", name!] : ["avahi-resolve", "-a", address!]
         let result = try avahi.run(arguments, timeout: .seconds(10))
         let fields = result.stdout.split(whereSeparator: { $0 == "\t" || $0 == "\n" })
         return fields.count >= 2 ? String(fields[1]) : nil
@@ -78,7 +89,9 @@ public enum Queriers {
         let utf8 = Array(text.utf8)
         var index = 0
         while index < utf8.count {
-            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count, let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self)) {
+            if utf8[index] == UInt8(ascii: "\\"), index + 3 < utf8.count,
+                let value = UInt8(String(decoding: utf8[(index + 1)...(index + 3)], as: UTF8.self))
+            {
                 bytes.append(value)
                 index += 4
             } else if utf8[index] == UInt8(ascii: "\\"), index + 1 < utf8.count {
@@ -121,15 +134,20 @@ public enum Queriers {
         """
 
     /// Browses `type` (e.g. `_http._tcp.local.`) with python-zeroconf and resolves every instance found.
-    public static func zeroconf(in host: LabHost, type: String, family: String = "4", seconds: Double = 5) throws -> [ResolvedService] {
-        let result = try host.run(["/usr/bin/python3", "-c", self.zeroconfScript, type, "\(seconds)", family], timeout: .seconds(Int64(seconds) + 20))
+    public static func zeroconf(in host: LabHost, type: String, family: String = "4", seconds: Double = 5) throws
+        -> [ResolvedService]
+    {
+        let result = try host.run(
+            ["/usr/bin/python3", "-c", self.zeroconfScript, type, "\(seconds)", family],
+            timeout: .seconds(Int64(seconds) + 20))
         return result.stdout.split(separator: "\n").compactMap { line in
             guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
                 object["resolved"] as? Bool == true, let fullName = object["name"] as? String
             else { return nil }
             let instance = fullName.hasSuffix("." + type) ? String(fullName.dropLast(type.count + 1)) : fullName
-            return ResolvedService(name: instance, type: type, host: object["host"] as? String ?? "", port: object["port"] as? Int ?? -1,
-                                   addresses: object["addresses"] as? [String] ?? [], txt: object["txt"] as? [String] ?? [])
+            return ResolvedService(
+                name: instance, type: type, host: object["host"] as? String ?? "", port: object["port"] as? Int ?? -1,
+                addresses: object["addresses"] as? [String] ?? [], txt: object["txt"] as? [String] ?? [])
         }
     }
 
@@ -137,8 +155,12 @@ public enum Queriers {
 
     /// A direct unicast query to `server` port 5353 (RFC 6762 §5.5); dig cannot read replies to multicast queries
     /// (docs/linux.md §1). Returns the answer-section lines as (name, ttl, type, data).
-    public static func dig(in host: LabHost, server: String, name: String, type: String) throws -> [(name: String, ttl: Int, type: String, data: String)] {
-        let result = try host.run(["dig", "-p", "5353", "@\(server)", name, type, "+norecurse", "+noall", "+answer", "+time=2", "+tries=1"], timeout: .seconds(10))
+    public static func dig(in host: LabHost, server: String, name: String, type: String) throws -> [(
+        name: String, ttl: Int, type: String, data: String
+    )] {
+        let result = try host.run(
+            ["dig", "-p", "5353", "@\(server)", name, type, "+norecurse", "+noall", "+answer", "+time=2", "+tries=1"],
+            timeout: .seconds(10))
         return result.stdout.split(separator: "\n").compactMap { line in
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard fields.count >= 5, let ttl = Int(fields[1]) else { return nil }

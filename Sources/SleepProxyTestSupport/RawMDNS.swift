@@ -3,7 +3,7 @@ import Foundation
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A raw mDNS querier built on our own codec, for what ordinary clients do not send: the QU bit, legacy unicast
@@ -53,7 +53,8 @@ public enum RawMDNS {
                     var request = ipv6_mreq()
                     request.ipv6mr_multiaddr = in6(IPv6Address.mdnsGroup)
                     request.ipv6mr_interface = index
-                    setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ipv6_mreq>.size))
+                    setsockopt(
+                        fd, Int32(IPPROTO_IPV6), IPV6_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ipv6_mreq>.size))
                 }
             } else {
                 setsockopt(fd, Int32(IPPROTO_IP), IP_RECVTTL, &one, 4)
@@ -68,7 +69,8 @@ public enum RawMDNS {
                 try bindOrThrow(fd, &address)
                 if sourcePort == 5353 {
                     request.imr_multiaddr.s_addr = IPv4Address.mdnsGroup.rawValue.bigEndian
-                    setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreqn>.size))
+                    setsockopt(
+                        fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreqn>.size))
                 }
             }
             ready?()
@@ -81,14 +83,27 @@ public enum RawMDNS {
                     address.sin_family = sa_family_t(AF_INET)
                     address.sin_port = port.bigEndian
                     address.sin_addr.s_addr = v4.rawValue.bigEndian
-                    sent = payload.withUnsafeBytes { raw in withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } } }
+                    sent = payload.withUnsafeBytes { raw in
+                        withUnsafePointer(to: &address) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                            }
+                        }
+                    }
                 case .v6(let v6):
                     var address = sockaddr_in6()
                     address.sin6_family = sa_family_t(AF_INET6)
                     address.sin6_port = port.bigEndian
                     address.sin6_addr = in6(v6)
                     address.sin6_scope_id = v6.isLinkLocal || v6.isMulticast ? index : 0
-                    sent = payload.withUnsafeBytes { raw in withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } } }
+                    sent = payload.withUnsafeBytes { raw in
+                        withUnsafePointer(to: &address) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(
+                                    fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                            }
+                        }
+                    }
                 }
                 guard sent == payload.count else { throw CommandError("sendto: \(String(cString: strerror(errno)))") }
             }
@@ -126,7 +141,9 @@ public enum RawMDNS {
                                 let length = base.loadUnaligned(as: Int.self)
                                 let level = base.loadUnaligned(fromByteOffset: 8, as: Int32.self)
                                 let type = base.loadUnaligned(fromByteOffset: 12, as: Int32.self)
-                                if (level == IPPROTO_IP && type == IP_TTL) || (level == Int32(IPPROTO_IPV6) && type == IPV6_HOPLIMIT) {
+                                if (level == IPPROTO_IP && type == IP_TTL)
+                                    || (level == Int32(IPPROTO_IPV6) && type == IPV6_HOPLIMIT)
+                                {
                                     hopLimit = Int(base.loadUnaligned(fromByteOffset: 16, as: Int32.self))
                                 }
                                 guard length > 0 else { break }
@@ -139,7 +156,9 @@ public enum RawMDNS {
             }
             guard count > 0, let message = try? DNSMessage(decoding: Array(buffer[0..<count])) else { continue }
             let (source, port) = Self.address(storage)
-            if let source { responses.append(Response(source: source, sourcePort: port, message: message, hopLimit: hopLimit)) }
+            if let source {
+                responses.append(Response(source: source, sourcePort: port, message: message, hopLimit: hopLimit))
+            }
         }
         return responses
     }
@@ -149,7 +168,10 @@ public enum RawMDNS {
         return withUnsafePointer(to: &storage) { pointer in
             if pointer.pointee.ss_family == sa_family_t(AF_INET) {
                 return pointer.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                    (.v4(IPv4Address(rawValue: UInt32(bigEndian: $0.pointee.sin_addr.s_addr))), UInt16(bigEndian: $0.pointee.sin_port))
+                    (
+                        .v4(IPv4Address(rawValue: UInt32(bigEndian: $0.pointee.sin_addr.s_addr))),
+                        UInt16(bigEndian: $0.pointee.sin_port)
+                    )
                 }
             }
             return pointer.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
@@ -170,11 +192,15 @@ public enum RawMDNS {
     }
 
     private static func bindOrThrow<T>(_ fd: Int32, _ address: inout T) throws {
-        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<T>.size)) } }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<T>.size)) }
+        }
         guard result == 0 else { throw CommandError("bind: \(String(cString: strerror(errno)))") }
     }
 }
 
 extension Duration {
-    var nanosecondsValue: Int64 { self.components.seconds * 1_000_000_000 + self.components.attoseconds / 1_000_000_000 }
+    var nanosecondsValue: Int64 {
+        self.components.seconds * 1_000_000_000 + self.components.attoseconds / 1_000_000_000
+    }
 }

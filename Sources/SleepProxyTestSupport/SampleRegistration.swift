@@ -13,8 +13,12 @@ public enum SampleRegistration {
     ) -> DNSMessage {
         let registration = SleepRegistration(
             hostName: host, addresses: addresses,
-            services: services.map { SleepRegistration.Service(instance: try! DNSName(parsing: $0.0 + ".local."), port: $0.1) },
-            owner: OwnerOption(sequence: sequence, primaryMAC: mac, wakeMAC: password == nil ? nil : mac, password: password), lease: lease)
+            services: services.map {
+                SleepRegistration.Service(instance: try! DNSName(parsing: $0.0 + ".local."), port: $0.1)
+            },
+            owner: OwnerOption(
+                sequence: sequence, primaryMAC: mac, wakeMAC: password == nil ? nil : mac, password: password),
+            lease: lease)
         // One message whatever its size: tests of large registrations need exactly that.
         return registration.messages(id: id, maximumSize: .max, extra: extra)[0]
     }

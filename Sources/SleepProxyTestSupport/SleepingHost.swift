@@ -33,14 +33,19 @@ public final class SleepingHost: @unchecked Sendable {
         """
 
     /// `ipv4` and `ipv6` in CIDR form; the IPv6 link-local address comes from the MAC.
-    public init(lab: LabNetwork, name: String, mac: MACAddress, ipv4: [String], ipv6: [String] = [], servicePort: Int = 8080) throws {
+    public init(
+        lab: LabNetwork, name: String, mac: MACAddress, ipv4: [String], ipv6: [String] = [], servicePort: Int = 8080
+    ) throws {
         self.host = try lab.addHost(name, mac: mac, ipv4: ipv4, ipv6: ipv6)
         self.ipv4 = ipv4
         self.ipv6 = ipv6
         self.servicePort = servicePort
         self.capture = try FrameCapture(in: self.host.namespace)
-        let listener = try self.host.spawn(["/usr/bin/python3", "-c", SleepingHost.listenerScript, "\(servicePort)"], logName: "listener")
-        guard listener.waitForOutput("listening", timeout: 10) else { throw CommandError("the service listener did not start: \(listener.output)") }
+        let listener = try self.host.spawn(
+            ["/usr/bin/python3", "-c", SleepingHost.listenerScript, "\(servicePort)"], logName: "listener")
+        guard listener.waitForOutput("listening", timeout: 10) else {
+            throw CommandError("the service listener did not start: \(listener.output)")
+        }
         self.listener = listener
     }
 
@@ -66,11 +71,16 @@ public final class SleepingHost: @unchecked Sendable {
         self.isAsleep = false
         for cidr in self.ipv4 {
             guard let address = IPv4Address(String(cidr.split(separator: "/")[0])) else { continue }
-            let announcement = ARPPacket.announcement(from: self.host.mac, for: address).frame(destination: .broadcast, source: self.host.mac)
+            let announcement = ARPPacket.announcement(from: self.host.mac, for: address).frame(
+                destination: .broadcast, source: self.host.mac)
             try self.host.namespace.sendFrame(announcement.bytes)
         }
-        let unsolicited = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: self.host.linkLocal, targetLinkLayerAddress: self.host.mac)
-        let frame = unsolicited.frame(ethernetSource: self.host.mac, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: self.host.linkLocal, destination: .allNodes)
+        let unsolicited = NeighborDiscoveryMessage(
+            kind: .advertisement, flags: [.override], target: self.host.linkLocal, targetLinkLayerAddress: self.host.mac
+        )
+        let frame = unsolicited.frame(
+            ethernetSource: self.host.mac, ethernetDestination: IPv6Address.allNodes.multicastMAC,
+            source: self.host.linkLocal, destination: .allNodes)
         try self.host.namespace.sendFrame(frame.bytes)
     }
 
@@ -89,7 +99,9 @@ public final class SleepingHost: @unchecked Sendable {
 
     /// Waits (bounded) for `count` magic packets.
     @discardableResult
-    public func waitForMagicPackets(_ count: Int = 1, timeout: TimeInterval) -> [(frame: CapturedFrame, packet: MagicPacket)] {
+    public func waitForMagicPackets(_ count: Int = 1, timeout: TimeInterval) -> [(
+        frame: CapturedFrame, packet: MagicPacket
+    )] {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while self.magicPackets.count < count, Date() < deadline { usleep(10_000) }
         return self.magicPackets

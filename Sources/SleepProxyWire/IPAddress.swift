@@ -35,8 +35,10 @@ public struct IPv4Address: Hashable, Sendable, Comparable, CustomStringConvertib
     public init?(_ text: String) { self.init(Substring(text)) }
 
     public var bytes: [UInt8] {
-        [UInt8(self.rawValue >> 24), UInt8(truncatingIfNeeded: self.rawValue >> 16),
-         UInt8(truncatingIfNeeded: self.rawValue >> 8), UInt8(truncatingIfNeeded: self.rawValue)]
+        [
+            UInt8(self.rawValue >> 24), UInt8(truncatingIfNeeded: self.rawValue >> 16),
+            UInt8(truncatingIfNeeded: self.rawValue >> 8), UInt8(truncatingIfNeeded: self.rawValue),
+        ]
     }
 
     /// RFC 3927: 169.254.0.0/16.

@@ -3,7 +3,7 @@ import NIOCore
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Prints throughput figures for the hot paths. Run in release: `swift run -c release sleepproxy-bench`.
@@ -17,11 +17,17 @@ enum Benchmarks {
             arguments.removeSubrange(index...index + 1)
         }
         let groups = arguments.isEmpty ? ["wire", "registration", "responder", "takeover"] : arguments
-        print("sleepproxy-bench (\(isDebugBuild ? "DEBUG build: figures are meaningless, use -c release" : "release build"))")
+        print(
+            "sleepproxy-bench (\(isDebugBuild ? "DEBUG build: figures are meaningless, use -c release" : "release build"))"
+        )
         let stealBefore = CPUSteal.read()
         defer {
             if let before = stealBefore, let after = CPUSteal.read() {
-                print(String(format: "CPU stolen by the hypervisor during the run: %.1f%% (figures are medians of 7 rounds; a high share makes them pessimistic)", after.share(since: before) * 100))
+                print(
+                    String(
+                        format:
+                            "CPU stolen by the hypervisor during the run: %.1f%% (figures are medians of 7 rounds; a high share makes them pessimistic)",
+                        after.share(since: before) * 100))
             }
         }
         for group in groups {
@@ -29,20 +35,25 @@ enum Benchmarks {
             case "wire": try WireBenchmarks.run()
             case "registration":
                 try RegistrationBenchmarks.run()
-                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
                 try RegistrationBenchmarks.runLab(daemon: daemon)
                 try RegistrationBenchmarks.runLab(daemon: daemon, flood: true)
             case "takeover":
-                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
                 try TakeoverBenchmarks.runLab(daemon: daemon)
             case "responder-local":
                 try ResponderBenchmarks.run()
             case "responder":
                 try ResponderBenchmarks.run()
-                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sleepproxyd")
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
-                print("unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, takeover")
+                print(
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, takeover"
+                )
                 exit(2)
             }
         }
@@ -50,9 +61,9 @@ enum Benchmarks {
 
     static var isDebugBuild: Bool {
         #if DEBUG
-        return true
+            return true
         #else
-        return false
+            return false
         #endif
     }
 }
@@ -61,7 +72,9 @@ enum Benchmarks {
 nonisolated(unsafe) var benchmarkFilter: String? = nil
 
 /// Runs `body` `iterations` times per round for `rounds` rounds; returns operations per second (median round).
-func measure(_ label: String, iterations: Int, rounds: Int = 7, target: Double? = nil, _ body: () throws -> Int) rethrows -> Double {
+func measure(_ label: String, iterations: Int, rounds: Int = 7, target: Double? = nil, _ body: () throws -> Int)
+    rethrows -> Double
+{
     if let filter = benchmarkFilter, !label.contains(filter) { return 0 }
     var sink = 0
     var rates: [Double] = []
@@ -78,7 +91,8 @@ func measure(_ label: String, iterations: Int, rounds: Int = 7, target: Double? 
     rates.sort()
     let median = rates[rates.count / 2]
     let best = rates.last!
-    var line = "  \(label + String(repeating: " ", count: max(0, 52 - label.count))) \(format(median)) ops/s  (\(format(1e9 / median)) ns/op; best round \(format(best)))"
+    var line =
+        "  \(label + String(repeating: " ", count: max(0, 52 - label.count))) \(format(median)) ops/s  (\(format(1e9 / median)) ns/op; best round \(format(best)))"
     if let target {
         line += median >= target ? "  target ≥ \(format(target)): met" : "  target ≥ \(format(target)): NOT MET"
     }

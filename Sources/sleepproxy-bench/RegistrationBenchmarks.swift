@@ -6,14 +6,15 @@ import SleepProxyTestSupport
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Figures for the registration side: in-process throughput, memory per host, restore time, and the round trip
 /// over real sockets with the durable write, in a lab of network namespaces (needs root).
 enum RegistrationBenchmarks {
     static let proxyInterface = InterfaceContext(
-        name: "eth0", index: 2, macAddress: MACAddress("02:53:50:00:00:01")!, prefixes: [IPPrefix("192.0.2.1/24")!, IPPrefix("2001:db8::1/64")!]
+        name: "eth0", index: 2, macAddress: MACAddress("02:53:50:00:00:01")!,
+        prefixes: [IPPrefix("192.0.2.1/24")!, IPPrefix("2001:db8::1/64")!]
     )
 
     /// A host with 25 records: 2 addresses (reverse PTR + AAAA each = 4), 5 services (TXT, _services PTR,
@@ -22,17 +23,26 @@ enum RegistrationBenchmarks {
     static func registration(host n: Int, id: UInt16 = 1, sequence: UInt8 = 0) -> (bytes: [UInt8], source: IPAddress) {
         let v4 = IPAddress.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x1_0000 + UInt64(n)))
         let v4b = IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x1_0000 + UInt64(n)))
-        let services = ["_http._tcp", "_ssh._tcp", "_smb._tcp", "_afpovertcp._tcp", "_sftp-ssh._tcp"].enumerated().map { ("Host \(n).\($0.element)", UInt16(8000 + $0.offset)) }
+        let services = ["_http._tcp", "_ssh._tcp", "_smb._tcp", "_afpovertcp._tcp", "_sftp-ssh._tcp"].enumerated().map {
+            ("Host \(n).\($0.element)", UInt16(8000 + $0.offset))
+        }
         let message = SampleRegistration.message(
-            id: id, mac: MACAddress(rawValue: 0x0253_5000_0000 + UInt64(n)), sequence: sequence, host: try! DNSName(parsing: "host\(n).local."),
+            id: id, mac: MACAddress(rawValue: 0x0253_5000_0000 + UInt64(n)), sequence: sequence,
+            host: try! DNSName(parsing: "host\(n).local."),
             addresses: [v4, v4b], services: services,
-            extra: [DNSResourceRecord(name: try! DNSName(parsing: "host\(n)._device-info._tcp.local."), ttl: 4500, rdata: .txt(try! TXTRecord(["model=Macmini9,1", "osxvers=21"])))]
+            extra: [
+                DNSResourceRecord(
+                    name: try! DNSName(parsing: "host\(n)._device-info._tcp.local."), ttl: 4500,
+                    rdata: .txt(try! TXTRecord(["model=Macmini9,1", "osxvers=21"])))
+            ]
         )
         return (message.encoded(options: .appleUpdate), v4)
     }
 
     static func unlimited() -> RegistrationConfiguration {
-        RegistrationConfiguration(maximumRecords: 1_000_000, maximumHosts: 100_000, requireSourceAmongClaimedAddresses: false, rateLimitBurst: 1 << 30, rateLimitPerSecond: 1 << 30)
+        RegistrationConfiguration(
+            maximumRecords: 1_000_000, maximumHosts: 100_000, requireSourceAmongClaimedAddresses: false,
+            rateLimitBurst: 1 << 30, rateLimitPerSecond: 1 << 30)
     }
 
     static func run() throws {
@@ -40,13 +50,17 @@ enum RegistrationBenchmarks {
         // Three workloads: a new sleep epoch each time (the whole record set replaced: the slow path), an exact
         // retransmission (Apple sends every registration up to three times), and Apple's mix of the two, one new
         // registration then two retransmissions.
-        let epochs = (0..<2).map { sequence in (0..<1000).map { self.registration(host: $0, sequence: UInt8(sequence)) } }
+        let epochs = (0..<2).map { sequence in (0..<1000).map { self.registration(host: $0, sequence: UInt8(sequence)) }
+        }
         var registrar = Registrar(configuration: self.unlimited())
         var now = Timestamp.seconds(1)
         var index = 0
         func handle(_ bytes: [UInt8], _ source: IPAddress) -> Int {
             now = now + .microseconds(10)
-            guard case .accepted(let acceptance) = registrar.handle(datagram: bytes, from: source, on: self.proxyInterface, now: now) else { fatalError("refused") }
+            guard
+                case .accepted(let acceptance) = registrar.handle(
+                    datagram: bytes, from: source, on: self.proxyInterface, now: now)
+            else { fatalError("refused") }
             return acceptance.reply.count
         }
         _ = measure("process registration, new sleep epoch (25 records)", iterations: 20_000) {
@@ -75,7 +89,9 @@ enum RegistrationBenchmarks {
             (0..<1000).map { n -> ([UInt8], IPAddress) in
                 let v6 = IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x2_0000 + UInt64(n)))
                 let g6 = IPAddress.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x2_0000 + UInt64(n)))
-                let message = SampleRegistration.message(id: 1, mac: MACAddress(rawValue: 0x0253_5100_0000 + UInt64(n)), sequence: UInt8(sequence), host: try! DNSName(parsing: "vm\(n).local."), addresses: [g6, v6])
+                let message = SampleRegistration.message(
+                    id: 1, mac: MACAddress(rawValue: 0x0253_5100_0000 + UInt64(n)), sequence: UInt8(sequence),
+                    host: try! DNSName(parsing: "vm\(n).local."), addresses: [g6, v6])
                 precondition(message.updates.count == 8)
                 return (message.encoded(options: .appleUpdate), g6)
             }
@@ -100,7 +116,9 @@ enum RegistrationBenchmarks {
         }
         let after = csp_heap_bytes_in_use()
         let perHost = Double(after - before) / Double(count)
-        print("  memory per registered host (25 records, \(count) hosts held)      \(format(perHost)) bytes  target ≤ 8,192: \(perHost <= 8192 ? "met" : "NOT MET")")
+        print(
+            "  memory per registered host (25 records, \(count) hosts held)      \(format(perHost)) bytes  target ≤ 8,192: \(perHost <= 8192 ? "met" : "NOT MET")"
+        )
         precondition(big.store.recordCount == count * 25)
 
         // Restoring 10,000 hosts from the journal at start.
@@ -125,7 +143,9 @@ enum RegistrationBenchmarks {
         }
         try? FileManager.default.removeItem(at: directory)
         let restore = restoreTimes.sorted()[restoreTimes.count / 2]
-        print("  restore \(count) hosts from the journal (\(journalBytes / 1024) KiB), median of 5   \(restore.formattedMilliseconds)  target ≤ 1,000 ms: \(restore <= .seconds(1) ? "met" : "NOT MET")")
+        print(
+            "  restore \(count) hosts from the journal (\(journalBytes / 1024) KiB), median of 5   \(restore.formattedMilliseconds)  target ≤ 1,000 ms: \(restore <= .seconds(1) ? "met" : "NOT MET")"
+        )
     }
 
     // MARK: - Over real sockets
@@ -141,7 +161,9 @@ enum RegistrationBenchmarks {
             print("Registration round trip: skipped (\(daemon.path) not built; run swift build -c release)")
             return
         }
-        print("Registration round trip over UDP in a lab, durable write included\(flood ? ", under an ARP flood" : "") (daemon: \(daemon.path))")
+        print(
+            "Registration round trip over UDP in a lab, durable write included\(flood ? ", under an ARP flood" : "") (daemon: \(daemon.path))"
+        )
         let lab = try LabNetwork()
         defer { lab.close() }
         let proxy = try lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"])
@@ -149,10 +171,21 @@ enum RegistrationBenchmarks {
         let hostCount = 100
         for n in 0..<hostCount { try clients.addAddress("192.0.2.\(100 + n)/24") }
         // BENCH_DAEMON_ARGS adds daemon flags, e.g. "--no-takeover" to see what the packet side costs.
-        let process = try proxy.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--control-socket", lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning"] + (ProcessInfo.processInfo.environment["BENCH_DAEMON_ARGS"].map { $0.split(separator: " ").map(String.init) } ?? []), logName: "bench")
+        let process = try proxy.spawn(
+            [
+                daemon.path, "--interface", "eth0", "--state-directory",
+                lab.directory.appendingPathComponent("state").path, "--control-socket",
+                lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning",
+            ]
+                + (ProcessInfo.processInfo.environment["BENCH_DAEMON_ARGS"].map {
+                    $0.split(separator: " ").map(String.init)
+                } ?? []), logName: "bench")
         defer { process.stop() }
         usleep(300_000)
-        let flooder = flood ? try ARPFlooder(in: lab.addHost("flooder", mac: MACAddress("02:53:50:00:00:03")!, ipv4: ["192.0.2.3/24"])) : nil
+        let flooder =
+            flood
+            ? try ARPFlooder(in: lab.addHost("flooder", mac: MACAddress("02:53:50:00:00:03")!, ipv4: ["192.0.2.3/24"]))
+            : nil
         defer { flooder?.stop() }
 
         let rounds = 30
@@ -164,8 +197,14 @@ enum RegistrationBenchmarks {
                 var address = sockaddr_in()
                 address.sin_family = sa_family_t(AF_INET)
                 address.sin_addr.s_addr = (0xC000_0264 + UInt32(n)).bigEndian  // 192.0.2.100 + n
-                let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-                guard fd >= 0, bound == 0 else { throw CommandError("client socket: \(String(cString: strerror(errno)))") }
+                let bound = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard fd >= 0, bound == 0 else {
+                    throw CommandError("client socket: \(String(cString: strerror(errno)))")
+                }
                 // The kernel stamps each reply as it arrives (CLOCK_REALTIME), so the figure does not include
                 // the time this one thread spends sending the other 99 before it reads.
                 var on: Int32 = 1
@@ -180,7 +219,10 @@ enum RegistrationBenchmarks {
             for round in 0..<rounds {
                 let payloads = (0..<hostCount).map { n -> [UInt8] in
                     let v4 = IPAddress.v4(IPv4Address(rawValue: 0xC000_0264 + UInt32(n)))
-                    return SampleRegistration.message(id: UInt16(round * hostCount + n), mac: MACAddress(rawValue: 0x0253_5000_1000 + UInt64(n)), host: try! DNSName(parsing: "host\(n).local."), addresses: [v4]).encoded(options: .appleUpdate)
+                    return SampleRegistration.message(
+                        id: UInt16(round * hostCount + n), mac: MACAddress(rawValue: 0x0253_5000_1000 + UInt64(n)),
+                        host: try! DNSName(parsing: "host\(n).local."), addresses: [v4]
+                    ).encoded(options: .appleUpdate)
                 }
                 var sent = [UInt64](repeating: 0, count: hostCount)
                 var received = [UInt64](repeating: 0, count: hostCount)
@@ -188,7 +230,13 @@ enum RegistrationBenchmarks {
                 for n in 0..<hostCount {
                     sent[n] = realtimeNanoseconds()
                     _ = payloads[n].withUnsafeBytes { raw in
-                        withUnsafePointer(to: &proxyAddress) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(sockets[n], raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                        withUnsafePointer(to: &proxyAddress) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(
+                                    sockets[n], raw.baseAddress, raw.count, 0, $0,
+                                    socklen_t(MemoryLayout<sockaddr_in>.size))
+                            }
+                        }
                     }
                 }
                 var pending = Set(0..<hostCount)
@@ -204,7 +252,9 @@ enum RegistrationBenchmarks {
                         }
                     }
                 }
-                guard pending.isEmpty else { throw CommandError("\(pending.count) registrations unanswered in round \(round)") }
+                guard pending.isEmpty else {
+                    throw CommandError("\(pending.count) registrations unanswered in round \(round)")
+                }
                 latencies += (0..<hostCount).map { Double(received[$0] - sent[$0]) / 1e6 }
                 usleep(50_000)
             }
@@ -212,12 +262,18 @@ enum RegistrationBenchmarks {
         }
         if let flooder {
             let (frames, seconds) = flooder.stop()
-            print(String(format: "  ARP flood: %d requests in %.1f s (%.0f frames/s) from a third host", frames, seconds, Double(frames) / max(seconds, 0.001)))
+            print(
+                String(
+                    format: "  ARP flood: %d requests in %.1f s (%.0f frames/s) from a third host", frames, seconds,
+                    Double(frames) / max(seconds, 0.001)))
         }
         let sorted = samples.sorted()
         func percentile(_ p: Double) -> Double { sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         print("  \(hostCount) hosts registering at once, \(rounds) rounds (\(sorted.count) round trips, all answered)")
-        print(String(format: "  round trip p50 %.2f ms, p99 %.2f ms, max %.2f ms  target p99 ≤ 5 ms: %@", percentile(0.5), percentile(0.99), sorted.last!, percentile(0.99) <= 5 ? "met" : "NOT MET"))
+        print(
+            String(
+                format: "  round trip p50 %.2f ms, p99 %.2f ms, max %.2f ms  target p99 ≤ 5 ms: %@", percentile(0.5),
+                percentile(0.99), sorted.last!, percentile(0.99) <= 5 ? "met" : "NOT MET"))
     }
 }
 
@@ -234,7 +290,9 @@ final class ARPFlooder: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     init(in host: LabHost) throws {
-        let request = ARPPacket(operation: .request, senderMAC: host.mac, senderIP: IPv4Address(192, 0, 2, 3), targetMAC: .zero, targetIP: IPv4Address(192, 0, 2, 250))
+        let request = ARPPacket(
+            operation: .request, senderMAC: host.mac, senderIP: IPv4Address(192, 0, 2, 3), targetMAC: .zero,
+            targetIP: IPv4Address(192, 0, 2, 250))
         let frame = request.frame(destination: .broadcast, source: host.mac).bytes
         let namespace = host.namespace
         Thread {
@@ -256,7 +314,11 @@ final class ARPFlooder: @unchecked Sendable {
                         if stop || monotonicNanoseconds() > end { break }
                     }
                     let result = frame.withUnsafeBytes { raw in
-                        withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size)) } }
+                        withUnsafePointer(to: &address) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_ll>.size))
+                            }
+                        }
                     }
                     if result > 0 { count += 1 }
                 }

@@ -1,11 +1,11 @@
+import CSleepProxyLinux
 import Foundation
 import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
-import CSleepProxyLinux
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The answer path with 1,000 sleeping hosts: in process (decode, look up, encode), and over real sockets in the
@@ -17,17 +17,21 @@ enum ResponderBenchmarks {
         prefixes: [IPPrefix("192.0.2.1/24")!, IPPrefix("2001:db8::1/64")!, IPPrefix("fe80::53:50ff:fe00:1/64")!])
 
     /// Host n: `host<n>.local.` at 2001:db8::1:<n> (hexadecimal), with one service.
-    static func address(_ n: Int) -> IPAddress { .v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x1_0000 + UInt64(n))) }
+    static func address(_ n: Int) -> IPAddress {
+        .v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x1_0000 + UInt64(n)))
+    }
 
     static func registration(_ n: Int) -> [UInt8] {
         SampleRegistration.message(
-            id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_2000 + UInt64(n)), host: try! DNSName(parsing: "host\(n).local."),
+            id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_2000 + UInt64(n)),
+            host: try! DNSName(parsing: "host\(n).local."),
             addresses: [address(n)], services: [("Service \(n)._http._tcp", 8080)]
         ).encoded(options: .appleUpdate)
     }
 
     static func query(_ n: Int, id: UInt16) -> [UInt8] {
-        DNSMessage(id: id, questions: [DNSQuestion(name: try! DNSName(parsing: "host\(n).local."), type: .aaaa)]).encoded()
+        DNSMessage(id: id, questions: [DNSQuestion(name: try! DNSName(parsing: "host\(n).local."), type: .aaaa)])
+            .encoded()
     }
 
     static func run() throws {
@@ -39,11 +43,14 @@ enum ResponderBenchmarks {
         var registrar = Registrar(configuration: configuration)
         let t0 = Timestamp.seconds(100)
         for n in 0..<hostCount {
-            guard case .accepted = registrar.handle(datagram: registration(n), from: address(n), on: interface, now: t0) else {
+            guard case .accepted = registrar.handle(datagram: registration(n), from: address(n), on: interface, now: t0)
+            else {
                 throw CommandError("host \(n) was not accepted")
             }
         }
-        var responder = Responder(configuration: ResponderConfiguration(instanceLabel: "20-40-10-65.0 Bench", hostLabel: "bench", registrationPort: 5599, seed: 1))
+        var responder = Responder(
+            configuration: ResponderConfiguration(
+                instanceLabel: "20-40-10-65.0 Bench", hostLabel: "bench", registrationPort: 5599, seed: 1))
         _ = responder.setInterfaces([interface], now: t0)
         var now = t0
         while let deadline = responder.nextDeadline(), deadline < t0 + .seconds(10) {
@@ -55,34 +62,49 @@ enum ResponderBenchmarks {
         let querier = IPAddress("192.0.2.20")!
         var index = 0
         // A legacy unicast query is answered synchronously: decode, look up, encode, all in `receive`.
-        _ = measure("legacy unicast AAAA query → answer (decode+lookup+encode, cached reply)", iterations: 200_000, target: 500_000) {
+        _ = measure(
+            "legacy unicast AAAA query → answer (decode+lookup+encode, cached reply)", iterations: 200_000,
+            target: 500_000
+        ) {
             index = index == hostCount - 1 ? 0 : index + 1
-            let actions = responder.receive(queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup), interfaceIndex: 2, store: store, now: now)
+            let actions = responder.receive(
+                queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup), interfaceIndex: 2,
+                store: store, now: now)
             guard case .transmit(let transmission) = actions.first else { fatalError("no answer for host\(index)") }
             return transmission.bytes.count
         }
         // The same path when the ready-made reply cannot be used: the name's case alternates between queries, so
         // each one misses the answer cache (keyed case-insensitively, echoed case-exactly) and is built afresh.
         let shouted = (0..<hostCount).map { n in
-            DNSMessage(id: 0, questions: [DNSQuestion(name: try! DNSName(parsing: "HOST\(n).local."), type: .aaaa)]).encoded()
+            DNSMessage(id: 0, questions: [DNSQuestion(name: try! DNSName(parsing: "HOST\(n).local."), type: .aaaa)])
+                .encoded()
         }
         var flip = false
         _ = measure("legacy unicast AAAA query → answer, cache missed", iterations: 100_000) {
             index = index == hostCount - 1 ? 0 : index + 1
             if index == 0 { flip.toggle() }  // each pass over the names uses the other case
-            let actions = responder.receive(flip ? shouted[index] : queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup), interfaceIndex: 2, store: store, now: now)
+            let actions = responder.receive(
+                flip ? shouted[index] : queries[index], from: querier, port: 40000, destination: .v4(.mdnsGroup),
+                interfaceIndex: 2, store: store, now: now)
             guard case .transmit(let transmission) = actions.first else { fatalError("no answer for host\(index)") }
             return transmission.bytes.count
         }
         let srvQueries = (0..<hostCount).map { n in
-            DNSMessage(id: 0, questions: [DNSQuestion(name: try! DNSName(labels: ["Service \(n)", "_http", "_tcp", "local"]), type: .srv)]).encoded()
+            DNSMessage(
+                id: 0,
+                questions: [
+                    DNSQuestion(name: try! DNSName(labels: ["Service \(n)", "_http", "_tcp", "local"]), type: .srv)
+                ]
+            ).encoded()
         }
         // A multicast query for a unique record: answered at once, through the pending-response path and a tick;
         // each query advances time past the one-second rate limit.
         _ = measure("multicast SRV query → answer with additionals", iterations: 100_000) {
             index = index == hostCount - 1 ? 0 : index + 1
             now = now + .seconds(2)
-            _ = responder.receive(srvQueries[index], from: querier, port: 5353, destination: .v4(.mdnsGroup), interfaceIndex: 2, store: store, now: now)
+            _ = responder.receive(
+                srvQueries[index], from: querier, port: 5353, destination: .v4(.mdnsGroup), interfaceIndex: 2,
+                store: store, now: now)
             let actions = responder.tick(store: store, now: now)
             guard case .transmit(let transmission) = actions.first else { fatalError("no answer for Service \(index)") }
             return transmission.bytes.count
@@ -109,22 +131,32 @@ enum ResponderBenchmarks {
             print("Responder load test: skipped (\(daemon.path) not built; run swift build -c release)")
             return
         }
-        print("Responder load test in a lab: legacy unicast AAAA queries for \(hostCount) distinct host names, sleepproxyd vs avahi-daemon")
+        print(
+            "Responder load test in a lab: legacy unicast AAAA queries for \(hostCount) distinct host names, sleepproxyd vs avahi-daemon"
+        )
         let lab = try LabNetwork()
         defer { lab.close() }
-        let server = try lab.addHost("server", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
+        let server = try lab.addHost(
+            "server", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
         let clients = try lab.addHost("clients", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
         let querier = try lab.addHost("querier", mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"])
 
         // The hosts register from their own addresses, as real sleepers do (one each: no rate limit is hit).
         let batch = lab.directory.appendingPathComponent("addresses")
-        try (0..<hostCount).map { "address add \(address($0))/64 dev eth0 nodad\n" }.joined().write(to: batch, atomically: true, encoding: .utf8)
+        try (0..<hostCount).map { "address add \(address($0))/64 dev eth0 nodad\n" }.joined().write(
+            to: batch, atomically: true, encoding: .utf8)
         try clients.namespace.check(["ip", "-batch", batch.path])
 
         let rates = [5_000, 10_000, 20_000, 40_000, 60_000]
         let seconds = 1.0
 
-        let process = try server.spawn([daemon.path, "--interface", "eth0", "--state-directory", lab.directory.appendingPathComponent("state").path, "--control-socket", lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning", "--max-hosts", "\(hostCount)"], logName: "bench-responder")
+        let process = try server.spawn(
+            [
+                daemon.path, "--interface", "eth0", "--state-directory",
+                lab.directory.appendingPathComponent("state").path, "--control-socket",
+                lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning", "--max-hosts",
+                "\(hostCount)",
+            ], logName: "bench-responder")
         var proxyResults: [LoadResult] = []
         do {
             defer { process.stop() }
@@ -133,13 +165,17 @@ enum ResponderBenchmarks {
             // Then they sleep: their addresses leave. The proxy speaks for a host only once its address stops
             // answering the takeover's probes (docs/coexistence.md).
             let gone = lab.directory.appendingPathComponent("addresses-gone")
-            try (0..<hostCount).map { "address del \(address($0))/64 dev eth0\n" }.joined().write(to: gone, atomically: true, encoding: .utf8)
+            try (0..<hostCount).map { "address del \(address($0))/64 dev eth0\n" }.joined().write(
+                to: gone, atomically: true, encoding: .utf8)
             try clients.namespace.check(["ip", "-batch", gone.path])
-            usleep(12_000_000)  // Past the address takeover (probes, then ARP/NA at 0, 1, 3, 7 s) and the mDNS announcements.
+            // Past the address takeover (probes, then ARP/NA at 0, 1, 3, 7 s) and the mDNS announcements.
+            usleep(12_000_000)
             for rate in rates { proxyResults.append(try self.load(from: querier, rate: rate, seconds: seconds)) }
         }
 
-        let avahi = try AvahiDaemon(in: server, hostName: "server", directory: lab.directory, staticHosts: (0..<hostCount).map { ("\(address($0))", "host\($0).local") }, rateLimited: false)
+        let avahi = try AvahiDaemon(
+            in: server, hostName: "server", directory: lab.directory,
+            staticHosts: (0..<hostCount).map { ("\(address($0))", "host\($0).local") }, rateLimited: false)
         var avahiResults: [LoadResult] = []
         do {
             defer { avahi.stop() }
@@ -153,11 +189,16 @@ enum ResponderBenchmarks {
             for rate in rates { avahiResults.append(try self.load(from: querier, rate: rate, seconds: seconds)) }
         }
 
-        print("  offered q/s   sleepproxyd: answered/s   p50     p99      | avahi-daemon: answered/s   p50     p99      | ratio")
+        print(
+            "  offered q/s   sleepproxyd: answered/s   p50     p99      | avahi-daemon: answered/s   p50     p99      | ratio"
+        )
         for (ours, theirs) in zip(proxyResults, avahiResults) {
-            print(String(format: "  %9d     %9.0f   %6.2f ms %7.2f ms  |   %9.0f   %6.2f ms %7.2f ms  | %5.2f×",
-                         ours.offered, ours.answeredPerSecond, ours.p50, ours.p99, theirs.answeredPerSecond, theirs.p50, theirs.p99,
-                         theirs.answeredPerSecond > 0 ? ours.answeredPerSecond / theirs.answeredPerSecond : .infinity))
+            print(
+                String(
+                    format: "  %9d     %9.0f   %6.2f ms %7.2f ms  |   %9.0f   %6.2f ms %7.2f ms  | %5.2f×",
+                    ours.offered, ours.answeredPerSecond, ours.p50, ours.p99, theirs.answeredPerSecond, theirs.p50,
+                    theirs.p99,
+                    theirs.answeredPerSecond > 0 ? ours.answeredPerSecond / theirs.answeredPerSecond : .infinity))
         }
         let bestOurs = proxyResults.max { $0.answeredPerSecond < $1.answeredPerSecond }!
         let bestTheirs = avahiResults.max { $0.answeredPerSecond < $1.answeredPerSecond }!
@@ -166,11 +207,17 @@ enum ResponderBenchmarks {
         let sustained = avahiResults.filter { $0.answeredPerSecond >= 0.99 * Double($0.offered) }.last
         let p99Line: String
         if let sustained, let ours = proxyResults.first(where: { $0.offered == sustained.offered }) {
-            p99Line = String(format: "p99 at %d q/s (avahi's highest sustained rate): sleepproxyd %.2f ms, avahi %.2f ms: %@", sustained.offered, ours.p99, sustained.p99, ours.p99 <= sustained.p99 ? "equal or lower, met" : "HIGHER, NOT MET")
+            p99Line = String(
+                format: "p99 at %d q/s (avahi's highest sustained rate): sleepproxyd %.2f ms, avahi %.2f ms: %@",
+                sustained.offered, ours.p99, sustained.p99,
+                ours.p99 <= sustained.p99 ? "equal or lower, met" : "HIGHER, NOT MET")
         } else {
             p99Line = "avahi sustained none of the offered rates"
         }
-        print(String(format: "  peak answered/s: sleepproxyd %.0f, avahi-daemon %.0f, ratio %.2f×  target ≥ 2×: %@", bestOurs.answeredPerSecond, bestTheirs.answeredPerSecond, ratio, ratio >= 2 ? "met" : "NOT MET"))
+        print(
+            String(
+                format: "  peak answered/s: sleepproxyd %.0f, avahi-daemon %.0f, ratio %.2f×  target ≥ 2×: %@",
+                bestOurs.answeredPerSecond, bestTheirs.answeredPerSecond, ratio, ratio >= 2 ? "met" : "NOT MET"))
         print("  \(p99Line)")
     }
 
@@ -189,14 +236,24 @@ enum ResponderBenchmarks {
                 local.sin6_addr = RawMDNS.in6(v6)
                 var timeout = timeval(tv_sec: 2, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+                let bound = withUnsafePointer(to: &local) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                    }
+                }
                 guard bound == 0 else { throw CommandError("bind \(address(n)): \(String(cString: strerror(errno)))") }
                 let payload = registration(n)
                 _ = payload.withUnsafeBytes { raw in
-                    withUnsafePointer(to: &proxy) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) } }
+                    withUnsafePointer(to: &proxy) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                        }
+                    }
                 }
                 var reply = [UInt8](repeating: 0, count: 512)
-                guard recv(fd, &reply, reply.count, 0) >= 4, reply[2] == 0xA8, reply[3] == 0 else { throw CommandError("host \(n) was not registered") }
+                guard recv(fd, &reply, reply.count, 0) >= 4, reply[2] == 0xA8, reply[3] == 0 else {
+                    throw CommandError("host \(n) was not registered")
+                }
             }
         }
     }
@@ -235,7 +292,11 @@ enum ResponderBenchmarks {
                 while next < total, Double(now - start) >= Double(next) * interval {
                     sentAt[next] = realtimeNanoseconds()
                     _ = queries[next].withUnsafeBytes { raw in
-                        withUnsafePointer(to: &group) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+                        withUnsafePointer(to: &group) {
+                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                                sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                            }
+                        }
                     }
                     next += 1
                     worked = true
@@ -250,8 +311,11 @@ enum ResponderBenchmarks {
                 if !worked { usleep(100) }
             }
             latencies.sort()
-            func percentile(_ p: Double) -> Double { latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))] }
-            return LoadResult(offered: rate, answered: latencies.count, seconds: seconds, p50: percentile(0.5), p99: percentile(0.99))
+            func percentile(_ p: Double) -> Double {
+                latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
+            }
+            return LoadResult(
+                offered: rate, answered: latencies.count, seconds: seconds, p50: percentile(0.5), p99: percentile(0.99))
         }
     }
 }

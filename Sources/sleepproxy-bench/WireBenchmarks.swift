@@ -9,7 +9,8 @@ enum WireBenchmarks {
 
     /// What an Apple device sends when it wakes: three QU questions, two known answers, and its Owner option.
     static let appleQuery: DNSMessage = {
-        let owner = OwnerOption(sequence: 5, primaryMAC: MACAddress("02:53:50:00:00:02")!, wakeMAC: MACAddress("02:53:50:00:00:03")!)
+        let owner = OwnerOption(
+            sequence: 5, primaryMAC: MACAddress("02:53:50:00:00:02")!, wakeMAC: MACAddress("02:53:50:00:00:03")!)
         return DNSMessage(
             questions: [
                 DNSQuestion(name: "_companion-link._tcp.local.", type: .ptr, unicastResponse: true),
@@ -17,8 +18,12 @@ enum WireBenchmarks {
                 DNSQuestion(name: "_raop._tcp.local.", type: .ptr, unicastResponse: true),
             ],
             answers: [
-                DNSResourceRecord(name: "_airplay._tcp.local.", ttl: 4400, rdata: .ptr(PTRRecord(target: "Living Room._airplay._tcp.local."))),
-                DNSResourceRecord(name: "_raop._tcp.local.", ttl: 4400, rdata: .ptr(PTRRecord(target: "0253500000 02@Living Room._raop._tcp.local."))),
+                DNSResourceRecord(
+                    name: "_airplay._tcp.local.", ttl: 4400,
+                    rdata: .ptr(PTRRecord(target: "Living Room._airplay._tcp.local."))),
+                DNSResourceRecord(
+                    name: "_raop._tcp.local.", ttl: 4400,
+                    rdata: .ptr(PTRRecord(target: "0253500000 02@Living Room._raop._tcp.local."))),
             ],
             additionals: [.opt(EDNSHeader(udpPayloadSize: 1440, z: 0x1194), options: [.owner(owner)])]
         )
@@ -33,12 +38,21 @@ enum WireBenchmarks {
             flags: DNSHeaderFlags(response: true, authoritative: true),
             answers: [DNSResourceRecord(name: "_smb._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: instance)))],
             additionals: [
-                DNSResourceRecord(name: instance, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: 445, target: host))),
-                DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(try! TXTRecord(["model=MacBookPro18,3"]))),
-                DNSResourceRecord(name: host, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))),
-                DNSResourceRecord(name: host, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: IPv6Address("fe80::53:50ff:fe00:2")!))),
-                DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .nsec(NSECRecord(nextName: instance, types: [.txt, .srv]))),
-                DNSResourceRecord(name: host, cacheFlush: true, ttl: 120, rdata: .nsec(NSECRecord(nextName: host, types: [.a, .aaaa]))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: 445, target: host))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(try! TXTRecord(["model=MacBookPro18,3"]))),
+                DNSResourceRecord(
+                    name: host, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))),
+                DNSResourceRecord(
+                    name: host, cacheFlush: true, ttl: 120,
+                    rdata: .aaaa(AAAARecord(address: IPv6Address("fe80::53:50ff:fe00:2")!))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 4500,
+                    rdata: .nsec(NSECRecord(nextName: instance, types: [.txt, .srv]))),
+                DNSResourceRecord(
+                    name: host, cacheFlush: true, ttl: 120,
+                    rdata: .nsec(NSECRecord(nextName: host, types: [.a, .aaaa]))),
             ]
         )
     }()
@@ -49,7 +63,9 @@ enum WireBenchmarks {
         let appleQueryBytes = ByteBuffer(bytes: appleQuery.encoded())
         let responseBytes = ByteBuffer(bytes: typicalResponse.encoded())
         let registrationBytes = ByteBuffer(bytes: appleRegistrationBytes)
-        print("DNS codec (message sizes: query \(queryBytes.readableBytes) B, Apple query \(appleQueryBytes.readableBytes) B, response \(responseBytes.readableBytes) B, registration \(registrationBytes.readableBytes) B)")
+        print(
+            "DNS codec (message sizes: query \(queryBytes.readableBytes) B, Apple query \(appleQueryBytes.readableBytes) B, response \(responseBytes.readableBytes) B, registration \(registrationBytes.readableBytes) B)"
+        )
 
         _ = try measure("decode typical query (1 PTR question)", iterations: 500_000, target: 1_000_000) {
             try DNSMessage(decoding: queryBytes).questions.count
@@ -78,13 +94,23 @@ enum WireBenchmarks {
         }
 
         print("Link layer")
-        let arpRequest = ARPPacket(operation: .request, senderMAC: MACAddress("02:00:00:00:00:09")!, senderIP: IPv4Address(192, 0, 2, 9), targetMAC: .zero, targetIP: IPv4Address(192, 0, 2, 2))
-        let arpFrame = ByteBuffer(bytes: arpRequest.frame(destination: .broadcast, source: MACAddress("02:00:00:00:00:09")!).bytes)
+        let arpRequest = ARPPacket(
+            operation: .request, senderMAC: MACAddress("02:00:00:00:00:09")!, senderIP: IPv4Address(192, 0, 2, 9),
+            targetMAC: .zero, targetIP: IPv4Address(192, 0, 2, 2))
+        let arpFrame = ByteBuffer(
+            bytes: arpRequest.frame(destination: .broadcast, source: MACAddress("02:00:00:00:00:09")!).bytes)
         var tcp = ByteBuffer()
         TCPSegment(sourcePort: 50_000, destinationPort: 445, sequenceNumber: 1, flags: .syn).write(to: &tcp)
         var ip = ByteBuffer()
-        IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 9), destination: IPv4Address(192, 0, 2, 2), proto: .tcp), payload: tcp).write(to: &ip)
-        let synFrame = ByteBuffer(bytes: EthernetFrame(destination: MACAddress("02:53:50:00:00:01")!, source: MACAddress("02:00:00:00:00:09")!, etherType: .ipv4, payload: ip).bytes)
+        IPv4Packet(
+            header: IPv4Header(source: IPv4Address(192, 0, 2, 9), destination: IPv4Address(192, 0, 2, 2), proto: .tcp),
+            payload: tcp
+        ).write(to: &ip)
+        let synFrame = ByteBuffer(
+            bytes: EthernetFrame(
+                destination: MACAddress("02:53:50:00:00:01")!, source: MACAddress("02:00:00:00:00:09")!,
+                etherType: .ipv4, payload: ip
+            ).bytes)
         _ = try measure("decode ARP request frame", iterations: 500_000) {
             let frame = try EthernetFrame(decoding: arpFrame)
             return Int(try ARPPacket(decoding: frame.payload).targetIP.rawValue & 1)

@@ -41,7 +41,8 @@ struct ClientState: Codable {
     static func standing(of last: Registration, now: Date, formatter: ISO8601DateFormatter) -> String {
         let ends = last.at.addingTimeInterval(TimeInterval(last.lease))
         if let back = last.handedBackAt, back >= last.at {
-            return "handed back at \(formatter.string(from: back)) (the wake was announced): no proxy holds this host now"
+            return
+                "handed back at \(formatter.string(from: back)) (the wake was announced): no proxy holds this host now"
         }
         if ends <= now { return "lease ended at \(formatter.string(from: ends)): no proxy holds this host now" }
         return "held by the proxy until \(formatter.string(from: ends)) unless this host wakes first"

@@ -4,7 +4,8 @@ import SleepProxyCore
 import SleepProxyWire
 
 struct Proxies: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Browse for _sleep-proxy._udp and list the proxies, best first, as Apple's clients rank them.")
+    static let configuration = CommandConfiguration(
+        abstract: "Browse for _sleep-proxy._udp and list the proxies, best first, as Apple's clients rank them.")
     @OptionGroup var link: LinkOptions
     @OptionGroup var browse: BrowseOptions
 
@@ -22,7 +23,9 @@ struct Proxies: ParsableCommand {
 struct Register: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Register this host's records with the best proxy now and print the granted lease.",
-        discussion: "The records are the ones this host's mDNS responder (avahi-daemon) publishes for it, read off the wire as it sends them, plus any --service.")
+        discussion:
+            "The records are the ones this host's mDNS responder (avahi-daemon) publishes for it, read off the wire as it sends them, plus any --service."
+    )
     @OptionGroup var link: LinkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var browse: BrowseOptions
@@ -36,16 +39,21 @@ struct Register: ParsableCommand {
 struct Hook: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "For systemd-sleep: `pre` registers before suspend, `post` announces the wake after resume.",
-        discussion: "Installed as /usr/lib/systemd/system-sleep/sleepproxy-client, systemd runs it as `hook pre suspend` and `hook post suspend`. `pre` never blocks the suspend: it always exits 0 and says on stderr what went wrong.")
+        discussion:
+            "Installed as /usr/lib/systemd/system-sleep/sleepproxy-client, systemd runs it as `hook pre suspend` and `hook post suspend`. `pre` never blocks the suspend: it always exits 0 and says on stderr what went wrong."
+    )
     @OptionGroup var link: LinkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var browse: BrowseOptions
     @OptionGroup var registration: RegistrationOptions
     @Argument(help: "pre or post") var phase: String
-    @Argument(help: "What systemd is doing (suspend, hibernate, hybrid-sleep, suspend-then-hibernate); informational.") var what: String?
+    @Argument(help: "What systemd is doing (suspend, hibernate, hybrid-sleep, suspend-then-hibernate); informational.")
+    var what: String?
 
     func validate() throws {
-        guard self.phase == "pre" || self.phase == "post" else { throw ValidationError("hook takes pre or post, not \"\(self.phase)\"") }
+        guard self.phase == "pre" || self.phase == "post" else {
+            throw ValidationError("hook takes pre or post, not \"\(self.phase)\"")
+        }
     }
 
     func run() throws {
@@ -68,9 +76,12 @@ struct Hook: ParsableCommand {
             // quickly, so under systemd the repeats run in a transient unit; elsewhere the hook announces for a
             // few seconds itself.
             if Systemd.startAnnouncer(link: self.link, state: self.state) {
-                print("announcing the wake (Owner sequence \(sequence)) for \(WakeAnnouncement.window.wholeSeconds) s from the systemd unit \(Systemd.announcerUnit)")
+                print(
+                    "announcing the wake (Owner sequence \(sequence)) for \(WakeAnnouncement.window.wholeSeconds) s from the systemd unit \(Systemd.announcerUnit)"
+                )
             } else {
-                let sent = try Client.announceWake(link: self.link, state: self.state, window: Hook.inlineWindow, addressWait: Hook.inlineAddressWait)
+                let sent = try Client.announceWake(
+                    link: self.link, state: self.state, window: Hook.inlineWindow, addressWait: Hook.inlineAddressWait)
                 print("announced the wake (Owner sequence \(sequence)) with \(sent) probes")
             }
         }
@@ -84,7 +95,9 @@ struct Hook: ParsableCommand {
 
 struct Announce: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Tell every sleep proxy this host is awake: probes carrying the Owner option with the current sequence number, for 60 s once the interface has its address back (`hook post` runs this).")
+        abstract:
+            "Tell every sleep proxy this host is awake: probes carrying the Owner option with the current sequence number, for 60 s once the interface has its address back (`hook post` runs this)."
+    )
     @OptionGroup var link: LinkOptions
     @OptionGroup var state: StateOptions
     @Option(name: .long, help: "How long to keep announcing, in seconds (Apple's client: 60).")
@@ -94,17 +107,24 @@ struct Announce: ParsableCommand {
     static let maximumSeconds = 3600
 
     func validate() throws {
-        guard (0...Self.maximumSeconds).contains(self.seconds) else { throw ValidationError("--seconds must be 0 to \(Self.maximumSeconds), not \(self.seconds)") }
+        guard (0...Self.maximumSeconds).contains(self.seconds) else {
+            throw ValidationError("--seconds must be 0 to \(Self.maximumSeconds), not \(self.seconds)")
+        }
     }
 
     func run() throws {
-        let sent = try Client.announceWake(link: self.link, state: self.state, window: .seconds(self.seconds), addressWait: WakeAnnouncement.addressWait)
-        print("announced the wake (Owner sequence \(ClientState.load(self.state.stateDirectory).sequence)) with \(sent) probes")
+        let sent = try Client.announceWake(
+            link: self.link, state: self.state, window: .seconds(self.seconds),
+            addressWait: WakeAnnouncement.addressWait)
+        print(
+            "announced the wake (Owner sequence \(ClientState.load(self.state.stateDirectory).sequence)) with \(sent) probes"
+        )
     }
 }
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "What was registered where, when, with which lease, and whether it was handed back.")
+    static let configuration = CommandConfiguration(
+        abstract: "What was registered where, when, with which lease, and whether it was handed back.")
     @OptionGroup var state: StateOptions
 
     func run() throws {
@@ -115,7 +135,9 @@ struct Status: ParsableCommand {
             return
         }
         let formatter = ISO8601DateFormatter()
-        print("last registration: with \(last.proxy) (\(last.address):\(last.port)) on \(last.interface) at \(formatter.string(from: last.at))")
+        print(
+            "last registration: with \(last.proxy) (\(last.address):\(last.port)) on \(last.interface) at \(formatter.string(from: last.at))"
+        )
         print("  \(last.records) records in \(last.parts) UPDATE\(last.parts == 1 ? "" : "s"), lease \(last.lease) s")
         print("  " + ClientState.standing(of: last, now: Date(), formatter: formatter))
     }

@@ -4,7 +4,7 @@ import SleepProxySystem
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Link {
@@ -17,9 +17,16 @@ struct Link {
 
     static func find(_ name: String?, hostName override: String? = nil) throws -> Link {
         let inventory = try InterfaceInventory.read()
-        let candidates = name.map { wanted in inventory.interfaces.filter { $0.context.name == wanted } } ?? inventory.defaultServed
-        guard let interface = candidates.first(where: { $0.context.prefixes.contains { if case .v4 = $0.address { return true } else { return false } } }) ?? candidates.first else {
-            throw ClientError(description: name.map { "no interface named \($0) (see `ip link`)" } ?? "no up, multicast-capable interface with an address")
+        let candidates =
+            name.map { wanted in inventory.interfaces.filter { $0.context.name == wanted } } ?? inventory.defaultServed
+        guard
+            let interface = candidates.first(where: {
+                $0.context.prefixes.contains { if case .v4 = $0.address { return true } else { return false } }
+            }) ?? candidates.first
+        else {
+            throw ClientError(
+                description: name.map { "no interface named \($0) (see `ip link`)" }
+                    ?? "no up, multicast-capable interface with an address")
         }
         var ipv4: [IPv4Address] = []
         var ipv6: [IPv6Address] = []
@@ -30,10 +37,16 @@ struct Link {
             }
         }
         var buffer = [UInt8](repeating: 0, count: 256)
-        _ = buffer.withUnsafeMutableBufferPointer { gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 255) }
-        let short = String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self).split(separator: ".").first.map(String.init) ?? ""
+        _ = buffer.withUnsafeMutableBufferPointer {
+            gethostname(UnsafeMutableRawPointer($0.baseAddress!).assumingMemoryBound(to: CChar.self), 255)
+        }
+        let short =
+            String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self).split(separator: ".").first.map(String.init)
+            ?? ""
         let hostName = try DNSName(labels: [override ?? (short.isEmpty ? "linux" : short), "local"])
-        return Link(name: interface.context.name, index: interface.context.index, mac: interface.context.macAddress, ipv4: ipv4, ipv6: ipv6, hostName: hostName)
+        return Link(
+            name: interface.context.name, index: interface.context.index, mac: interface.context.macAddress, ipv4: ipv4,
+            ipv6: ipv6, hostName: hostName)
     }
 
     var addresses: [IPAddress] { self.ipv4.map(IPAddress.v4) + self.ipv6.map(IPAddress.v6) }
@@ -52,9 +65,13 @@ enum Browser {
     /// our port, with the SRV and address records as additionals), then ranks what answered the way Apple's
     /// clients do: by the advertised metric, lowest first (docs/protocol.md §1.3).
     static func proxies(on link: Link, seconds: Double, prefer: String?) throws -> [Proxy] {
-        guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to browse from") }
-        let query = DNSMessage(id: UInt16.random(in: 1 ... .max), questions: [DNSQuestion(name: Self.serviceType, type: .ptr)])
-        let replies = try UDP.ask(query.encoded(), from: source, to: IPv4Address.mdnsGroup, port: 5353, seconds: seconds, link: link)
+        guard let source = link.ipv4.first else {
+            throw ClientError(description: "\(link.name) has no IPv4 address to browse from")
+        }
+        let query = DNSMessage(
+            id: UInt16.random(in: 1 ... .max), questions: [DNSQuestion(name: Self.serviceType, type: .ptr)])
+        let replies = try UDP.ask(
+            query.encoded(), from: source, to: IPv4Address.mdnsGroup, port: 5353, seconds: seconds, link: link)
         var instances: [DNSName] = []
         var services: [DNSName: SRVRecord] = [:]
         var addresses: [DNSName: IPv4Address] = [:]
@@ -72,11 +89,17 @@ enum Browser {
         }
         var proxies: [Proxy] = []
         for instance in instances {
-            guard let label = instance.labelStrings.first, let srv = services[instance], let address = addresses[srv.target] else { continue }
+            guard let label = instance.labelStrings.first, let srv = services[instance],
+                let address = addresses[srv.target]
+            else { continue }
             proxies.append(Proxy(label: label, address: address, port: srv.port))
         }
         let ranked = SleepProxyName.rank(proxies.map(\.label))
-        proxies.sort { (ranked.firstIndex(of: $0.label) ?? .max, $0.address.isLinkLocal ? 1 : 0) < (ranked.firstIndex(of: $1.label) ?? .max, $1.address.isLinkLocal ? 1 : 0) }
+        proxies.sort {
+            (ranked.firstIndex(of: $0.label) ?? .max, $0.address.isLinkLocal ? 1 : 0) < (
+                ranked.firstIndex(of: $1.label) ?? .max, $1.address.isLinkLocal ? 1 : 0
+            )
+        }
         if let prefer, let index = proxies.firstIndex(where: { $0.label.localizedCaseInsensitiveContains(prefer) }) {
             proxies.insert(proxies.remove(at: index), at: 0)
         }
@@ -88,7 +111,9 @@ enum UDP {
     /// A UDP socket bound to `source` (and to the interface), with a receive timeout.
     static func socket(bound source: IPv4Address, link: Link?, port: UInt16 = 0, reuse: Bool = false) throws -> Int32 {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ClientError(description: "cannot open a UDP socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw ClientError(description: "cannot open a UDP socket: \(String(cString: strerror(errno)))")
+        }
         var one: Int32 = 1
         if reuse {
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -99,13 +124,19 @@ enum UDP {
             setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &interface, socklen_t(MemoryLayout<in_addr>.size))
             var ttl: UInt8 = 255
             setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_TTL, &ttl, 1)
-            _ = link.name.withCString { setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1)) }
+            _ = link.name.withCString {
+                setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1))
+            }
         }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = port == 0 ? source.rawValue.bigEndian : 0
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
         guard bound == 0 else {
             close(fd)
             throw ClientError(description: "cannot bind to \(source): \(String(cString: strerror(errno)))")
@@ -119,15 +150,23 @@ enum UDP {
         destination.sin_port = port.bigEndian
         destination.sin_addr.s_addr = address.rawValue.bigEndian
         _ = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &destination) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            withUnsafePointer(to: &destination) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
         }
     }
 
     /// Joins the mDNS group on the link's IPv4 address (so this socket hears multicast answers).
     static func joinMDNSGroup(_ fd: Int32, source: IPv4Address) throws {
-        var request = ip_mreq(imr_multiaddr: in_addr(s_addr: IPv4Address.mdnsGroup.rawValue.bigEndian), imr_interface: in_addr(s_addr: source.rawValue.bigEndian))
-        guard setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0 else {
-            throw ClientError(description: "cannot join the mDNS group on \(source): \(String(cString: strerror(errno)))")
+        var request = ip_mreq(
+            imr_multiaddr: in_addr(s_addr: IPv4Address.mdnsGroup.rawValue.bigEndian),
+            imr_interface: in_addr(s_addr: source.rawValue.bigEndian))
+        guard setsockopt(fd, Int32(IPPROTO_IP), IP_ADD_MEMBERSHIP, &request, socklen_t(MemoryLayout<ip_mreq>.size)) == 0
+        else {
+            throw ClientError(
+                description: "cannot join the mDNS group on \(source): \(String(cString: strerror(errno)))")
         }
     }
 
@@ -141,7 +180,9 @@ enum UDP {
         var from = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let count = withUnsafeMutablePointer(to: &from) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { recvfrom(fd, &buffer, buffer.count, 0, $0, &length) }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                recvfrom(fd, &buffer, buffer.count, 0, $0, &length)
+            }
         }
         guard count > 0 else { return nil }
         return (Array(buffer[0..<count]), IPv4Address(rawValue: UInt32(bigEndian: from.sin_addr.s_addr)))
@@ -159,7 +200,10 @@ enum UDP {
 
     /// Sends a query and collects every reply for `seconds`, asking again 1, 3, 7 … s after the first (RFC 6762
     /// §5.2's doubling intervals): one lost multicast packet, common on Wi-Fi, must not hide every proxy.
-    static func ask(_ query: [UInt8], from source: IPv4Address, to destination: IPv4Address, port: UInt16, seconds: Double, link: Link) throws -> [[UInt8]] {
+    static func ask(
+        _ query: [UInt8], from source: IPv4Address, to destination: IPv4Address, port: UInt16, seconds: Double,
+        link: Link
+    ) throws -> [[UInt8]] {
         let fd = try self.socket(bound: source, link: link)
         defer { close(fd) }
         let start = Date()
@@ -183,7 +227,9 @@ enum UDP {
 
     /// Sends each part of a registration and waits for its reply (docs/protocol.md §2.5: a short timeout, a second
     /// try); returns the lease granted, or throws on silence or an error RCODE.
-    static func exchange(_ parts: [[UInt8]], from source: IPv4Address, to proxy: IPv4Address, port: UInt16) throws -> UInt32 {
+    static func exchange(_ parts: [[UInt8]], from source: IPv4Address, to proxy: IPv4Address, port: UInt16) throws
+        -> UInt32
+    {
         let fd = try self.socket(bound: source, link: nil)
         defer { close(fd) }
         var granted: UInt32 = 0
@@ -194,8 +240,11 @@ enum UDP {
                 self.send(fd, part, to: proxy, port: port)
                 let deadline = Date(timeIntervalSinceNow: 1.5)
                 while !answered, let reply = self.receive(fd, until: deadline) {
-                    guard let message = try? DNSMessage(decoding: reply), message.id == id, message.flags.isResponse else { continue }
-                    guard message.flags.responseCode == .noError else { throw ClientError(description: "answered \(message.flags.responseCode)") }
+                    guard let message = try? DNSMessage(decoding: reply), message.id == id, message.flags.isResponse
+                    else { continue }
+                    guard message.flags.responseCode == .noError else {
+                        throw ClientError(description: "answered \(message.flags.responseCode)")
+                    }
                     granted = message.ednsOptions?.updateLease?.lease ?? granted
                     answered = true
                 }

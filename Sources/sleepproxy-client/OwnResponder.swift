@@ -3,7 +3,7 @@ import SleepProxyCore
 import SleepProxyWire
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Asks this host's own mDNS responder (avahi-daemon) what it publishes, over the wire: multicast questions from
@@ -35,15 +35,20 @@ enum OwnResponder {
         var packets = 0
         while Date() < deadline, packets < Self.maximumPackets {
             if round < Self.rounds.count, Date() >= start.addingTimeInterval(Self.rounds[round]) {
-                let questions = self.questions(published: published, link: link).filter { (asked[$0] ?? 0) < Self.maximumAsks && asked.count < Self.maximumNames }
+                let questions = self.questions(published: published, link: link).filter {
+                    (asked[$0] ?? 0) < Self.maximumAsks && asked.count < Self.maximumNames
+                }
                 for question in questions { asked[question, default: 0] += 1 }
                 // One question per packet is never too big; several fit in one packet while they are few.
-                for chunk in stride(from: 0, to: questions.count, by: 16).map({ Array(questions[$0..<min($0 + 16, questions.count)]) }) {
+                for chunk in stride(from: 0, to: questions.count, by: 16).map({
+                    Array(questions[$0..<min($0 + 16, questions.count)])
+                }) {
                     UDP.send(fd, DNSMessage(questions: chunk).encoded(options: .mdns), to: .mdnsGroup, port: 5353)
                 }
                 round += 1
             }
-            let next = round < Self.rounds.count ? min(deadline, start.addingTimeInterval(Self.rounds[round])) : deadline
+            let next =
+                round < Self.rounds.count ? min(deadline, start.addingTimeInterval(Self.rounds[round])) : deadline
             guard let (bytes, from) = UDP.receiveFrom(fd, until: next) else { continue }
             packets += 1
             guard let message = try? DNSMessage(decoding: bytes) else { continue }
@@ -56,11 +61,17 @@ enum OwnResponder {
     /// instance learnt so far that has not been answered yet.
     static func questions(published: PublishedRecords, link: Link) -> [DNSQuestion] {
         var questions = [DNSQuestion(name: PublishedRecords.servicesName, type: .ptr)]
-        for name in published.hostNames.isEmpty ? [link.hostName] : published.hostNames { questions.append(DNSQuestion(name: name, type: .any)) }
-        for address in link.addresses where !address.isLinkLocal { questions.append(DNSQuestion(name: ReverseMapping.name(for: address), type: .ptr)) }
+        for name in published.hostNames.isEmpty ? [link.hostName] : published.hostNames {
+            questions.append(DNSQuestion(name: name, type: .any))
+        }
+        for address in link.addresses where !address.isLinkLocal {
+            questions.append(DNSQuestion(name: ReverseMapping.name(for: address), type: .ptr))
+        }
         for type in published.serviceTypes { questions.append(DNSQuestion(name: type, type: .ptr)) }
         let answered = Set(published.instances)
-        for instance in published.announcedInstances where !answered.contains(instance) { questions.append(DNSQuestion(name: instance, type: .any)) }
+        for instance in published.announcedInstances where !answered.contains(instance) {
+            questions.append(DNSQuestion(name: instance, type: .any))
+        }
         return questions
     }
 }

@@ -13,9 +13,14 @@ enum Systemd {
     /// Starts `sleepproxy-client announce` with the hook's interface, host name and state directory in a
     /// transient unit (replacing one still running); false when systemd is not running or refuses.
     static func startAnnouncer(link: LinkOptions, state: StateOptions) -> Bool {
-        guard self.isRunning, let run = self.tool("systemd-run"), let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else { return false }
+        guard self.isRunning, let run = self.tool("systemd-run"),
+            let me = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+        else { return false }
         self.stopAnnouncer()
-        var arguments = ["--no-block", "--collect", "--quiet", "--unit", self.announcerUnit, "--description", "sleepproxy-client: wake announcements", "--", me, "announce", "--state-directory", state.stateDirectory]
+        var arguments = [
+            "--no-block", "--collect", "--quiet", "--unit", self.announcerUnit, "--description",
+            "sleepproxy-client: wake announcements", "--", me, "announce", "--state-directory", state.stateDirectory,
+        ]
         if let interface = link.interface { arguments += ["--interface", interface] }
         if let hostName = link.hostName { arguments += ["--host-name", hostName] }
         return self.run(run, arguments) == 0
@@ -47,7 +52,8 @@ enum RTC {
             try "+\(seconds)".write(toFile: path, atomically: false, encoding: .utf8)
             print("RTC wake alarm set in \(seconds) s to renew the lease")
         } catch {
-            FileHandle.standardError.write(Data("sleepproxy-client: cannot set the RTC wake alarm (\(path)): \(error)\n".utf8))
+            FileHandle.standardError.write(
+                Data("sleepproxy-client: cannot set the RTC wake alarm (\(path)): \(error)\n".utf8))
         }
     }
 }

@@ -17,17 +17,28 @@ enum Client {
     static func reportWakeOnLAN(_ link: Link) {
         switch csp_wol_magic_enabled(link.name) {
         case 1: break
-        case 0: self.warn("Wake-on-LAN (magic packet) is off on \(link.name), so the proxy cannot wake this host: enable it with `ethtool -s \(link.name) wol g`")
-        default: self.warn("cannot tell whether Wake-on-LAN is on for \(link.name) (the driver does not say); check `ethtool \(link.name)`")
+        case 0:
+            self.warn(
+                "Wake-on-LAN (magic packet) is off on \(link.name), so the proxy cannot wake this host: enable it with `ethtool -s \(link.name) wol g`"
+            )
+        default:
+            self.warn(
+                "cannot tell whether Wake-on-LAN is on for \(link.name) (the driver does not say); check `ethtool \(link.name)`"
+            )
         }
     }
 
     /// Registers with the best proxy that takes it. The records are this host's own, as its responder publishes
     /// them (issue 14: the proxy must answer exactly what the host answered), plus any --service.
-    static func register(link linkOptions: LinkOptions, state stateOptions: StateOptions, browse: BrowseOptions, options: RegistrationOptions) throws {
+    static func register(
+        link linkOptions: LinkOptions, state stateOptions: StateOptions, browse: BrowseOptions,
+        options: RegistrationOptions
+    ) throws {
         let link = try Link.find(linkOptions.interface, hostName: linkOptions.hostName)
         self.reportWakeOnLAN(link)
-        guard let source = link.ipv4.first else { throw ClientError(description: "\(link.name) has no IPv4 address to register from") }
+        guard let source = link.ipv4.first else {
+            throw ClientError(description: "\(link.name) has no IPv4 address to register from")
+        }
 
         var published = PublishedRecords(addresses: Set(link.addresses))
         var missing = "--no-avahi was given and no --service"
@@ -40,12 +51,18 @@ enum Client {
             }
         }
         let own = published.registrationRecords
-        let hostName = linkOptions.hostName.flatMap { try? DNSName(labels: [$0, "local"]) } ?? published.hostNames.first ?? link.hostName
+        let hostName =
+            linkOptions.hostName.flatMap { try? DNSName(labels: [$0, "local"]) } ?? published.hostNames.first
+            ?? link.hostName
         let taken = Set(published.instances)
-        let extra = options.service.compactMap { SleepRegistration.Service(specification: $0) }.filter { !taken.contains($0.instance) }
+        let extra = options.service.compactMap { SleepRegistration.Service(specification: $0) }.filter {
+            !taken.contains($0.instance)
+        }
         let serviceCount = published.instances.count + extra.count
         if serviceCount == 0, !options.allowEmpty {
-            self.warn("nothing to register: \(missing); the proxy could not wake this host for any connection (--allow-empty registers its addresses anyway)")
+            self.warn(
+                "nothing to register: \(missing); the proxy could not wake this host for any connection (--allow-empty registers its addresses anyway)"
+            )
             throw ExitCode(ClientExit.nothingToRegister)
         }
         // Without the responder's own address records, the addresses are this client's to give: not the IPv6
@@ -55,7 +72,9 @@ enum Client {
         let password = options.password.flatMap(SecureOnPassword.init)
         let registration = SleepRegistration(
             hostName: hostName, addresses: addresses, services: extra,
-            owner: OwnerOption(sequence: state.sequence, primaryMAC: link.mac, wakeMAC: password == nil ? nil : link.mac, password: password),
+            owner: OwnerOption(
+                sequence: state.sequence, primaryMAC: link.mac, wakeMAC: password == nil ? nil : link.mac,
+                password: password),
             lease: options.lease)
         let messages = registration.messages(id: UInt16.random(in: 1 ... .max), extra: own)
         let recordCount = messages.reduce(0) { $0 + $1.authorities.count }
@@ -71,15 +90,20 @@ enum Client {
                 problems.append("\(proxy.label): \(error)")
                 continue
             }
-            print("registered \(recordCount) records (\(serviceCount) services) with \(proxy.label) at \(proxy.address):\(proxy.port); lease \(granted) s")
+            print(
+                "registered \(recordCount) records (\(serviceCount) services) with \(proxy.label) at \(proxy.address):\(proxy.port); lease \(granted) s"
+            )
             // The proxy holds the registration now, whatever happens to the local record of it.
             state.last = ClientState.Registration(
-                proxy: proxy.label, address: proxy.address.description, port: proxy.port, interface: link.name, at: Date(), lease: granted,
+                proxy: proxy.label, address: proxy.address.description, port: proxy.port, interface: link.name,
+                at: Date(), lease: granted,
                 records: recordCount, parts: messages.count)
             do {
                 try state.save(stateOptions.stateDirectory)
             } catch {
-                self.warn("the registration was accepted, but it could not be recorded in \(stateOptions.stateDirectory) (\(error)); `status` will not show it")
+                self.warn(
+                    "the registration was accepted, but it could not be recorded in \(stateOptions.stateDirectory) (\(error)); `status` will not show it"
+                )
             }
             if options.rtcWake { RTC.setAlarm(seconds: Int(Double(granted) * 0.9)) }
             return
@@ -101,7 +125,9 @@ enum Client {
     /// `WakeAnnouncement`'s schedule, counted from the moment the interface has an IPv4 address again (waiting at
     /// most `addressWait`). Each probe is built from the addresses the interface has when it is sent, since a
     /// DHCP renewal after resume may change them. Returns how many probes went out.
-    static func announceWake(link linkOptions: LinkOptions, state: StateOptions, window: Duration, addressWait: Duration) throws -> Int {
+    static func announceWake(
+        link linkOptions: LinkOptions, state: StateOptions, window: Duration, addressWait: Duration
+    ) throws -> Int {
         let clock = ContinuousClock()
         let waitUntil = clock.now + addressWait
         // The interface itself may be missing for a while too: a USB NIC is enumerated again after resume.
@@ -112,7 +138,10 @@ enum Client {
         }
         guard let link, !link.ipv4.isEmpty else {
             let name = link?.name ?? linkOptions.interface ?? "the interface"
-            throw ClientError(description: "\(name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet)")
+            throw ClientError(
+                description:
+                    "\(name) has no IPv4 address \(addressWait.wholeSeconds) s after resume; nothing announced (proxies still hand back on this host's next mDNS packet)"
+            )
         }
         let sequence = ClientState.load(state.stateDirectory).sequence
         let start = clock.now
@@ -124,13 +153,21 @@ enum Client {
             let current = (try? Link.find(linkOptions.interface, hostName: linkOptions.hostName)) ?? link
             guard !current.ipv4.isEmpty else { continue }
             let owner = OwnerOption(sequence: sequence, primaryMAC: current.mac)
-            var authorities: [DNSResourceRecord] = current.ipv4.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0))) }
-            authorities += current.ipv6.filter { !$0.isLinkLocal }.map { DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0))) }
+            var authorities: [DNSResourceRecord] = current.ipv4.map {
+                DNSResourceRecord(name: current.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: $0)))
+            }
+            authorities += current.ipv6.filter { !$0.isLinkLocal }.map {
+                DNSResourceRecord(
+                    name: current.hostName, cacheFlush: true, ttl: 120, rdata: .aaaa(AAAARecord(address: $0)))
+            }
             // A probe for the host name, as a waking Mac sends, with the Owner option in its OPT record.
             let probe = DNSMessage(
-                questions: [DNSQuestion(name: current.hostName, type: .any, unicastResponse: true)], authorities: authorities,
+                questions: [DNSQuestion(name: current.hostName, type: .any, unicastResponse: true)],
+                authorities: authorities,
                 additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(owner)])])
-            if (try? UDP.multicast(probe.encoded(options: .mdns), link: current, count: 1, interval: 0)) != nil { sent += 1 }
+            if (try? UDP.multicast(probe.encoded(options: .mdns), link: current, count: 1, interval: 0)) != nil {
+                sent += 1
+            }
         }
         return sent
     }

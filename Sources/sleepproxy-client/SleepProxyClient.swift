@@ -41,10 +41,16 @@ enum ClientExit {
 
 /// Which interface and which host name.
 struct LinkOptions: ParsableArguments {
-    @Option(name: .long, help: "The interface to use (default: the first up, multicast-capable, non-loopback one with an IPv4 address).")
+    @Option(
+        name: .long,
+        help: "The interface to use (default: the first up, multicast-capable, non-loopback one with an IPv4 address).")
     var interface: String?
 
-    @Option(name: .long, help: "This host's .local name without the domain (default: the name its mDNS responder publishes, else the system host name).")
+    @Option(
+        name: .long,
+        help:
+            "This host's .local name without the domain (default: the name its mDNS responder publishes, else the system host name)."
+    )
     var hostName: String?
 
     func validate() throws {
@@ -65,7 +71,9 @@ struct BrowseOptions: ParsableArguments {
     @Option(name: .long, help: "Try this proxy first (its name, as `proxies` lists it, or part of it).")
     var prefer: String?
 
-    @Option(name: .long, help: "How long to browse for proxies, in seconds (asked at once, then 1, 3, 7 ... s later within this time).")
+    @Option(
+        name: .long,
+        help: "How long to browse for proxies, in seconds (asked at once, then 1, 3, 7 ... s later within this time).")
     var browseSeconds: Double = 2
 
     func validate() throws {
@@ -83,13 +91,25 @@ struct RegistrationOptions: ParsableArguments {
     @Option(name: .long, help: "Lease to ask for, in seconds (the proxy may grant less).")
     var lease: UInt32 = 7200
 
-    @Option(name: .long, help: "A service to register besides the ones this host's mDNS responder publishes: NAME._type._tcp:PORT[:key=value,...]; repeat for several.")
+    @Option(
+        name: .long,
+        help:
+            "A service to register besides the ones this host's mDNS responder publishes: NAME._type._tcp:PORT[:key=value,...]; repeat for several."
+    )
     var service: [String] = []
 
-    @Flag(name: .long, help: "Do not ask this host's mDNS responder (avahi-daemon) for the records it publishes; register only --service.")
+    @Flag(
+        name: .long,
+        help:
+            "Do not ask this host's mDNS responder (avahi-daemon) for the records it publishes; register only --service."
+    )
     var noAvahi = false
 
-    @Flag(name: .long, help: "Register even when there is no service to register (the proxy then keeps the host's name and addresses, but no connection can wake it).")
+    @Flag(
+        name: .long,
+        help:
+            "Register even when there is no service to register (the proxy then keeps the host's name and addresses, but no connection can wake it)."
+    )
     var allowEmpty = false
 
     @Option(name: .long, help: "SecureOn password for the magic packet, six bytes as aa:bb:cc:dd:ee:ff.")
@@ -99,9 +119,12 @@ struct RegistrationOptions: ParsableArguments {
     var rtcWake = false
 
     func validate() throws {
-        if let password, SecureOnPassword(password) == nil { throw ValidationError("--password must be six bytes written as aa:bb:cc:dd:ee:ff") }
+        if let password, SecureOnPassword(password) == nil {
+            throw ValidationError("--password must be six bytes written as aa:bb:cc:dd:ee:ff")
+        }
         for text in self.service where SleepRegistration.Service(specification: text) == nil {
-            throw ValidationError("--service \"\(text)\": write it as NAME._type._tcp:PORT or NAME._type._udp:PORT[:key=value,...]")
+            throw ValidationError(
+                "--service \"\(text)\": write it as NAME._type._tcp:PORT or NAME._type._udp:PORT[:key=value,...]")
         }
         guard self.lease > 0 else { throw ValidationError("--lease must be positive") }
     }

@@ -3,7 +3,7 @@ import Foundation
 import SleepProxyControl
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @main
@@ -38,7 +38,8 @@ struct Connection: ParsableArguments {
 // MARK: - Commands
 
 struct Status: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Interfaces, hosts, records, uptime, version, refusals by reason.")
+    static let configuration = CommandConfiguration(
+        abstract: "Interfaces, hosts, records, uptime, version, refusals by reason.")
     @OptionGroup var connection: Connection
 
     func run() throws {
@@ -49,8 +50,12 @@ struct Status: ParsableCommand {
         print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
         if let byState = status.hostsByState {
             // Only the states some host is in: "2 asleep, 1 awake".
-            let parts = [HostSummary.State.asleep, .waking, .starting, .awake].compactMap { state in byState[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil } }
-            print("hosts:         \(status.hosts) held (\(parts.isEmpty ? "none" : parts.joined(separator: ", "))), \(status.records) records")
+            let parts = [HostSummary.State.asleep, .waking, .starting, .awake].compactMap { state in
+                byState[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil }
+            }
+            print(
+                "hosts:         \(status.hosts) held (\(parts.isEmpty ? "none" : parts.joined(separator: ", "))), \(status.records) records"
+            )
         } else {
             print("hosts:         \(status.hosts) sleeping, \(status.records) records")
         }
@@ -67,7 +72,8 @@ struct Status: ParsableCommand {
 }
 
 struct Hosts: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "The sleeping hosts: name, MAC, addresses, services, lease left, state, last wake.")
+    static let configuration = CommandConfiguration(
+        abstract: "The sleeping hosts: name, MAC, addresses, services, lease left, state, last wake.")
     @OptionGroup var connection: Connection
 
     func run() throws {
@@ -79,15 +85,19 @@ struct Hosts: ParsableCommand {
             return
         }
         let rows = hosts.map { host in
-            [host.name ?? "?", host.mac, host.addresses.joined(separator: " "), host.services.joined(separator: " "), HumanDuration.format(host.leaseSeconds), host.state.rawValue,
-             host.lastWake.map { "\(Client.ago($0.time)) (\(Client.reason($0)))" } ?? "-"]
+            [
+                host.name ?? "?", host.mac, host.addresses.joined(separator: " "), host.services.joined(separator: " "),
+                HumanDuration.format(host.leaseSeconds), host.state.rawValue,
+                host.lastWake.map { "\(Client.ago($0.time)) (\(Client.reason($0)))" } ?? "-",
+            ]
         }
         Client.table(["NAME", "MAC", "ADDRESSES", "SERVICES", "LEASE", "STATE", "LAST WAKE"], rows)
     }
 }
 
 struct Host: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "One host: its records with TTLs, owner data, wake history.")
+    static let configuration = CommandConfiguration(
+        abstract: "One host: its records with TTLs, owner data, wake history.")
     @OptionGroup var connection: Connection
     @Argument(help: "Host name (mac-mini or mac-mini.local) or MAC address.") var target: String
 
@@ -99,25 +109,31 @@ struct Host: ParsableCommand {
 }
 
 struct Wake: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Wake a sleeping host now (magic packets until it answers).")
+    static let configuration = CommandConfiguration(
+        abstract: "Wake a sleeping host now (magic packets until it answers).")
     @OptionGroup var connection: Connection
     @Argument(help: "Host name or MAC address.") var target: String
 
     func run() throws {
         let response = try Client.ask(ControlRequest(command: .wake, target: self.target), connection)
         guard !connection.json, let host = response.host else { return }
-        print("waking \(host.summary.name ?? host.summary.mac) (\(host.wakeMAC)): magic packets every 2 s until it answers")
+        print(
+            "waking \(host.summary.name ?? host.summary.mac) (\(host.wakeMAC)): magic packets every 2 s until it answers"
+        )
     }
 }
 
 struct Forget: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Stop proxying a host: drop its records and release its addresses (it is not woken).")
+    static let configuration = CommandConfiguration(
+        abstract: "Stop proxying a host: drop its records and release its addresses (it is not woken).")
     @OptionGroup var connection: Connection
     @Argument(help: "Host name or MAC address.") var target: String
-    @Flag(name: .long, help: "Send goodbyes so that browsers drop its services at once (as on lease expiry).") var goodbyes = false
+    @Flag(name: .long, help: "Send goodbyes so that browsers drop its services at once (as on lease expiry).")
+    var goodbyes = false
 
     func run() throws {
-        let response = try Client.ask(ControlRequest(command: .forget, target: self.target, goodbyes: self.goodbyes), connection)
+        let response = try Client.ask(
+            ControlRequest(command: .forget, target: self.target, goodbyes: self.goodbyes), connection)
         guard !connection.json, let host = response.hosts?.first else { return }
         print("forgot \(host.name ?? host.mac)\(self.goodbyes ? " (goodbyes sent)" : "")")
     }
@@ -126,7 +142,8 @@ struct Forget: ParsableCommand {
 struct ReleaseAll: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "release-all",
-        abstract: "Decommissioning: wake every sleeping host and stop proxying it (each re-registers with another proxy).")
+        abstract:
+            "Decommissioning: wake every sleeping host and stop proxying it (each re-registers with another proxy).")
     @OptionGroup var connection: Connection
     @Flag(name: .long, help: "Really do it.") var yes = false
 
@@ -138,19 +155,24 @@ struct ReleaseAll: ParsableCommand {
         let response = try Client.ask(ControlRequest(command: .releaseAll), connection)
         guard !connection.json else { return }
         let hosts = response.hosts ?? []
-        print("released \(hosts.count) host\(hosts.count == 1 ? "" : "s")\(hosts.isEmpty ? "" : ": " + hosts.map { $0.name ?? $0.mac }.joined(separator: ", ")); you can stop sleepproxyd now")
+        print(
+            "released \(hosts.count) host\(hosts.count == 1 ? "" : "s")\(hosts.isEmpty ? "" : ": " + hosts.map { $0.name ?? $0.mac }.joined(separator: ", ")); you can stop sleepproxyd now"
+        )
     }
 }
 
 struct Events: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "The wake log: wakes and their reasons, outcomes, ignored connections.")
+    static let configuration = CommandConfiguration(
+        abstract: "The wake log: wakes and their reasons, outcomes, ignored connections.")
     @OptionGroup var connection: Connection
     @Option(name: .long, help: "Only this host (name or MAC).") var host: String?
     @Option(name: .long, help: "Only events in the last DURATION (90s, 15m, 2h, 7d).") var since: String?
     @Flag(name: .long, help: "Keep printing new events as they happen.") var follow = false
 
     func validate() throws {
-        if let since, HumanDuration.parse(since) == nil { throw ValidationError("--since takes a duration such as 90s, 15m, 2h or 7d, not \"\(since)\"") }
+        if let since, HumanDuration.parse(since) == nil {
+            throw ValidationError("--since takes a duration such as 90s, 15m, 2h or 7d, not \"\(since)\"")
+        }
     }
 
     func run() throws {
@@ -159,7 +181,9 @@ struct Events: ParsableCommand {
         try Client.ask(request, connection, stream: self.follow) { response in
             guard !connection.json else { return }
             // Written straight to the descriptor: with --follow each line must show at once, even into a pipe.
-            for event in response.events ?? [] { FileHandle.standardOutput.write(Data((Client.eventLine(event) + "\n").utf8)) }
+            for event in response.events ?? [] {
+                FileHandle.standardOutput.write(Data((Client.eventLine(event) + "\n").utf8))
+            }
         }
     }
 }
@@ -174,7 +198,10 @@ enum Client {
     /// Sends one request and returns the first response (printed as JSON with --json). `stream` keeps reading and
     /// hands every response to `each` until the daemon closes the connection.
     @discardableResult
-    static func ask(_ request: ControlRequest, _ connection: Connection, stream: Bool = false, each: ((ControlResponse) -> Void)? = nil) throws -> ControlResponse {
+    static func ask(
+        _ request: ControlRequest, _ connection: Connection, stream: Bool = false,
+        each: ((ControlResponse) -> Void)? = nil
+    ) throws -> ControlResponse {
         let fd = try self.connect(connection.socket)
         defer { close(fd) }
         let line = try ControlProtocol.frame(request)
@@ -190,7 +217,9 @@ enum Client {
             buffer += chunk[0..<count]
             for line in try ControlProtocol.takeLines(from: &buffer) {
                 let response = try ControlProtocol.decode(ControlResponse.self, from: line)
-                guard response.ok else { throw Failure(description: response.error ?? "the daemon refused the request") }
+                guard response.ok else {
+                    throw Failure(description: response.error ?? "the daemon refused the request")
+                }
                 if connection.json { FileHandle.standardOutput.write(Data(line + [0x0A])) }
                 each?(response)
                 if first == nil { first = response }
@@ -207,17 +236,28 @@ enum Client {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { throw Failure(description: "socket path too long: \(path)") }
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+            throw Failure(description: "socket path too long: \(path)")
+        }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             for (i, byte) in bytes.enumerated() { raw[i] = byte }
         }
-        let result = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
         if result != 0 {
             let code = errno
             close(fd)
             switch code {
-            case ENOENT, ECONNREFUSED: throw Failure(description: "sleepproxyd is not running (nothing listens on \(path)); start it, or pass --socket")
-            case EACCES, EPERM: throw Failure(description: "permission denied on \(path): run as root or as a member of the daemon's control group")
+            case ENOENT, ECONNREFUSED:
+                throw Failure(
+                    description: "sleepproxyd is not running (nothing listens on \(path)); start it, or pass --socket")
+            case EACCES, EPERM:
+                throw Failure(
+                    description:
+                        "permission denied on \(path): run as root or as a member of the daemon's control group")
             default: throw Failure(description: "cannot connect to \(path): \(String(cString: strerror(code)))")
             }
         }
@@ -229,7 +269,8 @@ enum Client {
     static func reason(_ event: WakeLogEntry) -> String {
         let trigger = event.trigger
         switch trigger.type {
-        case .connection: return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
+        case .connection:
+            return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
         case .addressConflict: return "address \(trigger.address ?? "?") claimed by \(trigger.from ?? "?")"
         case .mdnsConflict: return "mDNS conflict on \(trigger.name ?? "?")"
         case .leaseExpired, .administrator: return trigger.type.rawValue
@@ -261,10 +302,17 @@ enum Client {
             print("  last seen awake: \(seen), \(HumanDuration.format(summary.lastSeenAwakeSecondsAgo ?? 0)) ago")
         }
         print("  services:   \(summary.services.joined(separator: " "))")
-        print("  lease:      \(HumanDuration.format(summary.leaseSeconds)) left; registered \(HumanDuration.format(host.registeredSecondsAgo)) ago")
-        print("  owner:      sequence \(host.sequence), wake MAC \(host.wakeMAC), \(host.hasPassword ? "SecureOn password" : "no password")")
+        print(
+            "  lease:      \(HumanDuration.format(summary.leaseSeconds)) left; registered \(HumanDuration.format(host.registeredSecondsAgo)) ago"
+        )
+        print(
+            "  owner:      sequence \(host.sequence), wake MAC \(host.wakeMAC), \(host.hasPassword ? "SecureOn password" : "no password")"
+        )
         print("  records:")
-        self.table(["NAME", "TYPE", "TTL", "DATA"], host.records.map { [$0.name, $0.type + ($0.unique ? "" : " (shared)"), "\($0.ttl)", $0.data] }, indent: "    ")
+        self.table(
+            ["NAME", "TYPE", "TTL", "DATA"],
+            host.records.map { [$0.name, $0.type + ($0.unique ? "" : " (shared)"), "\($0.ttl)", $0.data] },
+            indent: "    ")
         print("  wake history:")
         if host.wakeHistory.isEmpty { print("    none") }
         for event in host.wakeHistory { print("    " + self.eventLine(event)) }
@@ -274,7 +322,10 @@ enum Client {
         var widths = header.map(\.count)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
         func line(_ cells: [String]) -> String {
-            indent + cells.enumerated().map { i, cell in i == cells.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0) }.joined(separator: "  ")
+            indent
+                + cells.enumerated().map { i, cell in
+                    i == cells.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                }.joined(separator: "  ")
         }
         print(line(header))
         for row in rows { print(line(row)) }

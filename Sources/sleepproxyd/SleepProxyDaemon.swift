@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
-import UnixSignals
 import SleepProxyControl
 import SleepProxyCore
-import SleepProxySystem
 import SleepProxyIO
+import SleepProxySystem
+import UnixSignals
 
 @main
 struct SleepProxyDaemon: AsyncParsableCommand {
@@ -24,7 +24,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))"
     )
 
-    @Option(name: .long, help: "Interface to serve; repeat for several (default: every up, multicast-capable, non-loopback one).")
+    @Option(
+        name: .long,
+        help: "Interface to serve; repeat for several (default: every up, multicast-capable, non-loopback one).")
     var interface: [String] = []
 
     @Option(name: .long, help: "Directory for the registration journal.")
@@ -39,37 +41,65 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Longest lease granted, in seconds (Apple's proxy: 86400).")
     var leaseMaximum: UInt32 = LeasePolicy.defaultMaximum
 
-    @Option(name: .long, help: "How to answer a refused registration: silent (clients move on to the next proxy) or refused.")
+    @Option(
+        name: .long,
+        help: "How to answer a refused registration: silent (clients move on to the next proxy) or refused.")
     var refusalReply: String = "silent"
 
     @Option(name: .long, help: "When a lease ends while the host sleeps: wake (Apple's behaviour) or drop (goodbyes).")
     var expiryAction: String = "wake"
 
-    @Option(name: .long, help: "Most sleeping hosts held at once (Apple: no limit beyond records; 400 = its \"400 machines\").")
+    @Option(
+        name: .long,
+        help: "Most sleeping hosts held at once (Apple: no limit beyond records; 400 = its \"400 machines\").")
     var maxHosts: Int = RegistrationConfiguration.defaultMaximumHosts
 
     @Option(name: .long, help: "Most proxied records held at once (Apple's MAX_PROXY_RECORDS: 10000).")
     var maxRecords: Int = RegistrationConfiguration.defaultMaximumRecords
 
-    @Flag(name: .long, help: "Accept registrations whose source is not one of the addresses they claim (for transfers from a peer proxy).")
+    @Flag(
+        name: .long,
+        help:
+            "Accept registrations whose source is not one of the addresses they claim (for transfers from a peer proxy)."
+    )
     var allowTransfers = false
 
-    @Option(name: .long, help: "Name shown after the metrics in the advertised _sleep-proxy._udp instance (default: this machine's host name).")
+    @Option(
+        name: .long,
+        help:
+            "Name shown after the metrics in the advertised _sleep-proxy._udp instance (default: this machine's host name)."
+    )
     var proxyName: String?
 
-    @Option(name: .long, help: "Advertised metrics II-PP-MM-TT: intent, portability, marginal and total power, 10-99 each, lower wins (default 20-40-10-65, a dedicated always-on box).")
+    @Option(
+        name: .long,
+        help:
+            "Advertised metrics II-PP-MM-TT: intent, portability, marginal and total power, 10-99 each, lower wins (default 20-40-10-65, a dedicated always-on box)."
+    )
     var metrics: String = "20-40-10-65"
 
-    @Option(name: .long, help: "Host name label the advertisement points at (default: <host name>-sleep-proxy, so it never collides with an avahi-daemon on the same machine).")
+    @Option(
+        name: .long,
+        help:
+            "Host name label the advertisement points at (default: <host name>-sleep-proxy, so it never collides with an avahi-daemon on the same machine)."
+    )
     var hostLabel: String?
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "notice"
 
-    @Option(name: .long, help: ArgumentHelp("Wake policy rule; repeat for several. tcp/445 wakes every host on TCP 445, -udp/137 never wakes on UDP 137, 02:00:00:00:00:05@tcp/22 (or -02:...@tcp/22) adds (removes) a port for one host. Registered _tcp/_udp services always count unless removed.", valueName: "rule"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Wake policy rule; repeat for several. tcp/445 wakes every host on TCP 445, -udp/137 never wakes on UDP 137, 02:00:00:00:00:05@tcp/22 (or -02:...@tcp/22) adds (removes) a port for one host. Registered _tcp/_udp services always count unless removed.",
+            valueName: "rule"))
     var wakeRule: [String] = []
 
-    @Flag(name: .long, help: "Append six zero bytes to magic packets of hosts that registered no SecureOn password, as Apple does (some NICs then ignore them).")
+    @Flag(
+        name: .long,
+        help:
+            "Append six zero bytes to magic packets of hosts that registered no SecureOn password, as Apple does (some NICs then ignore them)."
+    )
     var wakeZeroPassword = false
 
     @Flag(name: .long, help: "Also send every magic packet as a UDP broadcast to port 9.")
@@ -87,20 +117,31 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Where to serve Prometheus metrics (GET /metrics): IPv4:PORT, or none.")
     var prometheusAddress: String = "127.0.0.1:9580"
 
-    @Option(name: .long, help: "Configuration file: one `setting = value` per line, settings named like these flags (default: \(SleepProxyDaemon.defaultConfigPath) when it exists). Flags win over the file; SIGHUP re-reads it.")
+    @Option(
+        name: .long,
+        help:
+            "Configuration file: one `setting = value` per line, settings named like these flags (default: \(SleepProxyDaemon.defaultConfigPath) when it exists). Flags win over the file; SIGHUP re-reads it."
+    )
     var config: String?
 
-    @Flag(name: .long, help: "Check the configuration file and flags (values, wake rules, named interfaces), say what is wrong or that all is well, and exit: run it before a reload.")
+    @Flag(
+        name: .long,
+        help:
+            "Check the configuration file and flags (values, wake rules, named interfaces), say what is wrong or that all is well, and exit: run it before a reload."
+    )
     var checkConfig = false
 
     static let defaultConfigPath = "/etc/sleep-proxy/sleepproxyd.conf"
 
     /// Every setting the file may hold, named like its flag.
     static let settings: [String: ConfigFile.Kind] = [
-        "interface": .repeated, "state-directory": .single, "registration-port": .single, "lease-minimum": .single, "lease-maximum": .single,
-        "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single, "allow-transfers": .flag,
+        "interface": .repeated, "state-directory": .single, "registration-port": .single, "lease-minimum": .single,
+        "lease-maximum": .single,
+        "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single,
+        "allow-transfers": .flag,
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
-        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single, "control-group": .single, "prometheus-address": .single,
+        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single,
+        "control-group": .single, "prometheus-address": .single,
     ]
 
     /// Reads the configuration file into arguments, checking each line on its own so that an error names its line.
@@ -183,7 +224,10 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         _ = try self.advertisedName()
         _ = try self.wakePolicy()
-        if self.prometheusAddress != "none", self.prometheusAddress.split(separator: ":").count != 2 || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil {
+        if self.prometheusAddress != "none",
+            self.prometheusAddress.split(separator: ":").count != 2
+                || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil
+        {
             throw ValidationError("--prometheus-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
         }
         if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
@@ -192,7 +236,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         do {
             _ = try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum)
         } catch {
-            throw ValidationError("--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))")
+            throw ValidationError(
+                "--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))"
+            )
         }
     }
 
@@ -210,9 +256,13 @@ struct SleepProxyDaemon: AsyncParsableCommand {
 
     /// The settings a reload cannot change in place.
     var restartSettings: [String] {
-        [self.interface.joined(separator: ","), self.stateDirectory, "\(self.registrationPort)", "\(self.leaseMinimum)", "\(self.leaseMaximum)",
-         "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics, self.hostLabel ?? "",
-         self.controlSocket, self.controlGroup ?? "", self.prometheusAddress]
+        [
+            self.interface.joined(separator: ","), self.stateDirectory, "\(self.registrationPort)",
+            "\(self.leaseMinimum)", "\(self.leaseMaximum)",
+            "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics,
+            self.hostLabel ?? "",
+            self.controlSocket, self.controlGroup ?? "", self.prometheusAddress,
+        ]
     }
 
     static var machineHostName: String {
@@ -231,7 +281,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                 intent: parts[0]!, portability: parts[1]!, marginalPower: parts[2]!, totalPower: parts[3]!, features: 0,
                 niceName: self.proxyName ?? Self.machineHostName)
         } catch {
-            throw ValidationError("--metrics/--proxy-name: \(error) (each metric 10-99; the whole label at most 63 bytes)")
+            throw ValidationError(
+                "--metrics/--proxy-name: \(error) (each metric 10-99; the whole label at most 63 bytes)")
         }
     }
 
@@ -259,7 +310,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         let level = Logger.Level(rawValue: self.logLevel)!
         let levelBox = LogLevelBox(level)
-        LoggingSystem.bootstrap { label in ReloadableLogHandler(base: StreamLogHandler.standardError(label: label), level: levelBox) }
+        LoggingSystem.bootstrap { label in
+            ReloadableLogHandler(base: StreamLogHandler.standardError(label: label), level: levelBox)
+        }
         let logger = Logger(label: "sleepproxyd")
 
         let registration = RegistrationConfiguration(
@@ -281,7 +334,11 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         hostLabel: self.hostLabel ?? "\(Self.machineHostName)-sleep-proxy",
                         registrationPort: UInt16(self.registrationPort),
                         seed: UInt64.random(in: .min ... .max)),
-                    takeover: self.noTakeover ? nil : TakeoverConfiguration(policy: try self.wakePolicy(), appendZeroPassword: self.wakeZeroPassword, udpMagicPacket: self.wakeUDP)
+                    takeover: self.noTakeover
+                        ? nil
+                        : TakeoverConfiguration(
+                            policy: try self.wakePolicy(), appendZeroPassword: self.wakeZeroPassword,
+                            udpMagicPacket: self.wakeUDP)
                 ),
                 logger: logger
             )
@@ -290,16 +347,22 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         let metrics: MetricsEndpoint?
         do {
-            metrics = self.prometheusAddress == "none" ? nil : try MetricsEndpoint(address: self.prometheusAddress, engine: engine, logger: logger)
+            metrics =
+                self.prometheusAddress == "none"
+                ? nil : try MetricsEndpoint(address: self.prometheusAddress, engine: engine, logger: logger)
         } catch {
             Self.fail("\(error)")
         }
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [.init(service: RegistrationService(
-                    engine: engine, port: self.registrationPort, logger: logger,
-                    control: ControlServer(path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger),
-                    metrics: metrics))],
+                services: [
+                    .init(
+                        service: RegistrationService(
+                            engine: engine, port: self.registrationPort, logger: logger,
+                            control: ControlServer(
+                                path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger),
+                            metrics: metrics))
+                ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
@@ -318,11 +381,17 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                     try fresh.validate()
                     levelBox.level = Logger.Level(rawValue: fresh.logLevel) ?? levelBox.level
                     engine.reconfigure(
-                        takeover: fresh.noTakeover ? nil : TakeoverConfiguration(policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword, udpMagicPacket: fresh.wakeUDP),
+                        takeover: fresh.noTakeover
+                            ? nil
+                            : TakeoverConfiguration(
+                                policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword,
+                                udpMagicPacket: fresh.wakeUDP),
                         expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: fresh.expiryAction)!,
                         refusalReply: RegistrationConfiguration.RefusalReply(rawValue: fresh.refusalReply)!)
                     let restartOnly = fresh.restartSettings != original.restartSettings
-                    logger.notice("SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")")
+                    logger.notice(
+                        "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")"
+                    )
                 } catch {
                     logger.error("SIGHUP: \(Self.message(for: error)); keeping the running configuration")
                 }
@@ -342,7 +411,6 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         Foundation.exit(1)
     }
 }
-
 
 /// The log level, changeable while running (SIGHUP).
 final class LogLevelBox: @unchecked Sendable {

@@ -39,13 +39,18 @@ struct ControlProtocolTests {
     /// The typed vocabulary keeps the JSON words the wake log and scripts already use.
     @Test func typedStatesAndKindsKeepTheirJSONWords() throws {
         let status = DaemonStatus(
-            version: SleepProxyVersion.current, startedAt: Date(timeIntervalSince1970: 0), uptimeSeconds: 1, interfaces: ["eth0"], advertisedName: nil,
-            hosts: 3, records: 30, registrationsAccepted: 3, refusals: [:], queriesAnswered: 0, wakes: 1, magicPackets: 1,
+            version: SleepProxyVersion.current, startedAt: Date(timeIntervalSince1970: 0), uptimeSeconds: 1,
+            interfaces: ["eth0"], advertisedName: nil,
+            hosts: 3, records: 30, registrationsAccepted: 3, refusals: [:], queriesAnswered: 0, wakes: 1,
+            magicPackets: 1,
             hostsByState: [.asleep: 2, .waking: 1, .starting: 0, .awake: 0])
         let json = String(decoding: try ControlProtocol.frame(status), as: UTF8.self)
-        #expect(json.contains(#""hostsByState":{"#) && json.contains(#""asleep":2"#) && json.contains(#""waking":1"#), "\(json)")
+        #expect(
+            json.contains(#""hostsByState":{"#) && json.contains(#""asleep":2"#) && json.contains(#""waking":1"#),
+            "\(json)")
         #expect(try ControlProtocol.decode(DaemonStatus.self, from: Array(json.utf8.dropLast())) == status)
-        let entry = #"{"kind":"no-response","time":"2026-11-23T00:00:00Z","mac":"02:53:50:00:00:02","interface":"eth0","trigger":{"type":"address-conflict","address":"192.0.2.2","from":"02:53:50:00:00:33"},"attempts":15,"summary":"x"}"#
+        let entry =
+            #"{"kind":"no-response","time":"2026-11-23T00:00:00Z","mac":"02:53:50:00:00:02","interface":"eth0","trigger":{"type":"address-conflict","address":"192.0.2.2","from":"02:53:50:00:00:33"},"attempts":15,"summary":"x"}"#
         let decoded = try ControlProtocol.decode(WakeLogEntry.self, from: Array(entry.utf8))
         #expect(decoded.kind == .noResponse && decoded.trigger.type == .addressConflict)
         #expect(HostDetail.AddressState.Phase(rawValue: "owner-seen") == .ownerSeen)

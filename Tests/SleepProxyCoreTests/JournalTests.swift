@@ -18,8 +18,13 @@ struct JournalTests {
         var registrar = Registrar()
         return try (0..<count).map { n in
             let address = IPAddress("192.0.2.\(10 + n)")!
-            let message = Lab.registration(id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_1000 + UInt64(n)), lease: 3600, addresses: [address])
-            guard case .accepted(let acceptance) = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: address, on: Lab.eth0, now: Lab.t0) else {
+            let message = Lab.registration(
+                id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_1000 + UInt64(n)), lease: 3600,
+                addresses: [address])
+            guard
+                case .accepted(let acceptance) = registrar.handle(
+                    datagram: message.encoded(options: .appleUpdate), from: address, on: Lab.eth0, now: Lab.t0)
+            else {
                 throw CancellationError()
             }
             return acceptance.registration
@@ -33,7 +38,8 @@ struct JournalTests {
         for host in hosts { journal += RegistrationJournal.encode(.put(host), timeBase: writeBase) }
         journal += RegistrationJournal.encode(.remove(hosts[1].key), timeBase: writeBase)
         // Restart 10 minutes later in the same boot, with the wall clock stepped back a day: irrelevant.
-        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 - 86_400_000_000_000))
+        let replay = RegistrationJournal.replay(
+            journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 - 86_400_000_000_000))
         #expect(replay.problems.isEmpty)
         #expect(replay.entryCount == 4)
         #expect(replay.intactLength == journal.count)
@@ -45,7 +51,8 @@ struct JournalTests {
         let journal = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0, wall: Self.wallAtT0))
         // New boot: the boot clock restarted near zero; 20 minutes of wall time passed.
         let newNow = Timestamp.seconds(5)
-        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 + 1_200_000_000_000))
+        let replay = RegistrationJournal.replay(
+            journal, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 + 1_200_000_000_000))
         let restored = try #require(replay.registrations.first)
         #expect(restored.leaseExpiry - newNow == .seconds(3600 - 1200))
         #expect(restored.records.map(\.record) == host.records.map(\.record))
@@ -56,10 +63,12 @@ struct JournalTests {
     @Test func aWallClockStepBackNeverLengthensALease() throws {
         let host = try self.registrations(1)[0]
         // Written 10 minutes into the lease.
-        let written = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 + 600_000_000_000))
+        let written = RegistrationJournal.encode(
+            .put(host), timeBase: self.timeBase(now: Lab.t0 + .seconds(600), wall: Self.wallAtT0 + 600_000_000_000))
         // After a reboot the wall clock reads two hours *earlier* than when it was written.
         let newNow = Timestamp.seconds(1)
-        let replay = RegistrationJournal.replay(written, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 - 6_600_000_000_000))
+        let replay = RegistrationJournal.replay(
+            written, timeBase: self.timeBase(boot: Self.bootB, now: newNow, wall: Self.wallAtT0 - 6_600_000_000_000))
         let restored = try #require(replay.registrations.first)
         // No more than what was left when it was written (3000 s), not 3000 s + 2 h.
         #expect(restored.leaseExpiry - newNow == .seconds(3000))
@@ -68,7 +77,8 @@ struct JournalTests {
     @Test func expiredHostsAreNotRestored() throws {
         let host = try self.registrations(1)[0]
         let journal = RegistrationJournal.encode(.put(host), timeBase: self.timeBase(now: Lab.t0, wall: Self.wallAtT0))
-        let replay = RegistrationJournal.replay(journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(3600), wall: Self.wallAtT0))
+        let replay = RegistrationJournal.replay(
+            journal, timeBase: self.timeBase(now: Lab.t0 + .seconds(3600), wall: Self.wallAtT0))
         #expect(replay.registrations.isEmpty)
         #expect(replay.expired.map(\.key) == [host.key])
     }
@@ -112,9 +122,11 @@ struct JournalTests {
             return bytes + Array(repeating: 0, count: length)
         }
         let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
-        let atLimit = RegistrationJournal.replay(journal(announcing: RegistrationJournal.maximumPayloadLength), timeBase: base)
+        let atLimit = RegistrationJournal.replay(
+            journal(announcing: RegistrationJournal.maximumPayloadLength), timeBase: base)
         #expect(atLimit.problems.map(\.reason) == ["checksum mismatch; entry skipped"])
-        let overLimit = RegistrationJournal.replay(journal(announcing: RegistrationJournal.maximumPayloadLength + 1), timeBase: base)
+        let overLimit = RegistrationJournal.replay(
+            journal(announcing: RegistrationJournal.maximumPayloadLength + 1), timeBase: base)
         #expect(overLimit.problems.count == 1 && overLimit.problems[0].reason.contains("torn"))
     }
 
@@ -143,18 +155,28 @@ struct JournalLargeHostTests {
     /// journal entry must still read back.
     @Test func aHostLargerThanOneMessageSurvivesReplay() throws {
         var registrar = Registrar()
-        let services = (0..<40).map { ("Service \($0) with a fairly long descriptive instance name._http._tcp", UInt16(8000 + $0)) }
+        let services = (0..<40).map {
+            ("Service \($0) with a fairly long descriptive instance name._http._tcp", UInt16(8000 + $0))
+        }
         var registration: OwnerRegistration?
         for part in 0..<3 {
             let slice = Array(services[(part * 40 / 3)..<((part + 1) * 40 / 3)])
             // Ten distinct 400-byte TXT records per part: compression cannot shrink them.
             let extra = (0..<10).map { n in
-                DNSResourceRecord(name: try! DNSName(parsing: "info\(part)-\(n).vm.local."), cacheFlush: true, ttl: 4500,
-                                  rdata: .txt(try! TXTRecord(strings: [Array(repeating: UInt8(0x61 + n), count: 200), Array(repeating: UInt8(0x41 + part), count: 200)])))
+                DNSResourceRecord(
+                    name: try! DNSName(parsing: "info\(part)-\(n).vm.local."), cacheFlush: true, ttl: 4500,
+                    rdata: .txt(
+                        try! TXTRecord(strings: [
+                            Array(repeating: UInt8(0x61 + n), count: 200),
+                            Array(repeating: UInt8(0x41 + part), count: 200),
+                        ])))
             }
             let message = Lab.registration(id: 0x99, services: slice, extra: extra)
             #expect(message.encoded(options: .appleUpdate).count <= DNSMessage.maximumSize)
-            guard case .accepted(let acceptance) = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: Lab.t0) else {
+            guard
+                case .accepted(let acceptance) = registrar.handle(
+                    datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: Lab.t0)
+            else {
                 Issue.record("part \(part) refused")
                 return
             }

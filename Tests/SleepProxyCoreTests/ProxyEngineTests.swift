@@ -23,8 +23,12 @@ struct EngineHarness {
         var configuration = RegistrationConfiguration()
         configuration.requireSourceAmongClaimedAddresses = false
         configuration.expiryAction = expiryAction
-        let responder = Responder(configuration: ResponderConfiguration(instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
-        self.engine = ProxyEngine(registrar: Registrar(configuration: configuration), responder: responder, takeover: takeover ? Takeover() : nil)
+        let responder = Responder(
+            configuration: ResponderConfiguration(
+                instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
+        self.engine = ProxyEngine(
+            registrar: Registrar(configuration: configuration), responder: responder,
+            takeover: takeover ? Takeover() : nil)
         self.record(self.engine.setInterfaces([Lab.eth0], now: self.now))
         _ = self.run(for: .seconds(5))  // the proxy's own advertisement is probed and announced
     }
@@ -34,15 +38,21 @@ struct EngineHarness {
     }
 
     @discardableResult
-    mutating func register(_ message: DNSMessage = Lab.registration(addresses: [Lab.hostV4, hostGlobal]), from source: IPAddress = Lab.hostV4) -> (RegistrationOutcome, [EngineAction]) {
-        let (outcome, actions) = self.engine.receiveRegistration(message.encoded(options: .appleUpdate), from: source, on: Lab.eth0, now: self.now)
+    mutating func register(
+        _ message: DNSMessage = Lab.registration(addresses: [Lab.hostV4, hostGlobal]),
+        from source: IPAddress = Lab.hostV4
+    ) -> (RegistrationOutcome, [EngineAction]) {
+        let (outcome, actions) = self.engine.receiveRegistration(
+            message.encoded(options: .appleUpdate), from: source, on: Lab.eth0, now: self.now)
         self.record(actions)
         return (outcome, actions)
     }
 
     @discardableResult
     mutating func mdns(_ message: DNSMessage, from source: IPAddress = querier, port: UInt16 = 5353) -> [EngineAction] {
-        let actions = self.engine.receiveMDNS(message.encoded(options: .mdns), from: source, port: port, destination: .v4(.mdnsGroup), interfaceIndex: Lab.eth0.index, now: self.now)
+        let actions = self.engine.receiveMDNS(
+            message.encoded(options: .mdns), from: source, port: port, destination: .v4(.mdnsGroup),
+            interfaceIndex: Lab.eth0.index, now: self.now)
         self.record(actions)
         return actions
     }
@@ -56,7 +66,9 @@ struct EngineHarness {
 
     /// Runs every timer due within `duration`; `each` may answer at each step (the host's NIC, say).
     @discardableResult
-    mutating func run(for duration: Duration, each: ((inout EngineHarness, [EngineAction]) -> Void)? = nil) -> [(Timestamp, EngineAction)] {
+    mutating func run(for duration: Duration, each: ((inout EngineHarness, [EngineAction]) -> Void)? = nil) -> [(
+        Timestamp, EngineAction
+    )] {
         let end = self.now + duration
         var actions: [(Timestamp, EngineAction)] = []
         while let deadline = self.engine.nextDeadline(), deadline <= end {
@@ -72,17 +84,26 @@ struct EngineHarness {
 
     /// A legacy unicast question (the way dig asks): answered at once when the proxy speaks for the name.
     mutating func ask(_ name: DNSName, _ type: DNSRecordType) -> [DNSResourceRecord] {
-        Self.transmissions(self.mdns(DNSMessage(id: 77, questions: [DNSQuestion(name: name, type: type)]), port: 40000)).flatMap(\.message.answers)
+        Self.transmissions(self.mdns(DNSMessage(id: 77, questions: [DNSQuestion(name: name, type: type)]), port: 40000))
+            .flatMap(\.message.answers)
     }
 
     static func transmissions(_ actions: [EngineAction]) -> [MDNSTransmission] {
         actions.compactMap { if case .transmit(let t) = $0 { return t } else { return nil } }
     }
 
-    static func transmissions(_ actions: [(Timestamp, EngineAction)]) -> [MDNSTransmission] { self.transmissions(actions.map(\.1)) }
+    static func transmissions(_ actions: [(Timestamp, EngineAction)]) -> [MDNSTransmission] {
+        self.transmissions(actions.map(\.1))
+    }
 
     static func frames(_ actions: [EngineAction]) -> [EthernetFrame] {
-        actions.compactMap { if case .packet(.sendFrame(let bytes, _)) = $0 { return try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)) } else { return nil } }
+        actions.compactMap {
+            if case .packet(.sendFrame(let bytes, _)) = $0 {
+                return try? EthernetFrame(decoding: ByteBuffer(bytes: bytes))
+            } else {
+                return nil
+            }
+        }
     }
 
     static func wakeEvents(_ actions: [EngineAction]) -> [WakeEvent] {
@@ -110,10 +131,15 @@ struct EngineHarness {
     static func ownerAnswers(_ actions: [EngineAction], for addresses: Set<IPAddress>) -> [[UInt8]] {
         var replies: [[UInt8]] = []
         for frame in self.frames(actions) where frame.destination == Lab.hostMAC {
-            if frame.etherType == .arp, let arp = try? ARPPacket(decoding: frame.payload), arp.senderIP == .any, addresses.contains(.v4(arp.targetIP)) {
-                let reply = ARPPacket(operation: .reply, senderMAC: Lab.hostMAC, senderIP: arp.targetIP, targetMAC: Lab.proxyMAC, targetIP: .any)
+            if frame.etherType == .arp, let arp = try? ARPPacket(decoding: frame.payload), arp.senderIP == .any,
+                addresses.contains(.v4(arp.targetIP))
+            {
+                let reply = ARPPacket(
+                    operation: .reply, senderMAC: Lab.hostMAC, senderIP: arp.targetIP, targetMAC: Lab.proxyMAC,
+                    targetIP: .any)
                 replies.append(reply.frame(destination: Lab.proxyMAC, source: Lab.hostMAC).bytes)
-            } else if frame.etherType == .ipv6, let packet = try? IPv6Packet(decoding: frame.payload), let ns = try? NeighborDiscoveryMessage(decoding: packet),
+            } else if frame.etherType == .ipv6, let packet = try? IPv6Packet(decoding: frame.payload),
+                let ns = try? NeighborDiscoveryMessage(decoding: packet),
                 ns.kind == .solicitation, addresses.contains(.v6(ns.target))
             {
                 replies.append(TestFrames.neighbourAdvertisement(from: Lab.hostMAC, for: ns.target))
@@ -126,7 +152,10 @@ struct EngineHarness {
     static func ownProbe() -> DNSMessage {
         DNSMessage(
             questions: [DNSQuestion(name: hostName, type: .any, unicastResponse: true)],
-            authorities: [DNSResourceRecord(name: hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))])
+            authorities: [
+                DNSResourceRecord(
+                    name: hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+            ])
     }
 }
 
@@ -176,12 +205,18 @@ struct ProxyEngineTests {
         h.run(for: .seconds(12))
         #expect(h.engine.state(of: h.key) == .asleep)
         // A connection starts a wake; the host comes back and its avahi (no Owner option) announces.
-        let syn = TestFrames.tcp(from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40001, port: 8080)
+        let syn = TestFrames.tcp(
+            from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40001,
+            port: 8080)
         #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
         h.run(for: .seconds(1))
         let announcement = DNSMessage(
             flags: DNSHeaderFlags(response: true, authoritative: true),
-            answers: [DNSResourceRecord(name: H.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))])
+            answers: [
+                DNSResourceRecord(
+                    name: H.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))
+                )
+            ])
         let back = h.mdns(announcement, from: Lab.hostV4)
         #expect(H.journal(back) == [.remove(h.key)])
         #expect(h.engine.state(of: h.key) == nil && h.engine.registrar.store.hostCount == 0)
@@ -201,7 +236,8 @@ struct ProxyEngineTests {
         // Resumed with only its link-local address (DHCP not back yet), avahi re-probes its host name.
         let back = h.mdns(H.ownProbe(), from: IPAddress("fe80::1234")!)
         #expect(H.journal(back) == [.remove(h.key)])
-        #expect(H.transmissions(back).isEmpty, "a host re-probing its name must not be answered (it would rename itself)")
+        #expect(
+            H.transmissions(back).isEmpty, "a host re-probing its name must not be answered (it would rename itself)")
     }
 
     @Test func anAppleHostIsHandedBackByItsOwnerOptionExactlyAsBefore() throws {
@@ -210,7 +246,11 @@ struct ProxyEngineTests {
         h.run(for: .seconds(12))
         let probe = DNSMessage(
             questions: [DNSQuestion(name: H.hostName, type: .any, unicastResponse: true)],
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(OwnerOption(sequence: 1, primaryMAC: Lab.hostMAC))])])
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440),
+                    options: [.owner(OwnerOption(sequence: 1, primaryMAC: Lab.hostMAC))])
+            ])
         let back = h.mdns(probe, from: IPAddress("fe80::53:50ff:fe00:2")!)
         #expect(H.journal(back) == [.remove(h.key)] && H.transmissions(back).isEmpty)
         #expect(H.logs(back).contains { $0.contains("Owner option with sequence 1") })
@@ -228,11 +268,18 @@ struct ProxyEngineTests {
         #expect(status.addresses.map(\.0) == [Lab.hostV4, H.hostGlobal])
         #expect(status.addresses.first { $0.0 == Lab.hostV4 }?.1 == .answering)
         #expect(status.addresses.first { $0.0 == H.hostGlobal }?.1 == .ownerSeen)
-        #expect(steps.contains { if case .packet(.setNeighbour(_, Lab.hostV4, _)) = $0.1 { return true } else { return false } })
+        #expect(
+            steps.contains {
+                if case .packet(.setNeighbour(_, Lab.hostV4, _)) = $0.1 { return true } else { return false }
+            })
         // IPv4 is answered and wakes on a connection.
-        let request = h.frame(TestFrames.arpRequest(from: H.querierMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 2)))
+        let request = h.frame(
+            TestFrames.arpRequest(
+                from: H.querierMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 2)))
         #expect(H.frames(request).contains { $0.etherType == .arp && $0.destination == H.querierMAC })
-        let syn = TestFrames.tcp(from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40002, port: 8080)
+        let syn = TestFrames.tcp(
+            from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40002,
+            port: 8080)
         #expect(H.frames(h.frame(syn)).contains(where: H.isMagic))
     }
 
@@ -246,7 +293,11 @@ struct ProxyEngineTests {
         #expect(h.engine.registrar.store.hostCount == 0)
         #expect(H.wakeEvents(actions).isEmpty && !H.frames(actions).contains(where: H.isMagic))
         #expect(H.hostRecordsSent(actions).isEmpty, "no goodbyes for records the host answers itself")
-        #expect(H.logs(actions).contains { $0.contains("lease ended for vm.local.") && $0.contains("while it was awake (last seen awake: a") && $0.contains("from its MAC") })
+        #expect(
+            H.logs(actions).contains {
+                $0.contains("lease ended for vm.local.") && $0.contains("while it was awake (last seen awake: a")
+                    && $0.contains("from its MAC")
+            })
     }
 
     @Test func aLeaseEndingOnASleepingHostWakesItAndTheOwnersARPEndsTheWakeAsASuccess() throws {
@@ -288,14 +339,29 @@ struct ProxyEngineTests {
             let asked = H.transmissions(step).contains { $0.message.questions.contains { $0.name == H.hostName } }
             if asked, !answered {
                 answered = true
-                h.mdns(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [DNSResourceRecord(name: H.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))]), from: Lab.hostV4)
+                h.mdns(
+                    DNSMessage(
+                        flags: DNSHeaderFlags(response: true, authoritative: true),
+                        answers: [
+                            DNSResourceRecord(
+                                name: H.hostName, cacheFlush: true, ttl: 120,
+                                rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+                        ]), from: Lab.hostV4)
             }
         }
-        #expect(answered && H.hostRecordsSent(early.map(\.1).filter { if case .transmit(let t) = $0 { return t.message.flags.isResponse } else { return false } }).isEmpty)
+        #expect(
+            answered
+                && H.hostRecordsSent(
+                    early.map(\.1).filter {
+                        if case .transmit(let t) = $0 { return t.message.flags.isResponse } else { return false }
+                    }
+                ).isEmpty)
         #expect(h.engine.state(of: h.key) == .starting)
         let later = h.run(for: .seconds(6))
         #expect(h.engine.state(of: h.key) == .asleep)
-        #expect(H.transmissions(later).filter { $0.message.questions.contains { $0.name == H.hostName } }.count >= 3 * 2, "three questions, on both families")
+        #expect(
+            H.transmissions(later).filter { $0.message.questions.contains { $0.name == H.hostName } }.count >= 3 * 2,
+            "three questions, on both families")
         #expect(!H.hostRecordsSent(later.map(\.1)).isEmpty)
     }
 
@@ -344,7 +410,9 @@ struct ProxyEngineTests {
         #expect(h.engine.hostsByState == [.starting: 1])
         h.run(for: .seconds(12))
         #expect(h.engine.hostsByState == [.asleep: 1])
-        let syn = TestFrames.tcp(from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40003, port: 8080)
+        let syn = TestFrames.tcp(
+            from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40003,
+            port: 8080)
         h.frame(syn)
         #expect(h.engine.hostsByState == [.waking: 1])
     }

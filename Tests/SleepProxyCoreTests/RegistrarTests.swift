@@ -5,8 +5,12 @@ import Testing
 
 @Suite("Registrar")
 struct RegistrarTests {
-    func accept(_ registrar: inout Registrar, _ message: DNSMessage, from source: IPAddress = Lab.hostV4, now: Timestamp = Lab.t0) throws -> Acceptance {
-        let outcome = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: source, on: Lab.eth0, now: now)
+    func accept(
+        _ registrar: inout Registrar, _ message: DNSMessage, from source: IPAddress = Lab.hostV4,
+        now: Timestamp = Lab.t0
+    ) throws -> Acceptance {
+        let outcome = registrar.handle(
+            datagram: message.encoded(options: .appleUpdate), from: source, on: Lab.eth0, now: now)
         guard case .accepted(let acceptance) = outcome else {
             Issue.record("expected acceptance, got \(outcome)")
             throw CancellationError()
@@ -25,9 +29,11 @@ struct RegistrarTests {
             return
         }
         // docs/protocol.md §3.6, byte for byte after the ID.
-        let expected: [UInt8] = [0xDC, 0x65, 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
-                                 0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08,
-                                 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20]
+        let expected: [UInt8] = [
+            0xDC, 0x65, 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
+            0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08,
+            0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20,
+        ]
         #expect(acceptance.reply == expected)
         #expect(acceptance.grantedLease == 7200)
         #expect(acceptance.startedNewEpoch)
@@ -51,10 +57,14 @@ struct RegistrarTests {
     @Test func replyUsesTheLeaseFormOfTheRequestAndClamps() throws {
         var registrar = Registrar()
         var message = Lab.registration(lease: 200_000)
-        message.additionals = [.opt(EDNSHeader(udpPayloadSize: 1440), options: [
-            .updateLease(UpdateLeaseOption(lease: 200_000, keyLease: 30 * 86_400)),
-            .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC)),
-        ])]
+        message.additionals = [
+            .opt(
+                EDNSHeader(udpPayloadSize: 1440),
+                options: [
+                    .updateLease(UpdateLeaseOption(lease: 200_000, keyLease: 30 * 86_400)),
+                    .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC)),
+                ])
+        ]
         let acceptance = try self.accept(&registrar, message)
         #expect(acceptance.grantedLease == 86_400)
         let reply = try DNSMessage(decoding: acceptance.reply)
@@ -76,7 +86,11 @@ struct RegistrarTests {
     // MARK: Malformed and refused variants leave the store unchanged
 
     /// Each variant is sent to a registrar that already holds one host, and must leave it exactly as it was.
-    func expectUnchanged(_ bytes: [UInt8], source: IPAddress = Lab.hostV4, configuration: RegistrationConfiguration = RegistrationConfiguration(), sourceLocation: SourceLocation = #_sourceLocation, _ check: (RegistrationOutcome) -> Bool) throws {
+    func expectUnchanged(
+        _ bytes: [UInt8], source: IPAddress = Lab.hostV4,
+        configuration: RegistrationConfiguration = RegistrationConfiguration(),
+        sourceLocation: SourceLocation = #_sourceLocation, _ check: (RegistrationOutcome) -> Bool
+    ) throws {
         var registrar = Registrar(configuration: configuration)
         let other = Lab.registration(mac: MACAddress("02:53:50:00:00:09")!, addresses: [IPAddress("192.0.2.9")!])
         _ = try self.accept(&registrar, other, from: IPAddress("192.0.2.9")!)
@@ -106,12 +120,21 @@ struct RegistrarTests {
         let owner = EDNSOption.owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC))
         try self.expectUnchanged(self.withOptions([owner]), self.formErr(.missingLease))
         try self.expectUnchanged(self.withOptions([lease]), self.formErr(.missingOwner))
-        try self.expectUnchanged(self.withOptions([.updateLease(UpdateLeaseOption(lease: 0)), owner]), self.formErr(.zeroLease))
-        try self.expectUnchanged(self.withOptions([.unknown(code: 2, data: [0, 0, 0x1C, 0x20, 0, 0]), owner]), self.formErr(.badLease))
-        try self.expectUnchanged(self.withOptions([lease, .owner(OwnerOption(version: 1, sequence: 0, primaryMAC: Lab.hostMAC))]), self.formErr(.ownerVersion))
-        try self.expectUnchanged(self.withOptions([lease, .unknown(code: 4, data: [0, 0] + Lab.hostMAC.bytes + [0, 0, 0, 0])]), self.formErr(.badOwner))
-        try self.expectUnchanged(self.withOptions([lease, .owner(OwnerOption(sequence: 0, primaryMAC: .zero))]), self.formErr(.ownerMAC))
-        try self.expectUnchanged(self.withOptions([lease, .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC, wakeMAC: .broadcast))]), self.formErr(.ownerMAC))
+        try self.expectUnchanged(
+            self.withOptions([.updateLease(UpdateLeaseOption(lease: 0)), owner]), self.formErr(.zeroLease))
+        try self.expectUnchanged(
+            self.withOptions([.unknown(code: 2, data: [0, 0, 0x1C, 0x20, 0, 0]), owner]), self.formErr(.badLease))
+        try self.expectUnchanged(
+            self.withOptions([lease, .owner(OwnerOption(version: 1, sequence: 0, primaryMAC: Lab.hostMAC))]),
+            self.formErr(.ownerVersion))
+        try self.expectUnchanged(
+            self.withOptions([lease, .unknown(code: 4, data: [0, 0] + Lab.hostMAC.bytes + [0, 0, 0, 0])]),
+            self.formErr(.badOwner))
+        try self.expectUnchanged(
+            self.withOptions([lease, .owner(OwnerOption(sequence: 0, primaryMAC: .zero))]), self.formErr(.ownerMAC))
+        try self.expectUnchanged(
+            self.withOptions([lease, .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC, wakeMAC: .broadcast))]),
+            self.formErr(.ownerMAC))
         var noOPT = Lab.registration()
         noOPT.additionals = []
         try self.expectUnchanged(noOPT.encoded(), self.formErr(.missingOPT))
@@ -124,9 +147,14 @@ struct RegistrarTests {
         // Apple's proxy ignores the RFC 9664 8-byte form and answers FormErr; we accept it and answer in kind.
         var registrar = Registrar()
         var message = Lab.registration()
-        message.additionals = [.opt(EDNSHeader(udpPayloadSize: 1440), options: [
-            .updateLease(UpdateLeaseOption(lease: 3600, keyLease: 3600)), .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC)),
-        ])]
+        message.additionals = [
+            .opt(
+                EDNSHeader(udpPayloadSize: 1440),
+                options: [
+                    .updateLease(UpdateLeaseOption(lease: 3600, keyLease: 3600)),
+                    .owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC)),
+                ])
+        ]
         let reply = try DNSMessage(decoding: try self.accept(&registrar, message).reply)
         #expect(reply.ednsOptions?.updateLease?.keyLease == 3600)
     }
@@ -140,7 +168,9 @@ struct RegistrarTests {
         try self.expectUnchanged(otherZone.encoded(), self.formErr(.badZone))
 
         var deletion = Lab.registration()
-        deletion.updates.append(DNSResourceRecord(name: "vm.local.", rrclass: .any, ttl: 0, rdata: .unknown(try UnknownRecord(type: .a, data: []))))
+        deletion.updates.append(
+            DNSResourceRecord(
+                name: "vm.local.", rrclass: .any, ttl: 0, rdata: .unknown(try UnknownRecord(type: .a, data: []))))
         try self.expectUnchanged(deletion.encoded(), self.formErr(.deletion))
         var deleteOne = Lab.registration()
         deleteOne.updates[0].rrclass = .none
@@ -178,7 +208,8 @@ struct RegistrarTests {
     }
 
     @Test func sourceMustBeOnLink() throws {
-        try self.expectUnchanged(Lab.registration().encoded(), source: IPAddress("198.51.100.7")!, self.refused(.sourceNotOnLink))
+        try self.expectUnchanged(
+            Lab.registration().encoded(), source: IPAddress("198.51.100.7")!, self.refused(.sourceNotOnLink))
         // An IPv6 link-local source is on-link, and accepted when it is one of the claims.
         var registrar = Registrar()
         _ = try self.accept(&registrar, Lab.registration(), from: Lab.hostV6)
@@ -200,7 +231,8 @@ struct RegistrarTests {
 
     @Test func claimsMustNotBeTheProxysOrAnotherHosts() throws {
         let proxyAddress = Lab.registration(addresses: [IPAddress("192.0.2.1")!])
-        try self.expectUnchanged(proxyAddress.encoded(), source: IPAddress("192.0.2.1")!, self.refused(.claimsProxyAddress))
+        try self.expectUnchanged(
+            proxyAddress.encoded(), source: IPAddress("192.0.2.1")!, self.refused(.claimsProxyAddress))
         // 192.0.2.9 is held by the host expectUnchanged registers first.
         let stolen = Lab.registration(addresses: [Lab.hostV4, IPAddress("192.0.2.9")!])
         try self.expectUnchanged(stolen.encoded(), self.refused(.claimsOtherHostAddress))
@@ -212,7 +244,9 @@ struct RegistrarTests {
 
     @Test func refusalsCanBeAnsweredWithREFUSED() throws {
         let configuration = RegistrationConfiguration(refusalReply: .refused)
-        try self.expectUnchanged(Lab.registration().encoded(), source: IPAddress("198.51.100.7")!, configuration: configuration) { outcome in
+        try self.expectUnchanged(
+            Lab.registration().encoded(), source: IPAddress("198.51.100.7")!, configuration: configuration
+        ) { outcome in
             outcome == .refused(.sourceNotOnLink, reply: [0x12, 0x34, 0xA8, 0x05, 0, 0, 0, 0, 0, 0, 0, 0])
         }
     }
@@ -220,10 +254,12 @@ struct RegistrarTests {
     // MARK: Limits at N and N+1
 
     /// A registration with exactly `count` records (the standard 10 plus TXT padding records).
-    func registration(records count: Int, mac: MACAddress = Lab.hostMAC, address: IPAddress = Lab.hostV4) -> DNSMessage {
+    func registration(records count: Int, mac: MACAddress = Lab.hostMAC, address: IPAddress = Lab.hostV4) -> DNSMessage
+    {
         let base = Lab.registration(mac: mac, addresses: [address])
         let padding = (0..<max(0, count - base.updates.count)).map { index in
-            DNSResourceRecord(name: try! DNSName(parsing: "pad\(index).vm.local."), cacheFlush: true, ttl: 4500, rdata: .txt(.empty))
+            DNSResourceRecord(
+                name: try! DNSName(parsing: "pad\(index).vm.local."), cacheFlush: true, ttl: 4500, rdata: .txt(.empty))
         }
         var message = base
         message.updates += padding
@@ -235,15 +271,20 @@ struct RegistrarTests {
         let configuration = RegistrationConfiguration(maximumRecordsPerHost: 20)
         var registrar = Registrar(configuration: configuration)
         _ = try self.accept(&registrar, self.registration(records: 20))
-        try self.expectUnchanged(self.registration(records: 21).encoded(), configuration: configuration, self.refused(.tooManyRecordsForHost))
+        try self.expectUnchanged(
+            self.registration(records: 21).encoded(), configuration: configuration, self.refused(.tooManyRecordsForHost)
+        )
     }
 
     @Test func totalRecordLimit() throws {
         let configuration = RegistrationConfiguration(maximumRecords: 6 + 20)  // expectUnchanged's host holds 6
         var registrar = Registrar(configuration: configuration)
-        _ = try self.accept(&registrar, Lab.registration(mac: MACAddress("02:53:50:00:00:09")!, addresses: [IPAddress("192.0.2.9")!]), from: IPAddress("192.0.2.9")!)
+        _ = try self.accept(
+            &registrar, Lab.registration(mac: MACAddress("02:53:50:00:00:09")!, addresses: [IPAddress("192.0.2.9")!]),
+            from: IPAddress("192.0.2.9")!)
         _ = try self.accept(&registrar, self.registration(records: 20))
-        try self.expectUnchanged(self.registration(records: 21).encoded(), configuration: configuration, self.refused(.tooManyRecords))
+        try self.expectUnchanged(
+            self.registration(records: 21).encoded(), configuration: configuration, self.refused(.tooManyRecords))
     }
 
     @Test func hostLimit() throws {
@@ -251,15 +292,22 @@ struct RegistrarTests {
         var registrar = Registrar(configuration: configuration)
         for n in 1...2 {
             let address = IPAddress("192.0.2.\(10 + n)")!
-            _ = try self.accept(&registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0100 + UInt64(n)), addresses: [address]), from: address)
+            _ = try self.accept(
+                &registrar,
+                Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0100 + UInt64(n)), addresses: [address]),
+                from: address)
         }
         let third = IPAddress("192.0.2.13")!
-        let outcome = registrar.handle(datagram: Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0103), addresses: [third]).encoded(), from: third, on: Lab.eth0, now: Lab.t0)
+        let outcome = registrar.handle(
+            datagram: Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0103), addresses: [third]).encoded(),
+            from: third, on: Lab.eth0, now: Lab.t0)
         #expect(outcome == .refused(.tooManyHosts, reply: nil))
         #expect(registrar.store.hostCount == 2)
         // An existing host may still renew at the limit.
         let first = IPAddress("192.0.2.11")!
-        _ = try self.accept(&registrar, Lab.registration(id: 77, mac: MACAddress(rawValue: 0x0253_5000_0101), addresses: [first]), from: first)
+        _ = try self.accept(
+            &registrar, Lab.registration(id: 77, mac: MACAddress(rawValue: 0x0253_5000_0101), addresses: [first]),
+            from: first)
     }
 
     @Test func rateLimitAllowsTheBurstThenRefuses() throws {
@@ -271,10 +319,17 @@ struct RegistrarTests {
                 return
             }
         }
-        #expect(registrar.handle(datagram: bytes, from: Lab.hostV4, on: Lab.eth0, now: Lab.t0) == .refused(.rateLimited, reply: nil))
+        #expect(
+            registrar.handle(datagram: bytes, from: Lab.hostV4, on: Lab.eth0, now: Lab.t0)
+                == .refused(.rateLimited, reply: nil))
         // Another source is not affected; one second later one more is allowed.
-        #expect(registrar.handle(datagram: bytes, from: IPAddress("192.0.2.77")!, on: Lab.eth0, now: Lab.t0) == .refused(.sourceNotClaimed, reply: nil))
-        guard case .accepted = registrar.handle(datagram: bytes, from: Lab.hostV4, on: Lab.eth0, now: Lab.t0 + .seconds(1)) else {
+        #expect(
+            registrar.handle(datagram: bytes, from: IPAddress("192.0.2.77")!, on: Lab.eth0, now: Lab.t0)
+                == .refused(.sourceNotClaimed, reply: nil))
+        guard
+            case .accepted = registrar.handle(
+                datagram: bytes, from: Lab.hostV4, on: Lab.eth0, now: Lab.t0 + .seconds(1))
+        else {
             Issue.record("refilled")
             return
         }
@@ -319,7 +374,9 @@ struct RegistrarTests {
     @Test func newSequenceReplacesTheWholeSet() throws {
         var registrar = Registrar()
         _ = try self.accept(&registrar, Lab.registration(sequence: 3, services: [("A._http._tcp", 80)]))
-        let acceptance = try self.accept(&registrar, Lab.registration(id: 2, sequence: 4, services: [("B._ssh._tcp", 22)]), now: Lab.t0 + .seconds(3600))
+        let acceptance = try self.accept(
+            &registrar, Lab.registration(id: 2, sequence: 4, services: [("B._ssh._tcp", 22)]),
+            now: Lab.t0 + .seconds(3600))
         #expect(acceptance.startedNewEpoch)
         #expect(acceptance.replaced?.owner.sequence == 3)
         #expect(acceptance.registration.summary.services.map(\.port) == [22])
@@ -330,14 +387,20 @@ struct RegistrarTests {
     @Test func keepaliveRecordsAreReplacedByEachNewRegistration() throws {
         func keepalive(_ n: Int) -> DNSResourceRecord {
             let text = Array("t=7200 h=192.0.2.2 d=192.0.2.50 l=\(1000 + n) r=443 s=1 a=1 w=100".utf8) + [0]
-            return DNSResourceRecord(name: try! DNSName(parsing: "\(n)._keepalive._dns-sd._udp.local."), cacheFlush: true, ttl: 4500, rdata: .null(try! NULLRecord(data: [UInt8(text.count)] + text)))
+            return DNSResourceRecord(
+                name: try! DNSName(parsing: "\(n)._keepalive._dns-sd._udp.local."), cacheFlush: true, ttl: 4500,
+                rdata: .null(try! NULLRecord(data: [UInt8(text.count)] + text)))
         }
         var registrar = Registrar()
         _ = try self.accept(&registrar, Lab.registration(id: 1, extra: [keepalive(1)]))
         // A second part with the same ID keeps the first part's keepalive.
-        #expect(try self.accept(&registrar, Lab.registration(id: 1, extra: [keepalive(2)])).registration.summary.keepalives.count == 2)
+        #expect(
+            try self.accept(&registrar, Lab.registration(id: 1, extra: [keepalive(2)])).registration.summary.keepalives
+                .count == 2)
         // A renewal (new ID, same sequence) replaces them.
-        let renewed = try self.accept(&registrar, Lab.registration(id: 2, extra: [keepalive(3)]), now: Lab.t0 + .seconds(600)).registration
+        let renewed = try self.accept(
+            &registrar, Lab.registration(id: 2, extra: [keepalive(3)]), now: Lab.t0 + .seconds(600)
+        ).registration
         #expect(renewed.summary.keepalives.map(\.localPort) == [1003])
         #expect(renewed.summary.keepalives[0].isComplete)
         #expect(renewed.summary.keepalives[0].remoteAddress == IPAddress("192.0.2.50"))
@@ -361,8 +424,12 @@ struct RegistrarTests {
         var registrar = Registrar()
         let hostA = IPAddress("192.0.2.11")!
         let hostB = IPAddress("192.0.2.12")!
-        _ = try self.accept(&registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0011), lease: 600, addresses: [hostA]), from: hostA)
-        _ = try self.accept(&registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0012), lease: 300, addresses: [hostB]), from: hostB)
+        _ = try self.accept(
+            &registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0011), lease: 600, addresses: [hostA]),
+            from: hostA)
+        _ = try self.accept(
+            &registrar, Lab.registration(mac: MACAddress(rawValue: 0x0253_5000_0012), lease: 300, addresses: [hostB]),
+            from: hostB)
         #expect(registrar.nextDeadline() == Lab.t0 + .seconds(300))
         #expect(registrar.expire(now: Lab.t0 + .seconds(299)).isEmpty)
         let expired = registrar.expire(now: Lab.t0 + .seconds(300))
@@ -370,7 +437,10 @@ struct RegistrarTests {
         #expect(expired.map(\.action) == [.wake])
         #expect(registrar.nextDeadline() == Lab.t0 + .seconds(600))
         // A renewal pushes the expiry out; the old heap entry must not expire the host early.
-        _ = try self.accept(&registrar, Lab.registration(id: 9, mac: MACAddress(rawValue: 0x0253_5000_0011), lease: 600, addresses: [hostA]), from: hostA, now: Lab.t0 + .seconds(500))
+        _ = try self.accept(
+            &registrar,
+            Lab.registration(id: 9, mac: MACAddress(rawValue: 0x0253_5000_0011), lease: 600, addresses: [hostA]),
+            from: hostA, now: Lab.t0 + .seconds(500))
         #expect(registrar.expire(now: Lab.t0 + .seconds(600)).isEmpty)
         #expect(registrar.nextDeadline() == Lab.t0 + .seconds(1100))
         #expect(registrar.expire(now: Lab.t0 + .seconds(1100)).count == 1)
@@ -399,6 +469,8 @@ struct RegistrarTests {
         #expect(v6.labelStrings[0] == "2" && v6.labelStrings[6] == "E")
         #expect(ReverseMapping.address(from: v6) == Lab.hostV6)
         #expect(ReverseMapping.address(from: v6.lowercased) == Lab.hostV6)
-        #expect(ReverseMapping.address(from: ReverseMapping.name(for: IPAddress("198.51.100.200")!)) == IPAddress("198.51.100.200"))
+        #expect(
+            ReverseMapping.address(from: ReverseMapping.name(for: IPAddress("198.51.100.200")!))
+                == IPAddress("198.51.100.200"))
     }
 }

@@ -17,7 +17,8 @@ enum Lab {
     static let t0 = Timestamp.seconds(1000)
 
     static func appleVectorBytes() throws -> [UInt8] {
-        let url = Bundle.module.url(forResource: "apple-posix-registration", withExtension: "bin", subdirectory: "Fixtures")!
+        let url = Bundle.module.url(
+            forResource: "apple-posix-registration", withExtension: "bin", subdirectory: "Fixtures")!
         return Array(try Data(contentsOf: url))
     }
 
@@ -27,8 +28,11 @@ enum Lab {
     static func registration(
         id: UInt16 = 0x1234, mac: MACAddress = hostMAC, sequence: UInt8 = 0, lease: UInt32 = 7200,
         host: DNSName = "vm.local.", addresses: [IPAddress] = [hostV4, hostV6],
-        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = [], password: SecureOnPassword? = nil
+        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)], extra: [DNSResourceRecord] = [],
+        password: SecureOnPassword? = nil
     ) -> DNSMessage {
-        SampleRegistration.message(id: id, mac: mac, sequence: sequence, lease: lease, host: host, addresses: addresses, services: services, extra: extra, password: password)
+        SampleRegistration.message(
+            id: id, mac: mac, sequence: sequence, lease: lease, host: host, addresses: addresses, services: services,
+            extra: extra, password: password)
     }
 }

@@ -9,26 +9,37 @@ struct ResponderHarness {
     static let querierV6 = IPAddress("fe80::20")!
     static let mdnsV4 = IPAddress.v4(.mdnsGroup)
 
-    var registrar = Registrar(configuration: { var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c }())
+    var registrar = Registrar(
+        configuration: {
+            var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c
+        }())
     var responder: Responder
     var now = Lab.t0
 
     init(established: Bool = true) {
-        self.responder = Responder(configuration: ResponderConfiguration(instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
+        self.responder = Responder(
+            configuration: ResponderConfiguration(
+                instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
         _ = self.responder.setInterfaces([Lab.eth0], now: self.now)
         if established { _ = self.run(for: .seconds(5)) }
     }
 
     @discardableResult
     mutating func register(_ message: DNSMessage) -> Acceptance {
-        let outcome = self.registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: self.now)
+        let outcome = self.registrar.handle(
+            datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: self.now)
         guard case .accepted(let acceptance) = outcome else { fatalError("not accepted: \(outcome)") }
         self.responder.registered(acceptance.registration, previous: acceptance.previous, now: self.now)
         return acceptance
     }
 
-    mutating func receive(_ message: DNSMessage, from source: IPAddress = querierV4, port: UInt16 = 5353, to destination: IPAddress? = mdnsV4) -> [ResponderAction] {
-        self.responder.receive(message.encoded(), from: source, port: port, destination: destination, interfaceIndex: Lab.eth0.index, store: self.registrar.store, now: self.now)
+    mutating func receive(
+        _ message: DNSMessage, from source: IPAddress = querierV4, port: UInt16 = 5353,
+        to destination: IPAddress? = mdnsV4
+    ) -> [ResponderAction] {
+        self.responder.receive(
+            message.encoded(), from: source, port: port, destination: destination, interfaceIndex: Lab.eth0.index,
+            store: self.registrar.store, now: self.now)
     }
 
     /// Runs every timer due within `duration`, advancing `now` from deadline to deadline.
@@ -66,7 +77,9 @@ struct ResponderTests {
         // RFC 6762 §8.1: three probes 250 ms apart, on IPv4 and IPv6, QU ANY, proposed records in authority.
         #expect(probes.count == 6)
         let probeTimes = Array(Set(probes.map(\.0))).sorted()
-        #expect(probeTimes.count == 3 && probeTimes[1] - probeTimes[0] == .milliseconds(250) && probeTimes[2] - probeTimes[1] == .milliseconds(250))
+        #expect(
+            probeTimes.count == 3 && probeTimes[1] - probeTimes[0] == .milliseconds(250)
+                && probeTimes[2] - probeTimes[1] == .milliseconds(250))
         #expect(probeTimes[0] - Lab.t0 <= .milliseconds(250))
         let instance = OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy")!
         let probe = probes[0].1.message
@@ -76,16 +89,30 @@ struct ResponderTests {
 
         let announcements = sent.filter { $0.1.message.flags.isResponse }
         #expect(announcements.count == 4)
-        #expect(Set(announcements.map(\.1.destination)) == [.multicast(interfaceIndex: 2, family: .v4), .multicast(interfaceIndex: 2, family: .v6)])
+        #expect(
+            Set(announcements.map(\.1.destination)) == [
+                .multicast(interfaceIndex: 2, family: .v4), .multicast(interfaceIndex: 2, family: .v6),
+            ])
         let times = Array(Set(announcements.map(\.0))).sorted()
         #expect(times.count == 2 && times[1] - times[0] == .seconds(1))
         let records = announcements[0].1.message.answers
-        #expect(records.contains { $0.name == "_sleep-proxy._udp.local." && $0.rdata == .ptr(PTRRecord(target: instance)) && !$0.cacheFlush })
-        #expect(records.contains { $0.name == instance && $0.rdata == .srv(SRVRecord(port: 5599, target: "labproxy.local.")) && $0.cacheFlush })
+        #expect(
+            records.contains {
+                $0.name == "_sleep-proxy._udp.local." && $0.rdata == .ptr(PTRRecord(target: instance)) && !$0.cacheFlush
+            })
+        #expect(
+            records.contains {
+                $0.name == instance && $0.rdata == .srv(SRVRecord(port: 5599, target: "labproxy.local."))
+                    && $0.cacheFlush
+            })
         // docs/protocol.md §1.1: an empty TXT, RDATA 0x00.
         #expect(records.contains { $0.name == instance && $0.rdata.uncompressedBytes == [0] })
         #expect(records.contains { $0.rdata == .a(ARecord(address: IPv4Address(192, 0, 2, 1))) })
-        #expect(records.contains { $0.name == "_services._dns-sd._udp.local." && $0.rdata == .ptr(PTRRecord(target: "_sleep-proxy._udp.local.")) })
+        #expect(
+            records.contains {
+                $0.name == "_services._dns-sd._udp.local."
+                    && $0.rdata == .ptr(PTRRecord(target: "_sleep-proxy._udp.local."))
+            })
         #expect(announcements[0].1.message.additionals.contains { $0.type == .nsec })
         #expect(h.responder.nextDeadline() == nil)
     }
@@ -93,17 +120,32 @@ struct ResponderTests {
     @Test func ownNameConflictWhileProbingRenamesInstanceOrHost() throws {
         var h = H(established: false)
         _ = h.run(for: .milliseconds(300))
-        let rival = DNSResourceRecord(name: OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy")!, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: 1, target: "other.local.")))
-        let actions = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [rival]), from: IPAddress("192.0.2.30")!)
+        let rival = DNSResourceRecord(
+            name: OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy")!, cacheFlush: true, ttl: 120,
+            rdata: .srv(SRVRecord(port: 1, target: "other.local.")))
+        let actions = h.receive(
+            DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [rival]),
+            from: IPAddress("192.0.2.30")!)
         #expect(actions.contains(.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy")))
-        let host = DNSResourceRecord(name: "labproxy.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 30))))
-        let second = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [host]), from: IPAddress("192.0.2.30")!)
+        let host = DNSResourceRecord(
+            name: "labproxy.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 30)))
+        )
+        let second = h.receive(
+            DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [host]),
+            from: IPAddress("192.0.2.30")!)
         #expect(second.contains(.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy-2")))
         let sent = H.transmissions(h.run(for: .seconds(5)))
-        #expect(sent.last?.1.message.answers.contains { $0.name == OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy (2)")! } == true)
+        #expect(
+            sent.last?.1.message.answers.contains {
+                $0.name == OwnAdvertisement.instanceName("20-40-10-65.0 Lab Proxy (2)")!
+            } == true)
         // A host-name conflict carried in the additional section renames the host, not the instance.
-        let hostInAdditional = DNSResourceRecord(name: "labproxy-2.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 31))))
-        let third = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), additionals: [hostInAdditional]), from: IPAddress("192.0.2.31")!)
+        let hostInAdditional = DNSResourceRecord(
+            name: "labproxy-2.local.", cacheFlush: true, ttl: 120,
+            rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 31))))
+        let third = h.receive(
+            DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), additionals: [hostInAdditional]),
+            from: IPAddress("192.0.2.31")!)
         #expect(third == [.renamed(instanceLabel: "20-40-10-65.0 Lab Proxy (2)", hostLabel: "labproxy-3")])
         #expect(OwnAdvertisement.renamedInstance("X (9)") == "X (10)")
         #expect(OwnAdvertisement.renamedHost("box-2") == "box-3")
@@ -160,7 +202,9 @@ struct ResponderTests {
         let sent = H.transmissions(h.receive(DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)])))
         #expect(sent.isEmpty)
         let now = H.transmissions(h.run(for: .zero))
-        #expect(now.count == 1 && now[0].1.message.answers.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 2)))])
+        #expect(
+            now.count == 1 && now[0].1.message.answers.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 2)))]
+        )
         #expect(now[0].1.message.answers[0].cacheFlush)
         // RFC 6762 §6.1: the other family comes along as an additional record.
         #expect(now[0].1.message.additionals.contains { $0.type == .aaaa })
@@ -187,7 +231,10 @@ struct ResponderTests {
     @Test func reverseLookupAndIdenticalRecordsOfTwoOwnersAnsweredOnce() throws {
         var h = H()
         h.register(Lab.registration())
-        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        h.register(
+            Lab.registration(
+                id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.",
+                addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
         _ = h.run(for: .seconds(10))
         _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "2.2.0.192.in-addr.arpa.", type: .ptr)]))
         let reverse = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
@@ -196,7 +243,10 @@ struct ResponderTests {
         _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr)]))
         let services = try #require(H.transmissions(h.run(for: .seconds(1))).first?.1.message)
         // Both hosts registered `_services._dns-sd._udp PTR _http._tcp`; the proxy adds `_sleep-proxy._udp`.
-        #expect(services.answers.map(\.rdata).sorted { "\($0)" < "\($1)" } == [.ptr(PTRRecord(target: "_http._tcp.local.")), .ptr(PTRRecord(target: "_sleep-proxy._udp.local."))].sorted { "\($0)" < "\($1)" })
+        #expect(
+            services.answers.map(\.rdata).sorted { "\($0)" < "\($1)" }
+                == [.ptr(PTRRecord(target: "_http._tcp.local.")), .ptr(PTRRecord(target: "_sleep-proxy._udp.local."))]
+                .sorted { "\($0)" < "\($1)" })
     }
 
     @Test func quBitAnswersByUnicastOnlyWhenRecentlyMulticast() throws {
@@ -206,7 +256,9 @@ struct ResponderTests {
         _ = h.run(for: .seconds(3))
         let qu = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a, unicastResponse: true)])
         let unicast = H.transmissions(h.receive(qu))
-        #expect(unicast.count == 1 && unicast[0].destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
+        #expect(
+            unicast.count == 1
+                && unicast[0].destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
         #expect(unicast[0].message.id == 0 && unicast[0].message.questions.isEmpty)
         // A record not multicast within a quarter of its TTL (4500 s / 4) is multicast instead (RFC 6762 §5.4).
         _ = h.run(for: .seconds(1200))
@@ -227,7 +279,10 @@ struct ResponderTests {
         #expect(reply.message.answers.count == 1 && reply.message.answers.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
         #expect(reply.message.additionals.allSatisfy { $0.ttl <= 10 && !$0.cacheFlush })
         // Over IPv6 too, and a direct unicast query to port 5353 is answered by unicast.
-        let v6 = H.transmissions(h.receive(DNSMessage(id: 1, questions: [question]), from: H.querierV6, port: 40001, to: IPAddress("fe80::53:50ff:fe00:1")!))
+        let v6 = H.transmissions(
+            h.receive(
+                DNSMessage(id: 1, questions: [question]), from: H.querierV6, port: 40001,
+                to: IPAddress("fe80::53:50ff:fe00:1")!))
         #expect(v6.first?.destination == .unicast(address: H.querierV6, port: 40001, interfaceIndex: 2))
         let direct = H.transmissions(h.receive(DNSMessage(questions: [question]), to: IPAddress("192.0.2.1")!))
         #expect(direct.first?.destination == .unicast(address: H.querierV4, port: 5353, interfaceIndex: 2))
@@ -239,7 +294,11 @@ struct ResponderTests {
         _ = h.run(for: .seconds(10))
         func ask(_ name: DNSName, _ type: DNSRecordType, id: UInt16, edns: UInt16? = nil) -> MDNSTransmission? {
             let additionals = edns.map { [DNSResourceRecord.opt(EDNSHeader(udpPayloadSize: $0), options: [])] } ?? []
-            return H.transmissions(h.receive(DNSMessage(id: id, questions: [DNSQuestion(name: name, type: type)], additionals: additionals), port: 40000)).first
+            return H.transmissions(
+                h.receive(
+                    DNSMessage(id: id, questions: [DNSQuestion(name: name, type: type)], additionals: additionals),
+                    port: 40000)
+            ).first
         }
         let first = try #require(ask("vm.local.", .a, id: 1))
         let again = try #require(ask("vm.local.", .a, id: 2))
@@ -276,11 +335,15 @@ struct ResponderTests {
         // Each payload size is its own entry; at the bound, the next insertion starts the cache again.
         let sizes = (0..<MDNSRules.maximumCachedLegacyAnswers).map { 600 + $0 }
         for (n, size) in sizes.enumerated() {
-            let query = DNSMessage(id: UInt16(n & 0xFFFF), questions: [DNSQuestion(name: "vm.local.", type: .a)], additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
+            let query = DNSMessage(
+                id: UInt16(n & 0xFFFF), questions: [DNSQuestion(name: "vm.local.", type: .a)],
+                additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
             #expect(!H.transmissions(h.receive(query, port: 40000)).isEmpty)
         }
         #expect(h.responder.legacyCache.count == MDNSRules.maximumCachedLegacyAnswers)
-        let oneMore = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)], additionals: [.opt(EDNSHeader(udpPayloadSize: 8000), options: [])])
+        let oneMore = DNSMessage(
+            questions: [DNSQuestion(name: "vm.local.", type: .a)],
+            additionals: [.opt(EDNSHeader(udpPayloadSize: 8000), options: [])])
         #expect(!H.transmissions(h.receive(oneMore, port: 40000)).isEmpty)
         #expect(h.responder.legacyCache.count == 1)
     }
@@ -288,11 +351,15 @@ struct ResponderTests {
     @Test func legacyAnswerCacheIsBoundedInBytes() throws {
         var h = H()
         // A 7,500-byte TXT record: each reply for it is about 7.5 KB, so the byte bound comes long before the count.
-        let txt = DNSResourceRecord(name: "big.local.", ttl: 4500, rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 249) })))
+        let txt = DNSResourceRecord(
+            name: "big.local.", ttl: 4500,
+            rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 249) })))
         h.register(Lab.registration(extra: [txt]))
         _ = h.run(for: .seconds(10))
         func ask(size: Int) -> Int {
-            let query = DNSMessage(questions: [DNSQuestion(name: "big.local.", type: .txt)], additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
+            let query = DNSMessage(
+                questions: [DNSQuestion(name: "big.local.", type: .txt)],
+                additionals: [.opt(EDNSHeader(udpPayloadSize: UInt16(size)), options: [])])
             return H.transmissions(h.receive(query, port: 40000)).first?.bytes.count ?? 0
         }
         var size = 8000
@@ -313,7 +380,8 @@ struct ResponderTests {
         var h = H()
         h.register(Lab.registration())
         _ = h.run(for: .seconds(10))
-        let srv = try #require(h.registrar.store.records(named: Self.http, on: "eth0").first { $0.1.record.type == .srv }?.1.record)
+        let srv = try #require(
+            h.registrar.store.records(named: Self.http, on: "eth0").first { $0.1.record.type == .srv }?.1.record)
         var known = srv
         known.ttl = 2250
         _ = h.receive(DNSMessage(questions: [DNSQuestion(name: Self.http, type: .srv)], answers: [known]))
@@ -326,7 +394,10 @@ struct ResponderTests {
     @Test func truncatedQueryWaitsForItsKnownAnswers() throws {
         var h = H()
         h.register(Lab.registration())
-        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        h.register(
+            Lab.registration(
+                id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.",
+                addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
         _ = h.run(for: .seconds(10))
         var first = DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)])
         first.flags.isTruncated = true
@@ -383,12 +454,15 @@ struct ResponderTests {
         for n in 0..<40 { services.append(("Service \(n)._http._tcp", UInt16(8000 + n))) }
         h.register(Lab.registration(services: services))
         _ = h.run(for: .seconds(10))
-        let questions = (0..<300).map { DNSQuestion(name: try! DNSName(labels: ["Service \($0 % 40)", "_http", "_tcp", "local"]), type: .any) }
+        let questions = (0..<300).map {
+            DNSQuestion(name: try! DNSName(labels: ["Service \($0 % 40)", "_http", "_tcp", "local"]), type: .any)
+        }
         let sent = H.transmissions(h.receive(DNSMessage(id: 3, questions: questions), port: 40000))
         #expect(sent.count == 1)
         let reply = try #require(sent.first)
         // No EDNS in the query: 512 bytes plus the echoed questions, which alone exceed it; no answer fits.
-        #expect(reply.message.flags.isTruncated && reply.message.answers.isEmpty && reply.message.questions.count == 300)
+        #expect(
+            reply.message.flags.isTruncated && reply.message.answers.isEmpty && reply.message.questions.count == 300)
         let few = H.transmissions(h.receive(DNSMessage(id: 4, questions: Array(questions.prefix(12))), port: 40000))
         let small = try #require(few.first)
         #expect(small.bytes.count <= MDNSRules.legacyPayloadWithoutEDNS)
@@ -402,7 +476,9 @@ struct ResponderTests {
         var first = DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)])
         first.flags.isTruncated = true
         _ = h.receive(first)
-        let bulky = DNSResourceRecord(name: "x.local.", ttl: 4500, rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 250) })))
+        let bulky = DNSResourceRecord(
+            name: "x.local.", ttl: 4500,
+            rdata: .txt(try TXTRecord(strings: (0..<30).map { _ in Array(repeating: 0x61, count: 250) })))
         var continuation = DNSMessage(answers: [bulky])
         continuation.flags.isTruncated = true
         let size = continuation.encoded().count
@@ -419,7 +495,9 @@ struct ResponderTests {
     @Test func newRecordsAreAnnouncedTwiceAndRetransmissionsAreNot() throws {
         var h = H()
         h.register(Lab.registration())
-        let sent = H.transmissions(h.run(for: .seconds(5))).filter { $0.1.destination == .multicast(interfaceIndex: 2, family: .v4) }
+        let sent = H.transmissions(h.run(for: .seconds(5))).filter {
+            $0.1.destination == .multicast(interfaceIndex: 2, family: .v4)
+        }
         let shared = sent.filter { $0.1.message.answers.contains { $0.type == .ptr } }
         let unique = sent.filter { $0.1.message.answers.contains { $0.type == .srv } }
         #expect(shared.count == 2 && unique.count == 2)
@@ -440,7 +518,11 @@ struct ResponderTests {
         func probe(sequence: UInt8) -> DNSMessage {
             DNSMessage(
                 questions: [DNSQuestion(name: "vm.local.", type: .any, unicastResponse: true)],
-                additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Lab.hostMAC))])])
+                additionals: [
+                    .opt(
+                        EDNSHeader(udpPayloadSize: 1440),
+                        options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Lab.hostMAC))])
+                ])
         }
         // Same sequence within 60 s of registering: the host's own traffic while falling asleep.
         let early = h.receive(probe(sequence: 0), from: Lab.hostV4)
@@ -460,26 +542,40 @@ struct ResponderTests {
         _ = h.run(for: .seconds(61))
         let message = DNSMessage(
             flags: DNSHeaderFlags(response: true, authoritative: true),
-            answers: [DNSResourceRecord(name: "vm.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))],
-            additionals: [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC))])])
+            answers: [
+                DNSResourceRecord(
+                    name: "vm.local.", cacheFlush: true, ttl: 120,
+                    rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+            ],
+            additionals: [
+                .opt(
+                    EDNSHeader(udpPayloadSize: 1440),
+                    options: [.owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC))])
+            ])
         #expect(h.receive(message, from: Lab.hostV4).contains(.handBack(acceptance.registration.key, sequence: 0)))
     }
 
     @Test func expiryGoodbyesSpareRecordsOthersStillHold() throws {
         var h = H()
         let acceptance = h.register(Lab.registration())
-        h.register(Lab.registration(id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.", addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
+        h.register(
+            Lab.registration(
+                id: 9, mac: MACAddress("02:53:50:00:00:03")!, host: "other.local.",
+                addresses: [IPAddress("192.0.2.3")!], services: [("Other._http._tcp", 80)]))
         _ = h.run(for: .seconds(10))
         let taken = h.registrar.remove(acceptance.registration.key)
         let removed = try #require(taken)
         h.responder.removed(removed, reason: .expired, now: h.now)
         let start = h.now
-        let sent = H.transmissions(h.run(for: .seconds(10))).filter { $0.1.destination == .multicast(interfaceIndex: 2, family: .v4) }
+        let sent = H.transmissions(h.run(for: .seconds(10))).filter {
+            $0.1.destination == .multicast(interfaceIndex: 2, family: .v4)
+        }
         #expect(sent.map { $0.0 - start } == [.zero, .seconds(2), .seconds(4)])
         let records = sent[0].1.message.answers
         #expect(records.allSatisfy { $0.ttl == 0 })
         #expect(records.contains { $0.type == .srv } && records.contains { $0.name == "vm.local." })
-        #expect(!records.contains { $0.name == "_services._dns-sd._udp.local." }, "the other host still registers this PTR")
+        #expect(
+            !records.contains { $0.name == "_services._dns-sd._udp.local." }, "the other host still registers this PTR")
     }
 
     @Test func differentDataForAUniqueRecordIsAConflictIdenticalIsNot() throws {
@@ -487,9 +583,11 @@ struct ResponderTests {
         let acceptance = h.register(Lab.registration())
         _ = h.run(for: .seconds(10))
         let rival = IPAddress("192.0.2.30")!
-        let identical = DNSResourceRecord(name: "vm.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+        let identical = DNSResourceRecord(
+            name: "vm.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
         #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [identical]), from: rival).isEmpty)
-        let shared = DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "Theirs._http._tcp.local.")))
+        let shared = DNSResourceRecord(
+            name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "Theirs._http._tcp.local.")))
         #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [shared]), from: rival).isEmpty)
         var different = identical
         different.rdata = .a(ARecord(address: IPv4Address(192, 0, 2, 30)))
@@ -499,7 +597,9 @@ struct ResponderTests {
         different.ttl = 0
         #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival).isEmpty)
         different.ttl = 120
-        #expect(h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival, port: 1234).isEmpty)
+        #expect(
+            h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [different]), from: rival, port: 1234)
+                .isEmpty)
     }
 
     @Test func duplicateAnswerFromAnotherResponderCancelsOurs() throws {
@@ -508,7 +608,8 @@ struct ResponderTests {
         _ = h.run(for: .seconds(10))
         _ = h.receive(DNSMessage(questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)]))
         let same = DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: Self.http)))
-        _ = h.receive(DNSMessage(flags: DNSHeaderFlags(response: true), answers: [same]), from: IPAddress("192.0.2.30")!)
+        _ = h.receive(
+            DNSMessage(flags: DNSHeaderFlags(response: true), answers: [same]), from: IPAddress("192.0.2.30")!)
         #expect(H.transmissions(h.run(for: .seconds(1))).isEmpty)
     }
 
@@ -519,10 +620,16 @@ struct ResponderTests {
         let query = DNSMessage(questions: [DNSQuestion(name: "vm.local.", type: .a)])
         // Off-link source (RFC 6762 §11), unknown interface, garbage.
         #expect(h.receive(query, from: IPAddress("198.51.100.7")!).isEmpty)
-        #expect(h.responder.receive(query.encoded(), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 99, store: h.registrar.store, now: h.now).isEmpty)
+        #expect(
+            h.responder.receive(
+                query.encoded(), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 99,
+                store: h.registrar.store, now: h.now
+            ).isEmpty)
         let bytes = query.encoded()
         for cut in 0..<bytes.count {
-            _ = h.responder.receive(Array(bytes[0..<cut]), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 2, store: h.registrar.store, now: h.now)
+            _ = h.responder.receive(
+                Array(bytes[0..<cut]), from: H.querierV4, port: 5353, destination: H.mdnsV4, interfaceIndex: 2,
+                store: h.registrar.store, now: h.now)
         }
         #expect(h.responder.statistics.malformed == bytes.count)
         #expect(h.responder.statistics.offLink == 1)
@@ -530,7 +637,8 @@ struct ResponderTests {
         var truncated = query
         truncated.flags.isTruncated = true
         for n in 0..<(MDNSRules.maximumHeldQueries + 10) {
-            _ = h.receive(truncated, from: .v6(IPv6Address(high: 0xFE80 << 48, low: UInt64(n + 100))), to: .v6(.mdnsGroup))
+            _ = h.receive(
+                truncated, from: .v6(IPv6Address(high: 0xFE80 << 48, low: UInt64(n + 100))), to: .v6(.mdnsGroup))
         }
         #expect(h.responder.held.count == MDNSRules.maximumHeldQueries)
     }

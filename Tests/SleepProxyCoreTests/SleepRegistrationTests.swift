@@ -9,7 +9,10 @@ import Testing
 struct SleepRegistrationTests {
     static let vectorLike = SleepRegistration(
         hostName: "vm.local.", addresses: [Lab.hostV4, Lab.hostV6],
-        services: [SleepRegistration.Service(instance: "TestSvc._http._tcp.local.", port: 8080, txt: try! TXTRecord(["path=/x"]))],
+        services: [
+            SleepRegistration.Service(
+                instance: "TestSvc._http._tcp.local.", port: 8080, txt: try! TXTRecord(["path=/x"]))
+        ],
         owner: OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC), lease: 7200)
 
     @Test func theSameRecordsEncodeLikeApplesRegistrationFieldByField() throws {
@@ -29,7 +32,10 @@ struct SleepRegistrationTests {
 
     @Test func whatApplesProxyChecksHolds() throws {
         let password = try #require(SecureOnPassword(bytes: [1, 2, 3, 4, 5, 6]))
-        for owner in [OwnerOption(sequence: 3, primaryMAC: Lab.hostMAC), OwnerOption(sequence: 3, primaryMAC: Lab.hostMAC, wakeMAC: Lab.hostMAC, password: password)] {
+        for owner in [
+            OwnerOption(sequence: 3, primaryMAC: Lab.hostMAC),
+            OwnerOption(sequence: 3, primaryMAC: Lab.hostMAC, wakeMAC: Lab.hostMAC, password: password),
+        ] {
             var registration = Self.vectorLike
             registration.owner = owner
             let bytes = registration.messages(id: 7)[0].encoded(options: .appleUpdate)
@@ -45,7 +51,10 @@ struct SleepRegistrationTests {
             #expect(message.ednsOptions?.owner?.version == 0 && message.ednsOptions?.owner?.sequence == 3)
             #expect(message.opt?.rrclass.rawValue == 1440)
             // Our own proxy accepts it.
-            var registrar = Registrar(configuration: { var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c }())
+            var registrar = Registrar(
+                configuration: {
+                    var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c
+                }())
             guard case .accepted = registrar.handle(datagram: bytes, from: Lab.hostV4, on: Lab.eth0, now: Lab.t0) else {
                 Issue.record("not accepted")
                 continue
@@ -55,7 +64,11 @@ struct SleepRegistrationTests {
 
     @Test func aLargeRegistrationIsSplitIntoUpdatesWithOneID() throws {
         var registration = Self.vectorLike
-        registration.services = (0..<40).map { SleepRegistration.Service(instance: try! DNSName(parsing: "Service number \($0)._http._tcp.local."), port: UInt16(8000 + $0), txt: try! TXTRecord(["k=\(String(repeating: "v", count: 40))"])) }
+        registration.services = (0..<40).map {
+            SleepRegistration.Service(
+                instance: try! DNSName(parsing: "Service number \($0)._http._tcp.local."), port: UInt16(8000 + $0),
+                txt: try! TXTRecord(["k=\(String(repeating: "v", count: 40))"]))
+        }
         let messages = registration.messages(id: 0x4242)
         #expect(messages.count > 1)
         for message in messages {
@@ -64,9 +77,15 @@ struct SleepRegistrationTests {
         }
         #expect(messages.flatMap(\.updates) == registration.records)
         // The proxy merges the parts into one host.
-        var registrar = Registrar(configuration: { var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c }())
+        var registrar = Registrar(
+            configuration: {
+                var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c
+            }())
         for message in messages {
-            guard case .accepted = registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: Lab.t0) else {
+            guard
+                case .accepted = registrar.handle(
+                    datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: Lab.t0)
+            else {
                 Issue.record("part not accepted")
                 return
             }
@@ -79,10 +98,20 @@ struct SleepRegistrationTests {
     /// doubling gaps, ten packets in all, the last at the end of the window; shorter windows are cut, not stretched.
     @Test func wakeAnnouncementsCoverAppleWindowInTenPackets() {
         let full = WakeAnnouncement.schedule()
-        #expect(full == [.zero, .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16), .seconds(32), .seconds(60)])
+        #expect(
+            full == [
+                .zero, .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8),
+                .seconds(16), .seconds(32), .seconds(60),
+            ])
         #expect(WakeAnnouncement.window == .seconds(60))
-        #expect(WakeAnnouncement.schedule(window: .seconds(5)) == [.zero, .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(5)])
-        #expect(WakeAnnouncement.schedule(window: .seconds(1)) == [.zero, .milliseconds(250), .milliseconds(500), .seconds(1)])
+        #expect(
+            WakeAnnouncement.schedule(window: .seconds(5)) == [
+                .zero, .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(5),
+            ])
+        #expect(
+            WakeAnnouncement.schedule(window: .seconds(1)) == [
+                .zero, .milliseconds(250), .milliseconds(500), .seconds(1),
+            ])
         #expect(WakeAnnouncement.schedule(window: .zero) == [.zero])
         #expect(zip(full, full.dropFirst()).allSatisfy { $0 < $1 })
     }

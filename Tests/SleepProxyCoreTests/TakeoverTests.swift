@@ -13,7 +13,10 @@ struct TakeoverHarness {
     static let thirdMAC = MACAddress("02:53:50:00:00:33")!
     static let hostGlobal = IPAddress("2001:db8::2")!
 
-    var registrar = Registrar(configuration: { var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c }())
+    var registrar = Registrar(
+        configuration: {
+            var c = RegistrationConfiguration(); c.requireSourceAmongClaimedAddresses = false; return c
+        }())
     var takeover: Takeover
     var now = Lab.t0
     var key: OwnerKey { OwnerKey(interface: "eth0", primaryMAC: Lab.hostMAC) }
@@ -24,8 +27,13 @@ struct TakeoverHarness {
     }
 
     @discardableResult
-    mutating func register(_ message: DNSMessage = Lab.registration(addresses: [Lab.hostV4, hostGlobal], services: [("TestSvc._http._tcp", 8080), ("Shell._ssh._tcp", 22), ("Game._game._udp", 7000)])) -> [TakeoverAction] {
-        let outcome = self.registrar.handle(datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: self.now)
+    mutating func register(
+        _ message: DNSMessage = Lab.registration(
+            addresses: [Lab.hostV4, hostGlobal],
+            services: [("TestSvc._http._tcp", 8080), ("Shell._ssh._tcp", 22), ("Game._game._udp", 7000)])
+    ) -> [TakeoverAction] {
+        let outcome = self.registrar.handle(
+            datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: self.now)
         guard case .accepted(let acceptance) = outcome else { fatalError("not accepted: \(outcome)") }
         return self.takeover.registered(acceptance.registration, now: self.now)
     }
@@ -57,13 +65,23 @@ struct TakeoverHarness {
     }
 
     static func frames(_ actions: [TakeoverAction]) -> [EthernetFrame] {
-        actions.compactMap { if case .sendFrame(let bytes, _) = $0 { return try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)) } else { return nil } }
+        actions.compactMap {
+            if case .sendFrame(let bytes, _) = $0 {
+                return try? EthernetFrame(decoding: ByteBuffer(bytes: bytes))
+            } else {
+                return nil
+            }
+        }
     }
 
     static func frames(_ actions: [(Timestamp, TakeoverAction)]) -> [(Timestamp, EthernetFrame)] {
         var result: [(Timestamp, EthernetFrame)] = []
         for (time, action) in actions {
-            if case .sendFrame(let bytes, _) = action, let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)) { result.append((time, frame)) }
+            if case .sendFrame(let bytes, _) = action,
+                let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes))
+            {
+                result.append((time, frame))
+            }
         }
         return result
     }
@@ -75,7 +93,9 @@ struct TakeoverHarness {
     static func magic(_ frames: [EthernetFrame]) -> [EthernetFrame] { frames.filter { $0.etherType == .wakeOnLAN } }
 
     static func nd(_ frame: EthernetFrame) -> (IPv6Packet, NeighborDiscoveryMessage)? {
-        guard frame.etherType == .ipv6, let packet = try? IPv6Packet(decoding: frame.payload), let message = try? NeighborDiscoveryMessage(decoding: packet) else { return nil }
+        guard frame.etherType == .ipv6, let packet = try? IPv6Packet(decoding: frame.payload),
+            let message = try? NeighborDiscoveryMessage(decoding: packet)
+        else { return nil }
         return (packet, message)
     }
 }
@@ -91,23 +111,39 @@ struct TakeoverTests {
         #expect(first.contains(.watchChanged(interfaceIndex: 2)))
         #expect(H.frames(first).isEmpty, "nothing before the start delay")
         let sent = H.frames(h.run(for: .seconds(15)))
-        let arp: [(Timestamp, EthernetFrame, ARPPacket)] = sent.filter { $0.1.etherType == .arp }.map { ($0.0, $0.1, try! ARPPacket(decoding: $0.1.payload)) }
+        let arp: [(Timestamp, EthernetFrame, ARPPacket)] = sent.filter { $0.1.etherType == .arp }.map {
+            ($0.0, $0.1, try! ARPPacket(decoding: $0.1.payload))
+        }
         let probes = arp.filter { $0.2.isProbe }
         let expectedProbes: [Duration] = [.seconds(1), .seconds(2), .seconds(3)]
         let expectedAnnouncements: [Duration] = [.seconds(4), .seconds(5), .seconds(7), .seconds(11)]
         #expect(probes.map { $0.0 - Lab.t0 } == expectedProbes)
-        #expect(probes.allSatisfy { $0.1.destination == Lab.hostMAC && $0.1.source == Lab.proxyMAC && $0.2.targetIP == Self.hostV4 })
+        #expect(
+            probes.allSatisfy {
+                $0.1.destination == Lab.hostMAC && $0.1.source == Lab.proxyMAC && $0.2.targetIP == Self.hostV4
+            })
         let announcements = arp.filter { $0.2.isAnnouncement }
         #expect(announcements.map { $0.0 - Lab.t0 } == expectedAnnouncements)
-        #expect(announcements.allSatisfy { $0.1.destination == .broadcast && $0.2.senderMAC == Lab.proxyMAC && $0.2.senderIP == Self.hostV4 })
+        #expect(
+            announcements.allSatisfy {
+                $0.1.destination == .broadcast && $0.2.senderMAC == Lab.proxyMAC && $0.2.senderIP == Self.hostV4
+            })
         // IPv6: DAD-style NS from :: unicast to the wake MAC, then unsolicited NAs with O to all nodes.
         var nd: [(Timestamp, EthernetFrame, IPv6Packet, NeighborDiscoveryMessage)] = []
-        for (time, frame) in sent { if let (packet, message) = H.nd(frame) { nd.append((time, frame, packet, message)) } }
+        for (time, frame) in sent {
+            if let (packet, message) = H.nd(frame) { nd.append((time, frame, packet, message)) }
+        }
         let solicitations = nd.filter { $0.3.kind == .solicitation }
-        #expect(solicitations.count == 3 && solicitations.allSatisfy { $0.1.destination == Lab.hostMAC && $0.2.header.source.isUnspecified })
+        #expect(
+            solicitations.count == 3
+                && solicitations.allSatisfy { $0.1.destination == Lab.hostMAC && $0.2.header.source.isUnspecified })
         let adverts = nd.filter { $0.3.kind == .advertisement }
         #expect(adverts.map { $0.0 - Lab.t0 } == expectedAnnouncements)
-        #expect(adverts.allSatisfy { $0.3.flags == [.override] && $0.2.header.destination == .allNodes && $0.3.targetLinkLayerAddress == Lab.proxyMAC })
+        #expect(
+            adverts.allSatisfy {
+                $0.3.flags == [.override] && $0.2.header.destination == .allNodes
+                    && $0.3.targetLinkLayerAddress == Lab.proxyMAC
+            })
         #expect(h.takeover.state(of: h.key)?.phase == .answering)
     }
 
@@ -116,21 +152,42 @@ struct TakeoverTests {
         h.register()
         _ = h.run(for: .seconds(3.5))
         // Not yet announced: a request is not answered (the host may still be up).
-        #expect(H.frames(h.receive(TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))).isEmpty)
+        #expect(
+            H.frames(
+                h.receive(
+                    TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
+            ).isEmpty)
         _ = h.run(for: .seconds(1))
-        let reply = try #require(H.frames(h.receive(TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))).first)
+        let reply = try #require(
+            H.frames(
+                h.receive(
+                    TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
+            ).first)
         let arp = try ARPPacket(decoding: reply.payload)
         #expect(reply.destination == H.clientMAC && reply.source == Lab.proxyMAC)
-        #expect(arp.operation == .reply && arp.senderMAC == Lab.proxyMAC && arp.senderIP == Self.hostV4 && arp.targetIP == IPv4Address(192, 0, 2, 20))
+        #expect(
+            arp.operation == .reply && arp.senderMAC == Lab.proxyMAC && arp.senderIP == Self.hostV4
+                && arp.targetIP == IPv4Address(192, 0, 2, 20))
         // RFC 4861 §7.2.4: NS with a source → solicited NA unicast to it, S and O set.
         guard case .v6(let client) = H.clientV6, case .v6(let target) = H.hostGlobal else { return }
-        let na = try #require(H.frames(h.receive(TestFrames.neighbourSolicitation(from: H.clientMAC, source: client, for: target))).first)
+        let na = try #require(
+            H.frames(h.receive(TestFrames.neighbourSolicitation(from: H.clientMAC, source: client, for: target))).first)
         let (packet, message) = try #require(H.nd(na))
         #expect(na.destination == H.clientMAC && packet.header.destination == client && packet.header.source == target)
         #expect(message.flags == [.solicited, .override] && message.targetLinkLayerAddress == Lab.proxyMAC)
         // An NS for an address nobody proxies is not ours to answer; nor is an ARP for the proxy's own address.
-        #expect(H.frames(h.receive(TestFrames.neighbourSolicitation(from: H.clientMAC, source: client, for: IPv6Address("2001:db8::99")!))).isEmpty)
-        #expect(H.frames(h.receive(TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 1)))).isEmpty)
+        #expect(
+            H.frames(
+                h.receive(
+                    TestFrames.neighbourSolicitation(
+                        from: H.clientMAC, source: client, for: IPv6Address("2001:db8::99")!))
+            ).isEmpty)
+        #expect(
+            H.frames(
+                h.receive(
+                    TestFrames.arpRequest(
+                        from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 1)))
+            ).isEmpty)
     }
 
     @Test func aDADProbeByAnotherMachineIsDefendedAndWakesTheOwner() throws {
@@ -139,7 +196,9 @@ struct TakeoverTests {
         guard case .v6(let target) = H.hostGlobal else { return }
         let actions = h.receive(TestFrames.neighbourSolicitation(from: H.thirdMAC, source: .any, for: target))
         let frames = H.frames(actions)
-        let defence = try #require(frames.compactMap(H.nd).first { $0.1.kind == .advertisement && $0.1.targetLinkLayerAddress == Lab.proxyMAC })
+        let defence = try #require(
+            frames.compactMap(H.nd).first { $0.1.kind == .advertisement && $0.1.targetLinkLayerAddress == Lab.proxyMAC }
+        )
         #expect(defence.0.header.destination == .allNodes && defence.1.flags == [.override])
         #expect(H.events(actions).first?.trigger == .addressConflict(address: .v6(target), from: H.thirdMAC))
         #expect(!H.magic(frames).isEmpty)
@@ -150,19 +209,27 @@ struct TakeoverTests {
         h.register()
         _ = h.run(for: .seconds(1.5))
         // The host is still awake and answers the probe from its own MAC.
-        let reply = ARPPacket(operation: .reply, senderMAC: Lab.hostMAC, senderIP: Self.hostV4, targetMAC: Lab.proxyMAC, targetIP: .any)
+        let reply = ARPPacket(
+            operation: .reply, senderMAC: Lab.hostMAC, senderIP: Self.hostV4, targetMAC: Lab.proxyMAC, targetIP: .any)
         _ = h.receive(reply.frame(destination: Lab.proxyMAC, source: Lab.hostMAC).bytes)
         #expect(h.phase(of: Lab.hostV4) == .ownerSeen)
         // It keeps talking: every packet pushes the next probe out; nothing is ever announced meanwhile.
         var announced = false
         for _ in 0..<10 {
-            announced = announced || H.frames(h.run(for: .milliseconds(500))).contains { $0.1.etherType == .arp && (try? ARPPacket(decoding: $0.1.payload))?.isAnnouncement == true }
+            announced =
+                announced
+                || H.frames(h.run(for: .milliseconds(500))).contains {
+                    $0.1.etherType == .arp && (try? ARPPacket(decoding: $0.1.payload))?.isAnnouncement == true
+                }
             _ = h.receive(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: Self.hostV4))
         }
         #expect(!announced)
         // Then it falls asleep: probing resumes after the delay and the takeover completes.
         let later = H.frames(h.run(for: .seconds(15)))
-        #expect(later.contains { $0.1.etherType == .arp && (try? ARPPacket(decoding: $0.1.payload))?.isAnnouncement == true })
+        #expect(
+            later.contains {
+                $0.1.etherType == .arp && (try? ARPPacket(decoding: $0.1.payload))?.isAnnouncement == true
+            })
         #expect(h.takeover.state(of: h.key)?.phase == .answering)
     }
 
@@ -171,7 +238,11 @@ struct TakeoverTests {
         h.claimed()
         let released = h.receive(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: Self.hostV4))
         #expect(released.contains(.removeNeighbour(interfaceIndex: 2, address: Lab.hostV4)))
-        #expect(H.frames(h.receive(TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))).isEmpty, "no answers once the owner is up")
+        #expect(
+            H.frames(
+                h.receive(
+                    TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
+            ).isEmpty, "no answers once the owner is up")
         let reprobe = H.frames(h.run(for: .seconds(10.5)))
         #expect(reprobe.first.map { $0.0 - (Lab.t0 + .seconds(12)) } == .seconds(10))
         // Restarts: the 20th still reprobes, the 21st stops the takeover for this sleep epoch.
@@ -192,33 +263,55 @@ struct TakeoverTests {
     @Test func aSYNToARegisteredPortWakesWithMagicPacketsUntilTheHostIsUp() throws {
         var h = H()
         h.claimed()
-        let syn = TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, sourcePort: 40001, port: 8080)
+        let syn = TestFrames.tcp(
+            from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, sourcePort: 40001,
+            port: 8080)
         let actions = h.receive(syn)
         let event = try #require(H.events(actions).first)
-        #expect(event.kind == .wake && event.trigger == .connection(transport: .tcp, client: IPAddress("192.0.2.20")!, clientPort: 40001, port: 8080))
+        #expect(
+            event.kind == .wake
+                && event.trigger
+                    == .connection(transport: .tcp, client: IPAddress("192.0.2.20")!, clientPort: 40001, port: 8080)
+        )
         let magic = H.magic(H.frames(actions))
         #expect(magic.map(\.destination) == [Lab.hostMAC, .broadcast])
         // No password registered: 102 bytes of payload, no zero trailer.
-        #expect(magic.allSatisfy { Array($0.payload.readableBytesView) == MagicPacket(target: Lab.hostMAC).payload && $0.payload.readableBytes == 102 && $0.source == Lab.proxyMAC })
+        #expect(
+            magic.allSatisfy {
+                Array($0.payload.readableBytesView) == MagicPacket(target: Lab.hostMAC).payload
+                    && $0.payload.readableBytes == 102 && $0.source == Lab.proxyMAC
+            })
         // IPv6 neighbours are pointed at the host itself right away.
-        #expect(H.frames(actions).compactMap(H.nd).contains { $0.1.kind == .advertisement && $0.1.targetLinkLayerAddress == Lab.hostMAC })
+        #expect(
+            H.frames(actions).compactMap(H.nd).contains {
+                $0.1.kind == .advertisement && $0.1.targetLinkLayerAddress == Lab.hostMAC
+            })
         // A retransmitted SYN does not start a second sequence.
         #expect(H.magic(H.frames(h.receive(syn))).isEmpty)
         let repeats = H.frames(h.run(for: .seconds(5)))
-        #expect(H.magic(repeats.map(\.1)).count == 4 && repeats.first.map { $0.0 - (Lab.t0 + .seconds(12)) } == .seconds(2))
+        #expect(
+            H.magic(repeats.map(\.1)).count == 4 && repeats.first.map { $0.0 - (Lab.t0 + .seconds(12)) } == .seconds(2))
         // The host wakes and announces itself: magic stops, the SYN is replayed to its MAC, the wake is logged.
         let wakeAt = h.now
         let up = h.receive(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: Self.hostV4))
         let awake = try #require(H.events(up).first)
-        #expect(awake.kind == .awake && awake.seconds == Double((wakeAt - (Lab.t0 + .seconds(12))).nanosecondsClamped) / 1e9)
+        #expect(
+            awake.kind == .awake && awake.seconds == Double((wakeAt - (Lab.t0 + .seconds(12))).nanosecondsClamped) / 1e9
+        )
         let replayed = H.frames(up).filter { $0.etherType == .ipv4 }
-        #expect(replayed.count == 1 && replayed.first?.destination == Lab.hostMAC && replayed.first?.source == Lab.proxyMAC)
+        #expect(
+            replayed.count == 1 && replayed.first?.destination == Lab.hostMAC && replayed.first?.source == Lab.proxyMAC)
         // The same SYN, its checksums computed afresh (a capture can carry a checksum left to offload).
         let packet = try IPv4Packet(decoding: replayed.first!.payload)
         let segment = try TCPSegment(decoding: packet.payload)
-        #expect(segment.sourcePort == 40001 && segment.destinationPort == 8080 && segment.flags == .syn && segment.sequenceNumber == 0x0102_0304)
+        #expect(
+            segment.sourcePort == 40001 && segment.destinationPort == 8080 && segment.flags == .syn
+                && segment.sequenceNumber == 0x0102_0304)
         #expect(packet.header.checksumValid)
-        #expect(InternetChecksum.ipv4(source: packet.header.source, destination: packet.header.destination, protocol: 6, payload: Array(packet.payload.readableBytesView)) == 0)
+        #expect(
+            InternetChecksum.ipv4(
+                source: packet.header.source, destination: packet.header.destination, protocol: 6,
+                payload: Array(packet.payload.readableBytesView)) == 0)
         #expect(H.magic(H.frames(h.run(for: .seconds(30)).map(\.1))).isEmpty)
     }
 
@@ -228,12 +321,23 @@ struct TakeoverTests {
         h.register(Lab.registration(addresses: [Lab.hostV4], password: password))
         _ = h.run(for: .seconds(12))
         let frames = H.magic(H.frames(h.takeover.wake(h.key, trigger: .administrator, now: h.now)))
-        #expect(frames.count == 2 && frames.allSatisfy { Array($0.payload.readableBytesView) == MagicPacket(target: Lab.hostMAC).payload + [1, 2, 3, 4, 5, 6] })
+        #expect(
+            frames.count == 2
+                && frames.allSatisfy {
+                    Array($0.payload.readableBytesView) == MagicPacket(target: Lab.hostMAC).payload + [
+                        1, 2, 3, 4, 5, 6,
+                    ]
+                })
         var apple = H(configuration: TakeoverConfiguration(appendZeroPassword: true, udpMagicPacket: true))
         apple.claimed()
         let actions = apple.takeover.wake(apple.key, trigger: .administrator, now: apple.now)
-        #expect(H.magic(H.frames(actions)).allSatisfy { $0.payload.readableBytes == 108 && Array($0.payload.readableBytesView.suffix(6)) == [0, 0, 0, 0, 0, 0] })
-        #expect(actions.contains(.sendWakeDatagram(MagicPacket(target: Lab.hostMAC).payload + [0, 0, 0, 0, 0, 0], interfaceIndex: 2)))
+        #expect(
+            H.magic(H.frames(actions)).allSatisfy {
+                $0.payload.readableBytes == 108 && Array($0.payload.readableBytesView.suffix(6)) == [0, 0, 0, 0, 0, 0]
+            })
+        #expect(
+            actions.contains(
+                .sendWakeDatagram(MagicPacket(target: Lab.hostMAC).payload + [0, 0, 0, 0, 0, 0], interfaceIndex: 2)))
     }
 
     @Test func fifteenAttemptsTwoSecondsApartThenNoResponseAndAHoldoff() throws {
@@ -243,7 +347,9 @@ struct TakeoverTests {
         var actions = h.takeover.wake(h.key, trigger: .administrator, now: h.now)
         let later = h.run(for: .seconds(40))
         actions += later.map(\.1)
-        let bursts = H.frames(later).filter { $0.1.etherType == .wakeOnLAN && $0.1.destination != .broadcast }.map { $0.0 - start }
+        let bursts = H.frames(later).filter { $0.1.etherType == .wakeOnLAN && $0.1.destination != .broadcast }.map {
+            $0.0 - start
+        }
         #expect(bursts == (1..<TakeoverRules.maximumWakeAttempts).map { Duration.seconds(2 * $0) })
         let outcome = try #require(H.events(actions).last)
         #expect(outcome.kind == .noResponse && outcome.attempts == TakeoverRules.maximumWakeAttempts)
@@ -260,34 +366,85 @@ struct TakeoverTests {
         h.claimed()
         func wakes(_ frame: [UInt8]) -> Bool { !H.magic(H.frames(h.receive(frame))).isEmpty }
         let c = H.clientMAC, p = Lab.proxyMAC
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 9999)), "unregistered port")
+        #expect(
+            !wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 9999)),
+            "unregistered port")
         #expect(!wakes(TestFrames.ping(from: c, to: p, source: H.clientV4, destination: Lab.hostV4)), "ICMP")
         #expect(!wakes(TestFrames.ping(from: c, to: p, source: H.clientV6, destination: H.hostGlobal)), "ICMPv6")
-        #expect(!wakes(TestFrames.udp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 7001)), "unregistered UDP port")
-        #expect(!wakes(TestFrames.udp(from: c, to: p, source: H.clientV4, destination: IPAddress("192.0.2.255")!, port: 7000)), "broadcast")
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: .rst)), "RST")
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.fin, .ack])), "FIN")
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.syn, .ack])), "SYN-ACK")
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.ack, .psh])), "data to a non-SSH port")
-        #expect(!wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: IPAddress("192.0.2.77")!, port: 8080)), "another address")
-        #expect(!wakes(TestFrames.udp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 4500, payload: [0xFF])), "NAT-T keepalive")
+        #expect(
+            !wakes(TestFrames.udp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 7001)),
+            "unregistered UDP port")
+        #expect(
+            !wakes(
+                TestFrames.udp(from: c, to: p, source: H.clientV4, destination: IPAddress("192.0.2.255")!, port: 7000)),
+            "broadcast")
+        #expect(
+            !wakes(
+                TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: .rst)),
+            "RST")
+        #expect(
+            !wakes(
+                TestFrames.tcp(
+                    from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.fin, .ack])),
+            "FIN")
+        #expect(
+            !wakes(
+                TestFrames.tcp(
+                    from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.syn, .ack])),
+            "SYN-ACK")
+        #expect(
+            !wakes(
+                TestFrames.tcp(
+                    from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 8080, flags: [.ack, .psh])),
+            "data to a non-SSH port")
+        #expect(
+            !wakes(
+                TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: IPAddress("192.0.2.77")!, port: 8080)),
+            "another address")
+        #expect(
+            !wakes(
+                TestFrames.udp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 4500, payload: [0xFF])
+            ), "NAT-T keepalive")
         // The one ignored SYN is logged, once per port and minute.
-        #expect(H.events(h.receive(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 9999))).isEmpty)
+        #expect(
+            H.events(h.receive(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 9999)))
+                .isEmpty)
         #expect(h.takeover.statistics.ignoredConnections == 2 && h.takeover.statistics.wakes == 0)
         // SSH data (not only a SYN) wakes a host that registered _ssh._tcp.
-        #expect(wakes(TestFrames.tcp(from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 22, flags: [.ack, .psh])))
+        #expect(
+            wakes(
+                TestFrames.tcp(
+                    from: c, to: p, source: H.clientV4, destination: Lab.hostV4, port: 22, flags: [.ack, .psh])))
     }
 
     @Test func theFirstIgnoredSYNIsLoggedAndUDPAndIPv6SYNsWake() throws {
         var h = H()
         h.claimed()
-        let ignored = H.events(h.receive(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 445)))
-        #expect(ignored.map(\.kind) == [.ignored] && ignored.first?.trigger == .connection(transport: .tcp, client: IPAddress("2001:db8::20")!, clientPort: 50000, port: 445))
-        let udp = h.receive(TestFrames.udp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000))
-        #expect(H.events(udp).first?.trigger == .connection(transport: .udp, client: IPAddress("192.0.2.20")!, clientPort: 50000, port: 7000))
+        let ignored = H.events(
+            h.receive(
+                TestFrames.tcp(
+                    from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 445)))
+        #expect(
+            ignored.map(\.kind) == [.ignored]
+                && ignored.first?.trigger
+                    == .connection(transport: .tcp, client: IPAddress("2001:db8::20")!, clientPort: 50000, port: 445)
+        )
+        let udp = h.receive(
+            TestFrames.udp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000)
+        )
+        #expect(
+            H.events(udp).first?.trigger
+                == .connection(transport: .udp, client: IPAddress("192.0.2.20")!, clientPort: 50000, port: 7000))
         var v6 = H()
         v6.claimed()
-        #expect(!H.magic(H.frames(v6.receive(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 8080)))).isEmpty)
+        #expect(
+            !H.magic(
+                H.frames(
+                    v6.receive(
+                        TestFrames.tcp(
+                            from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal,
+                            port: 8080)))
+            ).isEmpty)
     }
 
     @Test func theProxyMachinesOwnConnectionWakesAndItsKernelGetsANeighbourEntry() throws {
@@ -295,10 +452,19 @@ struct TakeoverTests {
         let claim = h.register() + h.run(for: .seconds(12)).map(\.1)
         #expect(claim.contains(.setNeighbour(interfaceIndex: 2, address: Lab.hostV4, mac: Lab.hostMAC)))
         // Our own ARP probes and announcements, seen going out, change nothing; the kernel's own request does.
-        #expect(h.receive(ARPPacket.announcement(from: Lab.proxyMAC, for: Self.hostV4).frame(destination: .broadcast, source: Lab.proxyMAC).bytes, outgoing: true).isEmpty)
-        #expect(h.receive(TestFrames.arpRequest(from: Lab.proxyMAC, senderIP: IPv4Address(192, 0, 2, 1), for: Self.hostV4), outgoing: true)
-            == [.setNeighbour(interfaceIndex: 2, address: Lab.hostV4, mac: Lab.hostMAC)])
-        let syn = TestFrames.tcp(from: Lab.proxyMAC, to: Lab.hostMAC, source: IPAddress("192.0.2.1")!, destination: Lab.hostV4, port: 8080)
+        #expect(
+            h.receive(
+                ARPPacket.announcement(from: Lab.proxyMAC, for: Self.hostV4).frame(
+                    destination: .broadcast, source: Lab.proxyMAC
+                ).bytes, outgoing: true
+            ).isEmpty)
+        #expect(
+            h.receive(
+                TestFrames.arpRequest(from: Lab.proxyMAC, senderIP: IPv4Address(192, 0, 2, 1), for: Self.hostV4),
+                outgoing: true)
+                == [.setNeighbour(interfaceIndex: 2, address: Lab.hostV4, mac: Lab.hostMAC)])
+        let syn = TestFrames.tcp(
+            from: Lab.proxyMAC, to: Lab.hostMAC, source: IPAddress("192.0.2.1")!, destination: Lab.hostV4, port: 8080)
         #expect(!H.magic(H.frames(h.receive(syn, outgoing: true))).isEmpty)
     }
 
@@ -306,12 +472,15 @@ struct TakeoverTests {
         var h = H()
         h.claimed()
         let actions = h.receive(TestFrames.arpAnnouncement(from: H.thirdMAC, for: Self.hostV4))
-        #expect(H.events(actions).first?.trigger == .addressConflict(address: IPAddress("192.0.2.2")!, from: H.thirdMAC))
+        #expect(
+            H.events(actions).first?.trigger == .addressConflict(address: IPAddress("192.0.2.2")!, from: H.thirdMAC))
         #expect(!H.magic(H.frames(actions)).isEmpty)
         // An ARP probe (sender 0.0.0.0) is only defended, as Apple does: it claims nothing yet.
         var probe = H()
         probe.claimed()
-        let defended = probe.receive(ARPPacket.probe(from: H.thirdMAC, for: Self.hostV4).frame(destination: .broadcast, source: H.thirdMAC).bytes)
+        let defended = probe.receive(
+            ARPPacket.probe(from: H.thirdMAC, for: Self.hostV4).frame(destination: .broadcast, source: H.thirdMAC).bytes
+        )
         #expect(H.magic(H.frames(defended)).isEmpty && H.frames(defended).count == 1)
     }
 
@@ -327,7 +496,11 @@ struct TakeoverTests {
         e.claimed()
         let expiry = e.takeover.removed(e.key, reason: .expired, wake: true, now: e.now)
         #expect(H.events(expiry).first?.trigger == .leaseExpired && !H.magic(H.frames(expiry)).isEmpty)
-        #expect(H.frames(e.receive(TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))).isEmpty, "no longer proxied")
+        #expect(
+            H.frames(
+                e.receive(
+                    TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
+            ).isEmpty, "no longer proxied")
         _ = e.run(for: .seconds(40))
         #expect(e.takeover.hostCount == 0, "forgotten after the last attempt")
     }
@@ -346,7 +519,9 @@ struct TakeoverTests {
         h.claimed()
         func wakes(_ frame: [UInt8]) -> Bool {
             let actions = h.receive(frame)
-            if let index = actions.firstIndex(where: { if case .event(let e) = $0 { return e.kind == .wake } else { return false } }) {
+            if let index = actions.firstIndex(where: {
+                if case .event(let e) = $0 { return e.kind == .wake } else { return false }
+            }) {
                 _ = index
                 _ = h.takeover.removed(h.key, reason: .handBack, wake: false, now: h.now)
                 h.register()
@@ -355,9 +530,19 @@ struct TakeoverTests {
             }
             return false
         }
-        #expect(wakes(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 445)))
-        #expect(wakes(TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 8080)), "the host rule beats the global removal")
-        #expect(!wakes(TestFrames.udp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000)))
+        #expect(
+            wakes(
+                TestFrames.tcp(
+                    from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 445)))
+        #expect(
+            wakes(
+                TestFrames.tcp(
+                    from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 8080)),
+            "the host rule beats the global removal")
+        #expect(
+            !wakes(
+                TestFrames.udp(
+                    from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000)))
     }
 
     @Test func hostileFramesAreDroppedAtEveryTruncation() throws {
@@ -365,9 +550,12 @@ struct TakeoverTests {
         h.claimed()
         guard case .v6(let client) = H.clientV6, case .v6(let target) = H.hostGlobal else { return }
         let frames = [
-            TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 8080),
-            TestFrames.tcp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 8080),
-            TestFrames.udp(from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000),
+            TestFrames.tcp(
+                from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 8080),
+            TestFrames.tcp(
+                from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV6, destination: H.hostGlobal, port: 8080),
+            TestFrames.udp(
+                from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, port: 7000),
             TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4),
             TestFrames.neighbourSolicitation(from: H.clientMAC, source: client, for: target),
         ]

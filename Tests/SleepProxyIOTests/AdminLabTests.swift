@@ -7,7 +7,9 @@ import Testing
 /// sleepproxyctl against a running sleepproxyd in the lab (issue 6 §7): hosts listed after a registration, the
 /// JSON parsed and checked, `wake` produces a magic packet at the sleeper, `events` shows it with its reason,
 /// `forget` stops the answers.
-@Suite("Admin CLI in the lab", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite(
+    "Admin CLI in the lab", .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
 final class AdminLabTests {
     let lab: LabNetwork
     let proxy: LabHost
@@ -19,7 +21,9 @@ final class AdminLabTests {
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
+        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
     }
 
     deinit {
@@ -27,15 +31,19 @@ final class AdminLabTests {
         self.lab.close()
     }
 
-    static var ctl: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxyctl").path }
+    static var ctl: String {
+        Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxyctl").path
+    }
 
     func ctl(_ arguments: [String]) throws -> CommandResult {
-        try self.proxy.run([Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path])
+        try self.proxy.run(
+            [Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path])
     }
 
     /// Runs a command with --json and decodes its (first) response line.
     func json(_ command: [String]) throws -> ControlResponse {
-        let result = try self.proxy.run([Self.ctl] + command + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
+        let result = try self.proxy.run(
+            [Self.ctl] + command + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
         #expect(result.succeeded, "\(command): \(result)")
         let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
         return try ControlProtocol.decode(ControlResponse.self, from: line)
@@ -45,25 +53,37 @@ final class AdminLabTests {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
         let message = SampleRegistration.message(
-            id: 0x6100, mac: Self.sleeperMAC, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!], services: [("Files._smb._tcp", 445), ("Web._http._tcp", 8080)])
-        let replies = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [message.encoded(options: .appleUpdate)])
+            id: 0x6100, mac: Self.sleeperMAC, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!],
+            services: [("Files._smb._tcp", 445), ("Web._http._tcp", 8080)])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
+            payloads: [message.encoded(options: .appleUpdate)])
         #expect(replies.first??.prefix(2) == [0x61, 0x00])
         try self.sleeper.sleep()
         usleep(5_000_000)
 
         let hosts = try #require(try self.json(["hosts"]).hosts)
         let listed = try #require(hosts.first)
-        #expect(hosts.count == 1 && listed.name == "sleeper.local." && listed.mac == Self.sleeperMAC.description && listed.addresses == ["192.0.2.2"])
-        #expect(listed.services.sorted() == ["_http._tcp:8080", "_smb._tcp:445"] && listed.state == .asleep && listed.leaseSeconds > 7000)
+        #expect(
+            hosts.count == 1 && listed.name == "sleeper.local." && listed.mac == Self.sleeperMAC.description
+                && listed.addresses == ["192.0.2.2"])
+        #expect(
+            listed.services.sorted() == ["_http._tcp:8080", "_smb._tcp:445"] && listed.state == .asleep
+                && listed.leaseSeconds > 7000)
         let table = try self.ctl(["hosts"])
-        #expect(table.succeeded && table.stdout.contains("sleeper.local.") && table.stdout.contains("asleep"), "\(table)")
+        #expect(
+            table.succeeded && table.stdout.contains("sleeper.local.") && table.stdout.contains("asleep"), "\(table)")
 
         let detail = try #require(try self.json(["host", "sleeper"]).host)
-        #expect(detail.records.contains { $0.type == "SRV" && $0.data.contains("445") } && detail.sequence == 0 && !detail.hasPassword)
+        #expect(
+            detail.records.contains { $0.type == "SRV" && $0.data.contains("445") } && detail.sequence == 0
+                && !detail.hasPassword)
         #expect(try self.json(["host", Self.sleeperMAC.description]).host?.summary.mac == Self.sleeperMAC.description)
 
         // wake: a magic packet at the sleeper, and the event with its reason (also streamed to a follower).
-        let follower = try self.proxy.spawn([Self.ctl, "events", "--follow", "--socket", self.state.appendingPathComponent("control.sock").path], logName: "follow")
+        let follower = try self.proxy.spawn(
+            [Self.ctl, "events", "--follow", "--socket", self.state.appendingPathComponent("control.sock").path],
+            logName: "follow")
         defer { follower.stop() }
         usleep(500_000)
         let woken = try self.ctl(["wake", "sleeper.local"])
@@ -76,17 +96,23 @@ final class AdminLabTests {
         #expect(human.stdout.contains("woken: administrator"), "\(human)")
 
         // Metrics: the wake and the host, in Prometheus text format on the local endpoint.
-        let scrape = try self.proxy.run(["/usr/bin/python3", "-c", "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())"])
+        let scrape = try self.proxy.run([
+            "/usr/bin/python3", "-c",
+            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
+        ])
         #expect(scrape.succeeded, "\(scrape)")
         #expect(scrape.stdout.contains("sleepproxy_wakes_total{reason=\"administrator\"} 1"), "\(scrape.stdout)")
-        #expect(scrape.stdout.contains("sleepproxy_hosts 1") && scrape.stdout.contains("sleepproxy_registrations_total{outcome=\"accepted\"} 1"))
+        #expect(
+            scrape.stdout.contains("sleepproxy_hosts 1")
+                && scrape.stdout.contains("sleepproxy_registrations_total{outcome=\"accepted\"} 1"))
         #expect(scrape.stdout.contains("sleepproxy_magic_packets_total"))
 
         // forget: no answers for its records any more.
         let forgot = try self.ctl(["forget", "sleeper"])
         #expect(forgot.succeeded, "\(forgot)")
         let query = DNSMessage(id: 3, questions: [DNSQuestion(name: "sleeper.local.", type: .a)])
-        #expect(try RawMDNS.exchange(in: self.client, packets: [query], to: .v4(.mdnsGroup), listen: .seconds(1)).isEmpty)
+        #expect(
+            try RawMDNS.exchange(in: self.client, packets: [query], to: .v4(.mdnsGroup), listen: .seconds(1)).isEmpty)
         #expect(try self.json(["status"]).status?.hosts == 0)
 
         // Errors: one sentence, non-zero exit, nothing changed.
@@ -97,16 +123,23 @@ final class AdminLabTests {
         // Decommissioning: asks for confirmation; then wakes and releases every host.
         #expect(try self.ctl(["release-all"]).stderr.contains("add --yes"))
         let again = SampleRegistration.message(
-            id: 0x6101, mac: Self.sleeperMAC, sequence: 1, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!], services: [("Web._http._tcp", 8080)])
+            id: 0x6101, mac: Self.sleeperMAC, sequence: 1, host: "sleeper.local.", addresses: [IPAddress("192.0.2.2")!],
+            services: [("Web._http._tcp", 8080)])
         try self.sleeper.wake()
-        _ = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [again.encoded(options: .appleUpdate)])
+        _ = try UDPClient.exchange(
+            in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
+            payloads: [again.encoded(options: .appleUpdate)])
         try self.sleeper.sleep()
         let before = self.sleeper.magicPackets.count
         let released = try self.ctl(["release-all", "--yes"])
         #expect(released.succeeded && released.stdout.contains("released 1 host: sleeper.local."), "\(released)")
-        #expect(self.sleeper.waitForMagicPackets(before + 1, timeout: 3).count > before, "release-all did not wake the host")
+        #expect(
+            self.sleeper.waitForMagicPackets(before + 1, timeout: 3).count > before, "release-all did not wake the host"
+        )
         #expect(try self.json(["hosts"]).hosts?.isEmpty == true)
-        let noDaemon = try self.proxy.run([Self.ctl, "status", "--socket", self.lab.directory.appendingPathComponent("nothing.sock").path])
+        let noDaemon = try self.proxy.run([
+            Self.ctl, "status", "--socket", self.lab.directory.appendingPathComponent("nothing.sock").path,
+        ])
         #expect(noDaemon.status != 0 && noDaemon.stderr.contains("sleepproxyd is not running"), "\(noDaemon)")
     }
 
@@ -116,7 +149,8 @@ final class AdminLabTests {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--config", config.path])
         defer { daemon.stop() }
         // A bad edit: the reload is refused with the line, and the daemon keeps running on what it had.
-        try "log-level = info\nwake-rule = tcp/445\nlease-maximum = forever\n".write(to: config, atomically: true, encoding: .utf8)
+        try "log-level = info\nwake-rule = tcp/445\nlease-maximum = forever\n".write(
+            to: config, atomically: true, encoding: .utf8)
         _ = try self.proxy.run(["kill", "-HUP", "\(daemon.pid)"])
         #expect(daemon.waitForOutput("line 3", timeout: 5), "\(daemon.output)")
         #expect(daemon.output.contains("keeping the running configuration"))
@@ -128,7 +162,9 @@ final class AdminLabTests {
         // A bad file at start: one sentence with the line, non-zero exit.
         let broken = self.lab.directory.appendingPathComponent("broken.conf")
         try "interface = eth0\nspeed = fast\n".write(to: broken, atomically: true, encoding: .utf8)
-        let refused = try self.proxy.run([Daemon.executable.path, "--config", broken.path, "--state-directory", self.state.path + "-x"])
+        let refused = try self.proxy.run([
+            Daemon.executable.path, "--config", broken.path, "--state-directory", self.state.path + "-x",
+        ])
         #expect(refused.status != 0 && refused.stderr.contains("line 2: unknown setting \"speed\""), "\(refused)")
     }
 }

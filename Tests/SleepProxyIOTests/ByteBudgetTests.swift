@@ -44,7 +44,9 @@ struct MailboxLaneTests {
         for n in 0..<RegistrationEngine.mailboxCapacity { #expect(mailbox.post(.mdns(n))) }
         #expect(!mailbox.post(.mdns(-1)))
         #expect(mailbox.post(.registration(2)))
-        #expect(mailbox.dropped == 2 && mailbox.dropped(lane: 2) == 1 && mailbox.dropped(lane: 1) == 1 && mailbox.dropped(lane: 0) == 0)
+        #expect(
+            mailbox.dropped == 2 && mailbox.dropped(lane: 2) == 1 && mailbox.dropped(lane: 1) == 1
+                && mailbox.dropped(lane: 0) == 0)
 
         // Taking empties every lane and keeps the order of arrival across lanes.
         let (events, stopped) = mailbox.take(timeout: 0)
@@ -57,14 +59,19 @@ struct MailboxLaneTests {
     /// (N taken, N+1 refused); registrations and the admin side still get in.
     @Test func aFloodOfFramesOrMDNSLeavesRoomForTheRest() throws {
         let capacity = 8
-        let mailbox = Mailbox<RegistrationEngine.Event>(capacity: capacity, lanes: RegistrationEngine.Event.lanes, lane: { $0.lane })
+        let mailbox = Mailbox<RegistrationEngine.Event>(
+            capacity: capacity, lanes: RegistrationEngine.Event.lanes, lane: { $0.lane })
         for _ in 0..<capacity { #expect(mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false))) }
         #expect(!mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false)))
         let remote = try SocketAddress(ipAddress: "192.0.2.2", port: 5353)
-        for _ in 0..<capacity { #expect(mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil))) }
+        for _ in 0..<capacity {
+            #expect(mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
+        }
         #expect(!mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
         #expect(mailbox.post(.linksChanged))
-        #expect(mailbox.dropped(lane: RegistrationEngine.Event.framesLane) == 1 && mailbox.dropped(lane: RegistrationEngine.Event.mdnsLane) == 1)
+        #expect(
+            mailbox.dropped(lane: RegistrationEngine.Event.framesLane) == 1
+                && mailbox.dropped(lane: RegistrationEngine.Event.mdnsLane) == 1)
     }
 }
 
@@ -75,8 +82,14 @@ struct EngineBatchTests {
     @Test func batchesBoundRegistrationsAndEvents() {
         let registrations = RegistrationEngine.maximumBatch
         // N registrations make one batch, N + 1 make two.
-        #expect(RegistrationEngine.batches(Array(repeating: true, count: registrations)) { $0 }.map(\.count) == [registrations])
-        #expect(RegistrationEngine.batches(Array(repeating: true, count: registrations + 1)) { $0 }.map(\.count) == [registrations, 1])
+        #expect(
+            RegistrationEngine.batches(Array(repeating: true, count: registrations)) { $0 }.map(\.count) == [
+                registrations
+            ])
+        #expect(
+            RegistrationEngine.batches(Array(repeating: true, count: registrations + 1)) { $0 }.map(\.count) == [
+                registrations, 1,
+            ])
         // Frames interleaved with the registrations do not split them further.
         let mixed = (0..<registrations).flatMap { _ in [false, false, true] }
         let cut = RegistrationEngine.batches(mixed) { $0 }

@@ -6,7 +6,11 @@ import Testing
 /// The Linux sleep client end to end (issue 7 §6): a host whose avahi-daemon publishes a service registers it
 /// with our proxy through `sleepproxy-client hook pre`, suspends (simulated: avahi-daemon frozen, addresses
 /// gone), stays discoverable, is woken by a connection, and hands back on `hook post` without goodbyes.
-@Suite("Sleep client in the lab", .serialized, .enabled(if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"), "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
+@Suite(
+    "Sleep client in the lab", .serialized,
+    .enabled(
+        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
+        "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
 final class ClientLabTests {
     let lab: LabNetwork
     let proxy: LabHost
@@ -18,7 +22,9 @@ final class ClientLabTests {
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "querier")
-        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
+        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
     }
 
     deinit {
@@ -26,14 +32,17 @@ final class ClientLabTests {
         self.lab.close()
     }
 
-    static var client: String { Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxy-client").path }
+    static var client: String {
+        Daemon.executable.deletingLastPathComponent().appendingPathComponent("sleepproxy-client").path
+    }
 
     @Test func aLinuxHostSleepsStaysVisibleWakesOnAConnectionAndHandsBack() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--proxy-name", "Lab Proxy"])
         defer { daemon.stop() }
         let avahi = try AvahiDaemon(in: self.sleeper.host, hostName: "sleeper", directory: self.lab.directory)
         defer { avahi.stop() }
-        try avahi.publish(name: "Sleeper Files", type: "_http._tcp", port: 8080, txt: ["path=/files"], logName: "publish")
+        try avahi.publish(
+            name: "Sleeper Files", type: "_http._tcp", port: 8080, txt: ["path=/files"], logName: "publish")
         let clientState = self.lab.directory.appendingPathComponent("client-state").path
         let common = ["--interface", "eth0", "--host-name", "sleeper", "--state-directory", clientState]
         usleep(3_000_000)  // the proxy's advertisement is probed and announced
@@ -44,7 +53,8 @@ final class ClientLabTests {
         #expect(pre.succeeded && pre.stdout.contains("registered") && pre.stdout.contains("Lab Proxy"), "\(pre)")
         #expect(pre.stderr.contains("Wake-on-LAN"), "the WoL state of a veth cannot be read; the hook says so: \(pre)")
         #expect(daemon.waitForOutput("registered sleeper.local."), "\(daemon.output)")
-        #expect(daemon.output.contains("_http._tcp:8080"), "avahi's published service was not registered: \(daemon.output)")
+        #expect(
+            daemon.output.contains("_http._tcp:8080"), "avahi's published service was not registered: \(daemon.output)")
         let status = try avahi.run([Self.client, "status"] + common)
         #expect(status.stdout.contains("Owner sequence: 0") && status.stdout.contains("Lab Proxy"), "\(status)")
 
@@ -54,10 +64,16 @@ final class ClientLabTests {
         usleep(5_000_000)  // the takeover
         let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
         let files = try #require(found.first { $0.name == "Sleeper Files" }, "not discoverable while asleep: \(found)")
-        #expect(files.host == "sleeper.local." && files.port == 8080 && files.addresses.contains("192.0.2.2") && files.txt == ["path=/files"], "\(files)")
+        #expect(
+            files.host == "sleeper.local." && files.port == 8080 && files.addresses.contains("192.0.2.2")
+                && files.txt == ["path=/files"], "\(files)")
 
         // A connection wakes it.
-        let connect = try self.querier.spawn(["/usr/bin/python3", "-c", "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)"], logName: "connect")
+        let connect = try self.querier.spawn(
+            [
+                "/usr/bin/python3", "-c",
+                "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)",
+            ], logName: "connect")
         defer { connect.stop() }
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "no magic packet")
         try self.sleeper.wake()
@@ -72,26 +88,41 @@ final class ClientLabTests {
         let querier = self.querier
         let bound = DispatchSemaphore(value: 0)
         let listening = Thread {
-            heard.set(Result { try RawMDNS.exchange(in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(10), ready: { bound.signal() }) })
+            heard.set(
+                Result {
+                    try RawMDNS.exchange(
+                        in: querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(10),
+                        ready: { bound.signal() })
+                })
         }
         listening.start()
         #expect(bound.wait(timeout: .now() + 5) == .success, "the mDNS listener did not start")
         try self.sleeper.sleep()
-        let post = try self.sleeper.host.spawn(["nsenter", "-t", "\(avahi.process.pid)", "-m", "--", "setpriv", "--pdeathsig", "KILL", "--", Self.client, "hook", "post", "suspend"] + common, logName: "hook-post")
+        let post = try self.sleeper.host.spawn(
+            [
+                "nsenter", "-t", "\(avahi.process.pid)", "-m", "--", "setpriv", "--pdeathsig", "KILL", "--",
+                Self.client, "hook", "post", "suspend",
+            ] + common, logName: "hook-post")
         defer { post.stop() }
         usleep(1_500_000)
         // The hand-back itself may already have happened: once avahi-daemon ran again after the wake above, its own
         // mDNS told the proxy the host was up (docs/coexistence.md). What matters here is that the hook waits for
         // the address and announces the new Owner sequence, which the listener checks below.
         try self.sleeper.wake()
-        #expect(post.waitForOutput("announced the wake (Owner sequence 1) with 6 probes", timeout: 15), "\(post.output)")
+        #expect(
+            post.waitForOutput("announced the wake (Owner sequence 1) with 6 probes", timeout: 15), "\(post.output)")
         #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
         let responses = try heard.wait()
         // The hook's probes were heard, all six (so the listener works) ...
-        #expect(responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1 }.count == 6,
-                "the wake announcement was not on the wire; heard: \(responses.map { "\($0.source) \($0.message.questions.map(\.name)) owner \($0.message.ednsOptions?.owner.map { String($0.sequence) } ?? "-")" })")
+        #expect(
+            responses.filter {
+                $0.source == .v4(IPv4Address(192, 0, 2, 2)) && $0.message.ednsOptions?.owner?.sequence == 1
+            }.count == 6,
+            "the wake announcement was not on the wire; heard: \(responses.map { "\($0.source) \($0.message.questions.map(\.name)) owner \($0.message.ednsOptions?.owner.map { String($0.sequence) } ?? "-")" })"
+        )
         // ... and nothing from the proxy withdrew the sleeper's records.
-        let goodbyes = responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 1)) }.flatMap(\.message.answers).filter { $0.ttl == 0 }
+        let goodbyes = responses.filter { $0.source == .v4(IPv4Address(192, 0, 2, 1)) }.flatMap(\.message.answers)
+            .filter { $0.ttl == 0 }
         #expect(goodbyes.isEmpty, "the proxy sent goodbyes after the hand-back: \(goodbyes)")
         #expect(try avahi.run([Self.client, "status"] + common).stdout.contains("Owner sequence: 1"))
     }

@@ -8,7 +8,12 @@ import Testing
 /// still awake, with our client and in awein/SleepProxyClient's form, sleeps keeping its IPv6 link-local address,
 /// resumes by restarting avahi-daemon (no Owner option ever), re-registers with a service fewer, and lets a lease
 /// run out while awake. Every check that matters reads avahi's own log and what third-party queriers resolve.
-@Suite("Coexistence with real hosts in the lab", .serialized, .enabled(if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon") && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"), "needs root, iproute2, util-linux, avahi-daemon and python3-dnspython (scripts/test installs them)"))
+@Suite(
+    "Coexistence with real hosts in the lab", .serialized,
+    .enabled(
+        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon")
+            && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"),
+        "needs root, iproute2, util-linux, avahi-daemon and python3-dnspython (scripts/test installs them)"))
 final class CoexistenceLabTests {
     let lab: LabNetwork
     let proxy: LabHost
@@ -18,7 +23,9 @@ final class CoexistenceLabTests {
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "querier")
-        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
+        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
     }
 
     deinit {
@@ -59,12 +66,14 @@ final class CoexistenceLabTests {
     static func fights(_ log: String) -> [String] {
         log.split(separator: "\n").map(String.init).filter { line in
             let lower = line.lowercased()
-            return lower.contains("conflict") || lower.contains("collision") || lower.contains("sleeper-2") || lower.contains("#2")
+            return lower.contains("conflict") || lower.contains("collision") || lower.contains("sleeper-2")
+                || lower.contains("#2")
         }
     }
 
     func ctl(_ arguments: [String]) throws -> ControlResponse {
-        let result = try self.proxy.run([Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
+        let result = try self.proxy.run(
+            [Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
         let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
@@ -86,7 +95,9 @@ final class CoexistenceLabTests {
     /// Starts avahi-daemon on the sleeper as `sleeper` with two services (the second one optional).
     func startAvahi(files: Bool = true) throws -> AvahiDaemon {
         let avahi = try AvahiDaemon(in: self.sleeper.host, hostName: "sleeper", directory: self.lab.directory)
-        try avahi.publish(name: "My Web Server", type: "_http._tcp", port: 8080, txt: ["path=/index.html", "version=1.0"], logName: "publish-web")
+        try avahi.publish(
+            name: "My Web Server", type: "_http._tcp", port: 8080, txt: ["path=/index.html", "version=1.0"],
+            logName: "publish-web")
         if files { try avahi.publish(name: "Sleeper Files", type: "_smb._tcp", port: 445, logName: "publish-files") }
         return avahi
     }
@@ -115,7 +126,9 @@ final class CoexistenceLabTests {
             resolved.append(try Queriers.avahiResolve(watcher, name: "sleeper.local"))
             _ = try Queriers.avahiBrowse(watcher, type: "_http._tcp")
         }
-        #expect(Self.fights(avahi.process.output).isEmpty, "avahi-daemon was fought while awake: \(Self.fights(avahi.process.output))")
+        #expect(
+            Self.fights(avahi.process.output).isEmpty,
+            "avahi-daemon was fought while awake: \(Self.fights(avahi.process.output))")
         #expect(avahi.process.output.contains("Host name is sleeper.local"), "\(avahi.process.output)")
         #expect(resolved.allSatisfy { $0 == "192.0.2.2" }, "\(resolved)")
         #expect(try self.waitForState(.starting, timeout: 1) == .starting, "an awake host is not asleep")
@@ -131,10 +144,18 @@ final class CoexistenceLabTests {
         let detail = try #require(try self.ctl(["host", "sleeper"]).host)
         let states = Dictionary(uniqueKeysWithValues: (detail.addressStates ?? []).map { ($0.address, $0.state) })
         #expect(states["192.0.2.2"] == .answering, "\(states)")
-        #expect(states["fe80::53:50ff:fe00:2"].map { $0 != .answering } ?? true, "the link-local address the host kept was claimed: \(states)")
+        #expect(
+            states["fe80::53:50ff:fe00:2"].map { $0 != .answering } ?? true,
+            "the link-local address the host kept was claimed: \(states)")
         let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
-        #expect(found.contains { $0.name == "My Web Server" && $0.port == 8080 && $0.addresses.contains("192.0.2.2") }, "not discoverable while asleep: \(found)")
-        let connect = try self.querier.spawn(["/usr/bin/python3", "-c", "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)"], logName: "connect")
+        #expect(
+            found.contains { $0.name == "My Web Server" && $0.port == 8080 && $0.addresses.contains("192.0.2.2") },
+            "not discoverable while asleep: \(found)")
+        let connect = try self.querier.spawn(
+            [
+                "/usr/bin/python3", "-c",
+                "import socket; s=socket.create_connection(('192.0.2.2', 8080), 8); print('connected', s.recv(16).decode().strip(), flush=True)",
+            ], logName: "connect")
         defer { connect.stop() }
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "no magic packet")
 
@@ -147,9 +168,13 @@ final class CoexistenceLabTests {
         avahi = try self.startAvahi()
         #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
         usleep(3_000_000)  // avahi's probes and announcements
-        #expect(Self.fights(avahi.process.output).isEmpty, "avahi-daemon was fought after resuming: \(Self.fights(avahi.process.output))")
+        #expect(
+            Self.fights(avahi.process.output).isEmpty,
+            "avahi-daemon was fought after resuming: \(Self.fights(avahi.process.output))")
         #expect(avahi.process.output.contains("Host name is sleeper.local"), "\(avahi.process.output)")
-        let browsed = try Queriers.avahiBrowse(watcher, type: "_http._tcp") { found in found.contains { $0.name == "My Web Server" } }
+        let browsed = try Queriers.avahiBrowse(watcher, type: "_http._tcp") { found in
+            found.contains { $0.name == "My Web Server" }
+        }
         #expect(Set(browsed.map(\.name)) == ["My Web Server"], "\(browsed)")
         #expect(try self.ctl(["hosts"]).hosts?.isEmpty == true, "the proxy still holds the awake host")
 

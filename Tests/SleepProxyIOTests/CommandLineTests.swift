@@ -20,11 +20,14 @@ struct CommandLineTests {
 
     @Test func commonOptionsWorkBeforeAndAfterTheCommand() throws {
         let socket = "/nonexistent/sleepproxy-\(getpid()).sock"
-        for arguments in [["--socket", socket, "hosts"], ["hosts", "--socket", socket], ["--json", "--socket", socket, "status"]] {
+        for arguments in [
+            ["--socket", socket, "hosts"], ["hosts", "--socket", socket], ["--json", "--socket", socket, "status"],
+        ] {
             let result = try Command.run([Self.tool("sleepproxyctl")] + arguments)
             #expect(result.status == 1 && result.stderr.contains(socket), "\(arguments): \(result)")
         }
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxy-client-\(getpid())").path
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxy-client-\(getpid())")
+            .path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         for arguments in [["--state-directory", directory, "status"], ["status", "--state-directory", directory]] {
             let result = try Command.run([Self.tool("sleepproxy-client")] + arguments)

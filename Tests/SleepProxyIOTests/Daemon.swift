@@ -9,7 +9,9 @@ enum Daemon {
         if let override = ProcessInfo.processInfo.environment["SLEEPPROXYD"] { return URL(fileURLWithPath: override) }
         var candidates = [URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()]
         candidates += Bundle.allBundles.map { $0.bundleURL.deletingLastPathComponent() }
-        candidates.append(URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../.build/debug").standardized)
+        candidates.append(
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../.build/debug")
+                .standardized)
         for directory in candidates {
             let url = directory.appendingPathComponent("sleepproxyd")
             if FileManager.default.isExecutableFile(atPath: url.path) { return url }
@@ -18,10 +20,19 @@ enum Daemon {
     }
 
     /// Another executable built beside sleepproxyd (sleepproxyctl, sleepproxy-client).
-    static func sibling(_ name: String) -> String { self.executable.deletingLastPathComponent().appendingPathComponent(name).path }
+    static func sibling(_ name: String) -> String {
+        self.executable.deletingLastPathComponent().appendingPathComponent(name).path
+    }
 
-    static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = []) throws -> ManagedProcess {
-        let process = try host.spawn([self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path, "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level", ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info"] + extra, logName: logName)
+    static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = [])
+        throws -> ManagedProcess
+    {
+        let process = try host.spawn(
+            [
+                self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path,
+                "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level",
+                ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info",
+            ] + extra, logName: logName)
         guard process.waitForOutput("listening for sleep proxy registrations", timeout: 15) else {
             throw CommandError("sleepproxyd did not start: \(process.output)")
         }
@@ -52,15 +63,22 @@ enum UDPClient {
         """
 
     /// Sends each payload in turn from `source`:`sourcePort` and returns each reply (nil on silence).
-    static func exchange(in host: LabHost, to destination: String, port: Int, from source: String, sourcePort: Int = 0, timeout: Double = 2, payloads: [[UInt8]]) throws -> [[UInt8]?] {
+    static func exchange(
+        in host: LabHost, to destination: String, port: Int, from source: String, sourcePort: Int = 0,
+        timeout: Double = 2, payloads: [[UInt8]]
+    ) throws -> [[UInt8]?] {
         let hex = payloads.map { $0.map { String(format: "%02x", $0) }.joined() }
-        let result = try host.run(["/usr/bin/python3", "-c", self.script, destination, "\(port)", source, "\(sourcePort)", "\(timeout)"] + hex, timeout: .seconds(Int64(timeout * Double(payloads.count) + 10)))
+        let result = try host.run(
+            ["/usr/bin/python3", "-c", self.script, destination, "\(port)", source, "\(sourcePort)", "\(timeout)"]
+                + hex, timeout: .seconds(Int64(timeout * Double(payloads.count) + 10)))
         guard result.succeeded else { throw CommandError("client failed: \(result)") }
         return result.stdout.split(separator: "\n").map { line in
-            line == "timeout" ? nil : stride(from: 0, to: line.count, by: 2).map { offset in
-                let start = line.index(line.startIndex, offsetBy: offset)
-                return UInt8(line[start..<line.index(start, offsetBy: 2)], radix: 16)!
-            }
+            line == "timeout"
+                ? nil
+                : stride(from: 0, to: line.count, by: 2).map { offset in
+                    let start = line.index(line.startIndex, offsetBy: offset)
+                    return UInt8(line[start..<line.index(start, offsetBy: 2)], radix: 16)!
+                }
         }
     }
 }
@@ -81,8 +99,11 @@ struct ThreeHostLab {
     init(thirdName: String) throws {
         self.lab = try LabNetwork()
         self.proxy = try self.lab.addHost("proxy", mac: Self.proxyMAC, ipv4: ["192.0.2.1/24"], ipv6: ["2001:db8::1/64"])
-        self.sleeper = try SleepingHost(lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], ipv6: ["2001:db8::2/64"], servicePort: 8080)
-        self.third = try self.lab.addHost(thirdName, mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
+        self.sleeper = try SleepingHost(
+            lab: self.lab, name: "sleeper", mac: Self.sleeperMAC, ipv4: ["192.0.2.2/24"], ipv6: ["2001:db8::2/64"],
+            servicePort: 8080)
+        self.third = try self.lab.addHost(
+            thirdName, mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
         self.state = self.lab.directory.appendingPathComponent("state")
     }
 }

@@ -7,10 +7,12 @@ import Testing
 @Suite("Kernel settings")
 struct KernelSettingsTests {
     static func tree(_ values: [String: Int]) throws -> URL {
-        let root = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxy-sysctl-\(UUID().uuidString)")
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-sysctl-\(UUID().uuidString)")
         for (path, value) in values {
             let file = root.appendingPathComponent(path)
-            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
             try "\(value)\n".write(to: file, atomically: true, encoding: .utf8)
         }
         return root
@@ -19,13 +21,38 @@ struct KernelSettingsTests {
     @Test func redirectsAreReportedOnlyWhenTheKernelWouldSendThem() throws {
         let cases: [([String: Int], ipv4: Bool, ipv6: Bool)] = [
             // A NAS or a Pi: nothing forwards.
-            (["ipv4/conf/eth0/forwarding": 0, "ipv4/conf/all/send_redirects": 1, "ipv4/conf/eth0/send_redirects": 1, "ipv6/conf/eth0/forwarding": 0], false, false),
+            (
+                [
+                    "ipv4/conf/eth0/forwarding": 0, "ipv4/conf/all/send_redirects": 1,
+                    "ipv4/conf/eth0/send_redirects": 1, "ipv6/conf/eth0/forwarding": 0,
+                ], false, false
+            ),
             // Docker's ip_forward, redirects at their defaults.
-            (["ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 1, "ipv4/conf/eth0/send_redirects": 1], true, false),
+            (
+                [
+                    "ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 1,
+                    "ipv4/conf/eth0/send_redirects": 1,
+                ], true, false
+            ),
             // Either switch left on still sends (the kernel ORs `all` and the interface).
-            (["ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 0, "ipv4/conf/eth0/send_redirects": 1], true, false),
-            (["ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 1, "ipv4/conf/eth0/send_redirects": 0], true, false),
-            (["ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 0, "ipv4/conf/eth0/send_redirects": 0], false, false),
+            (
+                [
+                    "ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 0,
+                    "ipv4/conf/eth0/send_redirects": 1,
+                ], true, false
+            ),
+            (
+                [
+                    "ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 1,
+                    "ipv4/conf/eth0/send_redirects": 0,
+                ], true, false
+            ),
+            (
+                [
+                    "ipv4/conf/eth0/forwarding": 1, "ipv4/conf/all/send_redirects": 0,
+                    "ipv4/conf/eth0/send_redirects": 0,
+                ], false, false
+            ),
             // IPv6 forwarding has no redirect switch.
             (["ipv6/conf/eth0/forwarding": 1], false, true),
             // Unreadable or odd files are not problems (no IPv6, an interface gone meanwhile).

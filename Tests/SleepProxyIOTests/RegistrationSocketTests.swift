@@ -4,11 +4,13 @@ import SleepProxyWire
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// sleepproxyd in one lab host, a sleeping client in another, real sockets between them.
-@Suite("Registration over real sockets", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (unshare, nsenter, setpriv)"))
+@Suite(
+    "Registration over real sockets", .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (unshare, nsenter, setpriv)"))
 final class RegistrationSocketTests {
     let lab: LabNetwork
     let proxy: LabHost
@@ -25,14 +27,18 @@ final class RegistrationSocketTests {
     deinit { self.lab.close() }
 
     static func vector() throws -> [UInt8] {
-        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../SleepProxyWireTests/Fixtures/apple-posix-registration.bin")
+        let url = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../SleepProxyWireTests/Fixtures/apple-posix-registration.bin")
         return Array(try Data(contentsOf: url))
     }
 
     /// docs/protocol.md §3.6 reply for a 7200 s lease, with `id`.
     static func expectedReply(id: UInt16) -> [UInt8] {
-        [UInt8(id >> 8), UInt8(id & 0xFF), 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
-         0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C, 0x20]
+        [
+            UInt8(id >> 8), UInt8(id & 0xFF), 0xA8, 0x00, 0, 0, 0, 0, 0, 0, 0, 1,
+            0x00, 0x00, 0x29, 0x05, 0xA0, 0x00, 0x00, 0x11, 0x94, 0x00, 0x08, 0x00, 0x02, 0x00, 0x04, 0x00, 0x00, 0x1C,
+            0x20,
+        ]
     }
 
     @Test func appleVectorFrom5353AndFromAnEphemeralPortOverIPv4() throws {
@@ -40,14 +46,19 @@ final class RegistrationSocketTests {
         defer { daemon.stop() }
         // The registration sockets hold a burst of a few hundred UPDATEs (the kernel reports twice the size set).
         let sockets = try self.proxy.run(["ss", "-uamnH", "sport = :5599"])
-        let buffers = sockets.stdout.split(separator: ",").compactMap { $0.hasPrefix("rb") ? Int($0.dropFirst(2)) : nil }
+        let buffers = sockets.stdout.split(separator: ",").compactMap {
+            $0.hasPrefix("rb") ? Int($0.dropFirst(2)) : nil
+        }
         #expect(buffers.count == 2 && buffers.allSatisfy { $0 >= 2 << 20 }, "\(sockets.stdout)")
         var second = try Self.vector()
         second[0] = 0x42
         second[1] = 0x43
-        let fromMDNSPort = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", sourcePort: 5353, payloads: [try Self.vector()])
+        let fromMDNSPort = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", sourcePort: 5353,
+            payloads: [try Self.vector()])
         #expect(fromMDNSPort == [Self.expectedReply(id: 0xDC65)])
-        let fromEphemeral = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [second])
+        let fromEphemeral = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [second])
         #expect(fromEphemeral == [Self.expectedReply(id: 0x4243)])
         #expect(daemon.waitForOutput("registered vm.local."))
     }
@@ -56,7 +67,9 @@ final class RegistrationSocketTests {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
         // The vector claims fe80::53:50ff:fe00:2, the sleeper's own link-local address, and is sent from it.
-        let replies = try UDPClient.exchange(in: self.sleeper, to: self.proxy.linkLocal.description, port: 5599, from: self.sleeper.linkLocal.description, sourcePort: 5353, payloads: [try Self.vector()])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper, to: self.proxy.linkLocal.description, port: 5599,
+            from: self.sleeper.linkLocal.description, sourcePort: 5353, payloads: [try Self.vector()])
         #expect(replies == [Self.expectedReply(id: 0xDC65)])
     }
 
@@ -65,10 +78,12 @@ final class RegistrationSocketTests {
         defer { daemon.stop() }
         // 30 services: about 4 KB, more than NIO's default 2048-byte datagram buffer.
         let services = (0..<30).map { ("Service \($0) with a long descriptive name._http._tcp", UInt16(8000 + $0)) }
-        let message = SampleRegistration.message(id: 0x77, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services)
+        let message = SampleRegistration.message(
+            id: 0x77, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services)
         let bytes = message.encoded(options: .appleUpdate)
         #expect(bytes.count > 3000)
-        let replies = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [bytes])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [bytes])
         #expect(replies.first??.prefix(4) == [0x00, 0x77, 0xA8, 0x00])
         // Identical records (30 × "_services._dns-sd._udp PTR _http._tcp") are stored once.
         let distinct = Set(message.updates.map { "\($0.name)|\($0.rdata)" }).count
@@ -80,40 +95,65 @@ final class RegistrationSocketTests {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
         var noOwner = SampleRegistration.message(id: 7, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
-        noOwner.additionals = [.opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])]
+        noOwner.additionals = [
+            .opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])
+        ]
         // Claims 192.0.2.77 but is sent from 192.0.2.2: refused by policy, so no reply.
         let stranger = SampleRegistration.message(id: 8, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.77")!])
-        let replies = try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1, payloads: [noOwner.encoded(), stranger.encoded()])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1,
+            payloads: [noOwner.encoded(), stranger.encoded()])
         #expect(replies == [[0, 7, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0], nil])
         #expect(daemon.waitForOutput("refused (sourceNotClaimed)"))
     }
 
     @Test func startupProblemsAreOneClearSentence() throws {
-        let unknown = try self.proxy.run([Daemon.executable.path, "--interface", "wlan9", "--state-directory", self.state.path])
+        let unknown = try self.proxy.run([
+            Daemon.executable.path, "--interface", "wlan9", "--state-directory", self.state.path,
+        ])
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("unknown interface wlan9"))
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
         // A second daemon on the same state directory, or the same port, is refused with the reason.
-        let sameState = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path], timeout: .seconds(15))
+        let sameState = try self.proxy.run(
+            [Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path], timeout: .seconds(15)
+        )
         #expect(sameState.status != 0 && sameState.stderr.contains("in use by another sleepproxyd"), "\(sameState)")
         // Without CAP_NET_RAW (dropped from every set), a clear sentence about the capability and --no-takeover.
-        let unprivileged = try self.proxy.run(["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-net_raw", "--", Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-3", "--control-socket", self.state.path + "-3/control.sock"], timeout: .seconds(15))
-        #expect(unprivileged.status != 0 && unprivileged.stderr.contains("CAP_NET_RAW") && unprivileged.stderr.contains("--no-takeover"), "\(unprivileged)")
-        let samePort = try self.proxy.run([Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2", "--control-socket", self.state.path + "-2/control.sock"], timeout: .seconds(15))
+        let unprivileged = try self.proxy.run(
+            [
+                "setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-net_raw", "--",
+                Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-3",
+                "--control-socket", self.state.path + "-3/control.sock",
+            ], timeout: .seconds(15))
+        #expect(
+            unprivileged.status != 0 && unprivileged.stderr.contains("CAP_NET_RAW")
+                && unprivileged.stderr.contains("--no-takeover"), "\(unprivileged)")
+        let samePort = try self.proxy.run(
+            [
+                Daemon.executable.path, "--interface", "eth0", "--state-directory", self.state.path + "-2",
+                "--control-socket", self.state.path + "-2/control.sock",
+            ], timeout: .seconds(15))
         #expect(samePort.status != 0 && samePort.stderr.contains("another program already uses it"), "\(samePort)")
     }
 
     /// A proxy machine that forwards (a router, or Docker's ip_forward) would send ICMP redirects to clients of
     /// sleeping hosts: the daemon says so at start, with the sysctls that stop them, and is quiet once they are set.
     @Test func forwardingThatWouldSendRedirectsIsReportedAtStart() throws {
-        try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.all.forwarding=1", "net.ipv6.conf.eth0.forwarding=1"])
+        try self.proxy.namespace.check([
+            "sysctl", "-qw", "net.ipv4.conf.all.forwarding=1", "net.ipv6.conf.eth0.forwarding=1",
+        ])
         let warned = try Daemon.start(in: self.proxy, stateDirectory: self.state)
-        #expect(warned.waitForOutput("net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.eth0.send_redirects=0", timeout: 5), "\(warned.output)")
+        #expect(
+            warned.waitForOutput("net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.eth0.send_redirects=0", timeout: 5),
+            "\(warned.output)")
         #expect(warned.output.contains("IPv6 forwarding is on for eth0"), "\(warned.output)")
         warned.stop()
         // send_redirects off for `all` but not for eth0 still redirects (the kernel ORs them); both off is quiet.
-        try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0", "net.ipv6.conf.eth0.forwarding=0"])
+        try self.proxy.namespace.check([
+            "sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0", "net.ipv6.conf.eth0.forwarding=0",
+        ])
         let half = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         #expect(half.waitForOutput("net.ipv4.conf.eth0.send_redirects=0", timeout: 5), "\(half.output)")
         #expect(!half.output.contains("IPv6 forwarding"), "\(half.output)")
@@ -131,8 +171,10 @@ final class RegistrationSocketTests {
     @Test func aRegistrationThatCannotBeWrittenIsNotAcknowledged() throws {
         let state = self.lab.directory.appendingPathComponent("small-state")
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-        let script = "mount -t tmpfs -o size=64k sleepproxy-test \(state.path) && exec \(Daemon.executable.path) --interface eth0 --state-directory \(state.path) --log-level info"
-        let daemon = try self.proxy.spawn(["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script], logName: "full-disk")
+        let script =
+            "mount -t tmpfs -o size=64k sleepproxy-test \(state.path) && exec \(Daemon.executable.path) --interface eth0 --state-directory \(state.path) --log-level info"
+        let daemon = try self.proxy.spawn(
+            ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script], logName: "full-disk")
         defer { daemon.stop() }
         #expect(daemon.waitForOutput("listening for sleep proxy registrations", timeout: 15))
         // Large registrations (about 4 KB each, 30 services) from one host: each renewal appends a whole host.
@@ -140,9 +182,13 @@ final class RegistrationSocketTests {
         var replies: [[UInt8]?] = []
         for round in 0..<6 {
             let payloads = (0..<4).map { n in
-                SampleRegistration.message(id: UInt16(round * 4 + n), mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services).encoded(options: .appleUpdate)
+                SampleRegistration.message(
+                    id: UInt16(round * 4 + n), mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!],
+                    services: services
+                ).encoded(options: .appleUpdate)
             }
-            replies += try UDPClient.exchange(in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1, payloads: payloads)
+            replies += try UDPClient.exchange(
+                in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1, payloads: payloads)
         }
         let answered = replies.filter { $0 != nil }.count
         #expect(answered > 0 && answered < replies.count, "\(answered) of \(replies.count) answered")
@@ -160,7 +206,10 @@ final class RegistrationSocketTests {
         let hosts = 60
         for n in 0..<hosts { try self.sleeper.addAddress("192.0.2.\(100 + n)/24") }
         let payloads = (0..<hosts).map { n in
-            SampleRegistration.message(id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_0100 + UInt64(n)), lease: 7200, host: try! DNSName(parsing: "host\(n).local."), addresses: [IPAddress("192.0.2.\(100 + n)")!]).encoded(options: .appleUpdate)
+            SampleRegistration.message(
+                id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_0100 + UInt64(n)), lease: 7200,
+                host: try! DNSName(parsing: "host\(n).local."), addresses: [IPAddress("192.0.2.\(100 + n)")!]
+            ).encoded(options: .appleUpdate)
         }
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         // One client process per host, each sending from its own address, all started at once.
@@ -168,11 +217,14 @@ final class RegistrationSocketTests {
         var lines = ["#!/bin/sh"]
         for (n, payload) in payloads.enumerated() {
             let hex = payload.map { String(format: "%02x", $0) }.joined()
-            lines.append("(sleep 0.0$((\(n) % 10)); /usr/bin/python3 -c \"$CLIENT\" 192.0.2.1 5599 192.0.2.\(100 + n) 0 2 \(hex) | sed 's/^/\(n) /') &")
+            lines.append(
+                "(sleep 0.0$((\(n) % 10)); /usr/bin/python3 -c \"$CLIENT\" 192.0.2.1 5599 192.0.2.\(100 + n) 0 2 \(hex) | sed 's/^/\(n) /') &"
+            )
         }
         lines.append("wait")
         try lines.joined(separator: "\n").write(to: script, atomically: true, encoding: .utf8)
-        let clients = try self.sleeper.spawn(["env", "CLIENT=\(UDPClient.script)", "/bin/sh", script.path], logName: "burst")
+        let clients = try self.sleeper.spawn(
+            ["env", "CLIENT=\(UDPClient.script)", "/bin/sh", script.path], logName: "burst")
         // Kill the daemon once some, but not all, have been acknowledged.
         let deadline = Date(timeIntervalSinceNow: 20)
         while Date() < deadline, clients.output.split(separator: "\n").count < 5 { usleep(2_000) }
@@ -180,21 +232,25 @@ final class RegistrationSocketTests {
         let killedAt = Date()
         clients.stop(signal: 0, timeout: 15)
         while clients.isRunning, Date().timeIntervalSince(killedAt) < 15 { usleep(20_000) }
-        let acknowledged = Set(clients.output.split(separator: "\n").compactMap { line -> Int? in
-            let parts = line.split(separator: " ")
-            return parts.count == 2 && parts[1] != "timeout" ? Int(parts[0]) : nil
-        })
+        let acknowledged = Set(
+            clients.output.split(separator: "\n").compactMap { line -> Int? in
+                let parts = line.split(separator: " ")
+                return parts.count == 2 && parts[1] != "timeout" ? Int(parts[0]) : nil
+            })
         #expect(!acknowledged.isEmpty)
 
         let restarted = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-after-kill")
         defer { restarted.stop() }
-        let restored = Dictionary(uniqueKeysWithValues: restarted.output.split(separator: "\n").compactMap { line -> (Int, Int)? in
-            // "state: restored host7.local. (…), lease ends in 7198 s"
-            guard let range = line.range(of: "state: restored host") else { return nil }
-            let rest = line[range.upperBound...]
-            guard let n = Int(rest.prefix { $0.isNumber }), let lease = line.split(separator: " ").dropLast().last.flatMap({ Int($0) }) else { return nil }
-            return (n, lease)
-        })
+        let restored = Dictionary(
+            uniqueKeysWithValues: restarted.output.split(separator: "\n").compactMap { line -> (Int, Int)? in
+                // "state: restored host7.local. (…), lease ends in 7198 s"
+                guard let range = line.range(of: "state: restored host") else { return nil }
+                let rest = line[range.upperBound...]
+                guard let n = Int(rest.prefix { $0.isNumber }),
+                    let lease = line.split(separator: " ").dropLast().last.flatMap({ Int($0) })
+                else { return nil }
+                return (n, lease)
+            })
         for n in acknowledged {
             #expect(restored[n] != nil, "host \(n) was acknowledged but not restored")
             if let lease = restored[n] { #expect((7200 - 30)...7200 ~= lease, "host \(n) restored with \(lease) s") }
@@ -205,7 +261,11 @@ final class RegistrationSocketTests {
 
 /// A registration built by dnspython (as Linux SleepProxyClient builds it: a zone section, TTL 120, an 8-byte Owner
 /// option), sent and its reply parsed by dnspython too.
-@Suite("Registration from dnspython", .serialized, .enabled(if: Command.canBuildNetworks && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"), "needs root and python3-dnspython"))
+@Suite(
+    "Registration from dnspython", .serialized,
+    .enabled(
+        if: Command.canBuildNetworks && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"),
+        "needs root and python3-dnspython"))
 final class DNSPythonRegistrationTests {
     static let client = """
         import socket, struct, sys

@@ -9,7 +9,9 @@ import Testing
 
 /// sleepproxyd taking over a sleeping host's addresses and waking it for its clients, end to end in the lab
 /// (issue 5 §8): real kernels on both ends, the daemon's packet sockets, netlink, and the wake log.
-@Suite("Address takeover and wake in the lab", .serialized, .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite(
+    "Address takeover and wake in the lab", .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
 final class TakeoverLabTests {
     let lab: LabNetwork
     let proxy: LabHost
@@ -37,7 +39,9 @@ final class TakeoverLabTests {
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state)
+        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
     }
 
     deinit {
@@ -48,9 +52,14 @@ final class TakeoverLabTests {
     func register(sequence: UInt8 = 0, password: SecureOnPassword? = nil) throws {
         let message = SampleRegistration.message(
             id: 0x5100 + UInt16(sequence), mac: Self.sleeperMAC, sequence: sequence, host: "sleeper.local.",
-            addresses: [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!], services: [("Web._http._tcp", 8080), ("Shell._ssh._tcp", 22)], password: password)
-        let replies = try UDPClient.exchange(in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [message.encoded(options: .appleUpdate)])
-        #expect(replies.first??.prefix(2) == [0x51, UInt8(sequence)], "registration not accepted: \(String(describing: replies))")
+            addresses: [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!],
+            services: [("Web._http._tcp", 8080), ("Shell._ssh._tcp", 22)], password: password)
+        let replies = try UDPClient.exchange(
+            in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
+            payloads: [message.encoded(options: .appleUpdate)])
+        #expect(
+            replies.first??.prefix(2) == [0x51, UInt8(sequence)],
+            "registration not accepted: \(String(describing: replies))")
     }
 
     /// The client's neighbour entry for `address` (its MAC), polled until `expected` or the timeout.
@@ -65,7 +74,9 @@ final class TakeoverLabTests {
     }
 
     func connect(_ address: String, port: Int = 8080, timeout: Double = 5) throws -> ManagedProcess {
-        try self.client.spawn(["/usr/bin/python3", "-c", Self.connectScript, address, "\(port)", "\(timeout)"], logName: "connect-\(port)")
+        try self.client.spawn(
+            ["/usr/bin/python3", "-c", Self.connectScript, address, "\(port)", "\(timeout)"], logName: "connect-\(port)"
+        )
     }
 
     func wakeLog() -> [WakeLogEntry] {
@@ -87,7 +98,9 @@ final class TakeoverLabTests {
     /// Sleeps the host after its registration and waits until the client's cache points at the proxy.
     func sleepAndWaitForTakeover(_ address: String) throws {
         try self.sleeper.sleep()
-        #expect(try self.neighbour(address, becomes: Self.proxyMAC, timeout: 12), "the gratuitous ARP/NA never reached the client's cache")
+        #expect(
+            try self.neighbour(address, becomes: Self.proxyMAC, timeout: 12),
+            "the gratuitous ARP/NA never reached the client's cache")
     }
 
     /// One sleep → connect → magic packet → wake half a second later → connect completes, for `address`.
@@ -100,7 +113,10 @@ final class TakeoverLabTests {
         // Exactly 6×FF, 16× the MAC and the password (none: no trailer).
         let expected = MagicPacket(target: Self.sleeperMAC, password: password).payload
         #expect(SleepingHost.magicPayload(first.frame.bytes) == expected)
-        #expect(Array(first.frame.bytes[0..<6]) == Self.sleeperMAC.bytes && Array(first.frame.bytes[6..<12]) == Self.proxyMAC.bytes, "unicast to the wake MAC first, from the proxy's MAC")
+        #expect(
+            Array(first.frame.bytes[0..<6]) == Self.sleeperMAC.bytes
+                && Array(first.frame.bytes[6..<12]) == Self.proxyMAC.bytes,
+            "unicast to the wake MAC first, from the proxy's MAC")
         let broadcast = self.sleeper.waitForMagicPackets(before + 2, timeout: 2).dropFirst(before + 1).first
         #expect(broadcast.map { Array($0.frame.bytes[0..<6]) } == MACAddress.broadcast.bytes)
         usleep(500_000)
@@ -111,7 +127,9 @@ final class TakeoverLabTests {
         // The proxy replayed the client's SYN to the host, from its own MAC, with checksums the host accepts (how
         // fast that completes connect() is the benchmark's business: a timed assertion would be flaky here).
         let replayed = self.sleeper.capturedFrames.contains { frame in
-            guard frame.packetType != 4, let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)), ethernet.source == Self.proxyMAC else { return false }
+            guard frame.packetType != 4, let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                ethernet.source == Self.proxyMAC
+            else { return false }
             let payload: ByteBuffer?
             switch ethernet.etherType {
             case .ipv4: payload = (try? IPv4Packet(decoding: ethernet.payload))?.payload
@@ -152,18 +170,33 @@ final class TakeoverLabTests {
         try self.sleepAndWaitForTakeover("192.0.2.2")
         // An unregistered port, ICMP echo and UDP to an unregistered port: answered by nobody, no magic packet.
         let unregistered = try self.connect("192.0.2.2", port: 9999, timeout: 1)
-        try self.client.namespace.sendFrame(TestFrames.ping(from: self.client.mac, to: Self.proxyMAC, source: IPAddress("192.0.2.20")!, destination: IPAddress("192.0.2.2")!))
-        try self.client.namespace.sendFrame(TestFrames.ping(from: self.client.mac, to: Self.proxyMAC, source: IPAddress("2001:db8::20")!, destination: IPAddress("2001:db8::2")!))
-        _ = try self.client.run(["/usr/bin/python3", "-c", "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'hi', ('192.0.2.2', 7777))"])
+        try self.client.namespace.sendFrame(
+            TestFrames.ping(
+                from: self.client.mac, to: Self.proxyMAC, source: IPAddress("192.0.2.20")!,
+                destination: IPAddress("192.0.2.2")!))
+        try self.client.namespace.sendFrame(
+            TestFrames.ping(
+                from: self.client.mac, to: Self.proxyMAC, source: IPAddress("2001:db8::20")!,
+                destination: IPAddress("2001:db8::2")!))
+        _ = try self.client.run([
+            "/usr/bin/python3", "-c",
+            "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b'hi', ('192.0.2.2', 7777))",
+        ])
         #expect(unregistered.waitForOutput("failed", timeout: 5))
         unregistered.stop()
         usleep(500_000)
-        #expect(self.sleeper.magicPackets.isEmpty, "woken by traffic that is no reason: \(self.sleeper.magicPackets.count) packets")
+        #expect(
+            self.sleeper.magicPackets.isEmpty,
+            "woken by traffic that is no reason: \(self.sleeper.magicPackets.count) packets")
         #expect(self.wakeLog().contains { $0.kind == .ignored && $0.trigger.port == 9999 })
         // A third machine announces the sleeper's address as its own: the owner must wake and defend it.
-        try self.client.namespace.sendFrame(TestFrames.arpAnnouncement(from: Self.thirdMAC, for: IPv4Address(192, 0, 2, 2)))
+        try self.client.namespace.sendFrame(
+            TestFrames.arpAnnouncement(from: Self.thirdMAC, for: IPv4Address(192, 0, 2, 2)))
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty)
-        #expect(self.wakeLog().contains { $0.kind == .wake && $0.trigger.type == .addressConflict && $0.trigger.from == Self.thirdMAC.description })
+        #expect(
+            self.wakeLog().contains {
+                $0.kind == .wake && $0.trigger.type == .addressConflict && $0.trigger.from == Self.thirdMAC.description
+            })
     }
 
     @Test func theProxyMachinesOwnConnectionWakesTheSleeperAndCompletes() throws {
@@ -175,10 +208,12 @@ final class TakeoverLabTests {
         // The proxy machine's kernel has a neighbour entry for the sleeper (its MAC), installed over netlink.
         let entry = try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.lowercased()
         #expect(entry.contains(Self.sleeperMAC.description.lowercased()) && entry.contains("permanent"), "\(entry)")
-        let script = "import socket,time; s=socket.socket(); s.settimeout(5); t=time.monotonic(); s.connect(('192.0.2.2', 8080)); print('connected %.3f' % (time.monotonic()-t), flush=True)"
+        let script =
+            "import socket,time; s=socket.socket(); s.settimeout(5); t=time.monotonic(); s.connect(('192.0.2.2', 8080)); print('connected %.3f' % (time.monotonic()-t), flush=True)"
         let connection = try self.proxy.spawn(["/usr/bin/python3", "-c", script], logName: "local-connect")
         defer { connection.stop() }
-        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty, "the proxy's own SYN did not wake the sleeper")
+        #expect(
+            !self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty, "the proxy's own SYN did not wake the sleeper")
         usleep(300_000)
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 5), "\(connection.output)")
@@ -201,7 +236,9 @@ final class TakeoverLabTests {
         let before = self.sleeper.magicPackets.count
         let connection = try self.connect("192.0.2.2", timeout: 3)
         defer { connection.stop() }
-        #expect(self.sleeper.waitForMagicPackets(before + 1, timeout: 4).count > before, "no wake after the link came back: \(daemon.output)")
+        #expect(
+            self.sleeper.waitForMagicPackets(before + 1, timeout: 4).count > before,
+            "no wake after the link came back: \(daemon.output)")
     }
 
     @Test func anAwakeOwnerAnsweringTheProbesIsNotTakenOver() throws {
@@ -212,7 +249,8 @@ final class TakeoverLabTests {
         try self.register()  // ... and stays awake: its kernel answers the proxy's ARP probes.
         usleep(7_000_000)
         let claims = capture.captured.filter { frame in
-            guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)), ethernet.etherType == .arp,
+            guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                ethernet.etherType == .arp,
                 let arp = try? ARPPacket(decoding: ethernet.payload)
             else { return false }
             return arp.senderMAC == Self.proxyMAC && arp.senderIP == IPv4Address(192, 0, 2, 2)

@@ -31,16 +31,22 @@ struct AppleRegistrationTests {
         let host: DNSName = "vm.local."
         let instance: DNSName = "TestSvc._http._tcp.local."
         let expected: [DNSResourceRecord] = [
-            DNSResourceRecord(name: "2.2.0.192.in-addr.arpa.", cacheFlush: true, ttl: 4500, rdata: .ptr(PTRRecord(target: host))),
+            DNSResourceRecord(
+                name: "2.2.0.192.in-addr.arpa.", cacheFlush: true, ttl: 4500, rdata: .ptr(PTRRecord(target: host))),
             DNSResourceRecord(
                 name: "2.0.0.0.0.0.E.F.F.F.0.5.3.5.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.E.F.ip6.arpa.",
                 cacheFlush: true, ttl: 4500, rdata: .ptr(PTRRecord(target: host))),
             DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(try TXTRecord(["path=/x"]))),
-            DNSResourceRecord(name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "_http._tcp.local."))),
+            DNSResourceRecord(
+                name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "_http._tcp.local."))),
             DNSResourceRecord(name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: instance))),
-            DNSResourceRecord(name: instance, cacheFlush: true, ttl: 4500, rdata: .srv(SRVRecord(port: 8080, target: host))),
-            DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))),
-            DNSResourceRecord(name: host, cacheFlush: true, ttl: 4500, rdata: .aaaa(AAAARecord(address: IPv6Address("fe80::53:50ff:fe00:2")!))),
+            DNSResourceRecord(
+                name: instance, cacheFlush: true, ttl: 4500, rdata: .srv(SRVRecord(port: 8080, target: host))),
+            DNSResourceRecord(
+                name: host, cacheFlush: true, ttl: 4500, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))),
+            DNSResourceRecord(
+                name: host, cacheFlush: true, ttl: 4500,
+                rdata: .aaaa(AAAARecord(address: IPv6Address("fe80::53:50ff:fe00:2")!))),
         ]
         #expect(self.message.updates == expected)
         // Reverse-mapping nibbles are upper case on the wire and must stay so.

@@ -52,10 +52,15 @@ struct CaptureFilterTests {
         var packet = ByteBuffer()
         switch destination {
         case .v4(let v4):
-            IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: v4, proto: proto), payload: payload).write(to: &packet)
+            IPv4Packet(
+                header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: v4, proto: proto), payload: payload
+            ).write(to: &packet)
             return EthernetFrame(destination: proxy, source: mac, etherType: .ipv4, payload: packet).bytes
         case .v6(let v6):
-            IPv6Packet(header: IPv6Header(source: IPv6Address("2001:db8::20")!, destination: v6, nextHeader: proto), payload: payload).write(to: &packet)
+            IPv6Packet(
+                header: IPv6Header(source: IPv6Address("2001:db8::20")!, destination: v6, nextHeader: proto),
+                payload: payload
+            ).write(to: &packet)
             return EthernetFrame(destination: proxy, source: mac, etherType: .ipv6, payload: packet).bytes
         }
     }
@@ -67,7 +72,9 @@ struct CaptureFilterTests {
     func everyPathEndsInAReturnWithinTheProgram(count: Int) {
         let program = F.program(addresses: (0..<count).map(Self.v4) + (0..<count).map(Self.v6))
         for (index, instruction) in program.enumerated() where instruction.code == F.jeq {
-            #expect(index + 1 + Int(max(instruction.jt, instruction.jf)) < program.count, "jump at \(index) leaves the program")
+            #expect(
+                index + 1 + Int(max(instruction.jt, instruction.jf)) < program.count,
+                "jump at \(index) leaves the program")
         }
         #expect(program.last?.code == F.ret)
         #expect(program.count <= 4096, "BPF_MAXINSNS")
@@ -83,22 +90,34 @@ struct CaptureFilterTests {
         #expect(Self.run(atLimit, Self.ip(Self.v4(n))) == 0, "an IPv4 address past the watched ones")
         #expect(Self.run(atLimit, Self.ip(Self.v6(n))) == 0, "an IPv6 address past the watched ones")
         let pastLimit = F.program(addresses: (0...n).map(Self.v4) + (0...n).map(Self.v6))
-        #expect(Self.run(pastLimit, Self.ip(Self.v4(n + 500))) == F.snapLength, "N+1 IPv4 addresses: the family passes whole")
-        #expect(Self.run(pastLimit, Self.ip(Self.v6(n + 500))) == F.snapLength, "N+1 IPv6 addresses: the family passes whole")
+        #expect(
+            Self.run(pastLimit, Self.ip(Self.v4(n + 500))) == F.snapLength,
+            "N+1 IPv4 addresses: the family passes whole")
+        #expect(
+            Self.run(pastLimit, Self.ip(Self.v6(n + 500))) == F.snapLength,
+            "N+1 IPv6 addresses: the family passes whole")
     }
 
     @Test func whatMustPassAndWhatMustNot() {
         let watched: [IPAddress] = [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!]
         let program = F.program(addresses: watched)
-        let arp = ARPPacket.probe(from: Self.mac, for: IPv4Address(192, 0, 2, 9)).frame(destination: .broadcast, source: Self.mac).bytes
+        let arp = ARPPacket.probe(from: Self.mac, for: IPv4Address(192, 0, 2, 9)).frame(
+            destination: .broadcast, source: Self.mac
+        ).bytes
         let ns = NeighborDiscoveryMessage(kind: .solicitation, target: IPv6Address("2001:db8::9")!)
-            .frame(ethernetSource: Self.mac, ethernetDestination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast.multicastMAC, source: .any, destination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast).bytes
+            .frame(
+                ethernetSource: Self.mac,
+                ethernetDestination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast.multicastMAC, source: .any,
+                destination: IPv6Address("2001:db8::9")!.solicitedNodeMulticast
+            ).bytes
         // Every ARP and neighbour discovery from others, and IP to a watched address, whoever sends it.
         #expect(Self.run(program, arp) == F.snapLength)
         #expect(Self.run(program, ns) == F.snapLength)
         #expect(Self.run(program, Self.ip(watched[0])) == F.snapLength)
         #expect(Self.run(program, Self.ip(watched[1])) == F.snapLength)
-        #expect(Self.run(program, Self.ip(watched[0]), outgoing: true) == F.snapLength, "the proxy machine's own SYN to a sleeping host wakes it")
+        #expect(
+            Self.run(program, Self.ip(watched[0]), outgoing: true) == F.snapLength,
+            "the proxy machine's own SYN to a sleeping host wakes it")
         #expect(Self.run(program, Self.ip(watched[1], proto: .udp)) == F.snapLength)
         // Not: the proxy's own ARP and ND, IP to anyone else, other EtherTypes, runts.
         #expect(Self.run(program, arp, outgoing: true) == 0)
@@ -110,6 +129,8 @@ struct CaptureFilterTests {
         lldp[12] = 0x88
         lldp[13] = 0xCC
         #expect(Self.run(program, lldp) == 0)
-        for length in [0, 10, 13, 14, 20] { #expect(Self.run(program, Array(Self.ip(watched[0]).prefix(length))) == 0, "a \(length)-byte runt") }
+        for length in [0, 10, 13, 14, 20] {
+            #expect(Self.run(program, Array(Self.ip(watched[0]).prefix(length))) == 0, "a \(length)-byte runt")
+        }
     }
 }

@@ -8,7 +8,11 @@ struct DNSCodecTests {
     @Test func qSectionBitsAndCacheFlush() throws {
         let message = DNSMessage(
             questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr, unicastResponse: true)],
-            answers: [DNSResourceRecord(name: "h.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 9))))]
+            answers: [
+                DNSResourceRecord(
+                    name: "h.local.", cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 9)))
+                )
+            ]
         )
         let bytes = message.encoded()
         // Question class 0x8001, answer class 0x8001.
@@ -32,13 +36,17 @@ struct DNSCodecTests {
                 strings.append(Array(repeating: 0x78, count: n))
                 remaining -= n + 1
             }
-            let m = DNSMessage(answers: [DNSResourceRecord(name: .root, ttl: 1, rdata: .txt(try TXTRecord(strings: strings)))])
+            let m = DNSMessage(answers: [
+                DNSResourceRecord(name: .root, ttl: 1, rdata: .txt(try TXTRecord(strings: strings)))
+            ])
             let bytes = m.encoded()
             #expect(bytes.count == size)
             return bytes
         }
         #expect(try DNSMessage(decoding: try message(size: DNSMessage.maximumSize)).answers.count == 1)
-        #expect(throws: WireError(.tooLarge, at: 0, "")) { try DNSMessage(decoding: try message(size: DNSMessage.maximumSize + 1)) }
+        #expect(throws: WireError(.tooLarge, at: 0, "")) {
+            try DNSMessage(decoding: try message(size: DNSMessage.maximumSize + 1))
+        }
     }
 
     @Test func countsBeyondTheBytesAreRefusedBeforeAllocating() {
@@ -75,9 +83,15 @@ struct DNSCodecTests {
     @Test func hinfoAndNullAndUnknownRoundTrip() throws {
         let keepalive = [UInt8(12)] + Array("t=7200 h=1.2".utf8) + [0]
         let m = DNSMessage(answers: [
-            DNSResourceRecord(name: "h.local.", cacheFlush: true, ttl: 120, rdata: .hinfo(try HINFORecord(cpu: Array("ARM".utf8), os: Array("Linux".utf8)))),
-            DNSResourceRecord(name: "1._keepalive._dns-sd._udp.local.", cacheFlush: true, ttl: 4500, rdata: .null(try NULLRecord(data: keepalive))),
-            DNSResourceRecord(name: "h.local.", ttl: 120, rdata: .unknown(try UnknownRecord(type: DNSRecordType(rawValue: 65), data: [1, 0, 0]))),
+            DNSResourceRecord(
+                name: "h.local.", cacheFlush: true, ttl: 120,
+                rdata: .hinfo(try HINFORecord(cpu: Array("ARM".utf8), os: Array("Linux".utf8)))),
+            DNSResourceRecord(
+                name: "1._keepalive._dns-sd._udp.local.", cacheFlush: true, ttl: 4500,
+                rdata: .null(try NULLRecord(data: keepalive))),
+            DNSResourceRecord(
+                name: "h.local.", ttl: 120,
+                rdata: .unknown(try UnknownRecord(type: DNSRecordType(rawValue: 65), data: [1, 0, 0]))),
         ])
         let decoded = try DNSMessage(decoding: m.encoded())
         #expect(decoded == m)
@@ -90,7 +104,9 @@ struct DNSCodecTests {
         // Apple's observed bitmap for "PTR only": window 0, length 2, 00 08.
         #expect(restricted.windows == [NSECRecord.Window(number: 0, bitmap: [0x00, 0x08])])
         #expect(restricted.isRestrictedMDNSForm(owner: owner))
-        let general = NSECRecord(nextName: "z.example.", types: [.a, .aaaa, .nsec, DNSRecordType(rawValue: 65), DNSRecordType(rawValue: 1234)])
+        let general = NSECRecord(
+            nextName: "z.example.",
+            types: [.a, .aaaa, .nsec, DNSRecordType(rawValue: 65), DNSRecordType(rawValue: 1234)])
         #expect(general.types.map(\.rawValue) == [1, 28, 47, 65, 1234])
         #expect(general.windows.map(\.number) == [0, 4])
         #expect(!general.isRestrictedMDNSForm(owner: owner))
@@ -108,7 +124,8 @@ struct DNSCodecTests {
     @Test func nsecBitmapLengthLimitIs32() throws {
         func message(bitmapLength: Int) -> [UInt8] {
             let rdata: [UInt8] = [0, 0, UInt8(bitmapLength)] + Array(repeating: 0x40, count: bitmapLength)
-            return [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, UInt8(rdata.count)] + rdata
+            return [0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, UInt8(rdata.count)]
+                + rdata
         }
         let decoded = try DNSMessage(decoding: message(bitmapLength: NSECRecord.maximumBitmapLength))
         guard case .nsec(let nsec) = decoded.answers.first?.rdata else {
@@ -123,9 +140,11 @@ struct DNSCodecTests {
     @Test func malformedNSECIsSkippedNotFatal() throws {
         // An NSEC whose window has bitmap length 0 (invalid), then an A record: the message still decodes, without
         // the NSEC (RFC 6762 §6.1), and nothing of its bytes is kept.
-        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 0, 0, 2, 0, 0, 0, 0,
-                              0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, 3, 0, 0, 0,
-                              0, 0, 1, 0x80, 1, 0, 0, 0, 120, 0, 4, 192, 0, 2, 1]
+        let bytes: [UInt8] = [
+            0, 0, 0x84, 0, 0, 0, 0, 2, 0, 0, 0, 0,
+            0, 0, 47, 0x80, 1, 0, 0, 0, 120, 0, 3, 0, 0, 0,
+            0, 0, 1, 0x80, 1, 0, 0, 0, 120, 0, 4, 192, 0, 2, 1,
+        ]
         let message = try DNSMessage(decoding: bytes)
         #expect(message.answers.map(\.type) == [.a])
         // A malformed NSEC that is truncated on the outside (RDLENGTH past the end) still fails the message.
@@ -135,9 +154,14 @@ struct DNSCodecTests {
     @Test func legacyCompressedTypesAreStoredDecompressed() throws {
         // A CNAME whose target is a pointer to the question name: kept as an uncompressed name, so it can be
         // written into any other message.
-        let bytes: [UInt8] = [0, 0, 0x84, 0, 0, 1, 0, 1, 0, 0, 0, 0,
-                              3, 0x77, 0x77, 0x77, 5] + Array("local".utf8) + [0, 0, 5, 0, 1,
-                              0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 120, 0, 2, 0xC0, 16]
+        let bytes: [UInt8] =
+            [
+                0, 0, 0x84, 0, 0, 1, 0, 1, 0, 0, 0, 0,
+                3, 0x77, 0x77, 0x77, 5,
+            ] + Array("local".utf8) + [
+                0, 0, 5, 0, 1,
+                0xC0, 12, 0, 5, 0, 1, 0, 0, 0, 120, 0, 2, 0xC0, 16,
+            ]
         let message = try DNSMessage(decoding: bytes)
         let expected = Array(DNSName("local.").storage) + [0]
         #expect(message.answers[0].rdata == .unknown(try UnknownRecord(type: .cname, data: expected)))
@@ -150,8 +174,15 @@ struct DNSCodecTests {
         let cases: [(OwnerOption, Int)] = [
             (OwnerOption(sequence: 3, primaryMAC: mac), 8),
             (OwnerOption(sequence: 3, primaryMAC: mac, wakeMAC: wake), 14),
-            (OwnerOption(sequence: 3, primaryMAC: mac, wakeMAC: wake, password: SecureOnPassword(bytes: [1, 2, 3, 4])), 18),
-            (OwnerOption(sequence: 3, primaryMAC: mac, wakeMAC: wake, password: SecureOnPassword(bytes: [1, 2, 3, 4, 5, 6])), 20),
+            (
+                OwnerOption(
+                    sequence: 3, primaryMAC: mac, wakeMAC: wake, password: SecureOnPassword(bytes: [1, 2, 3, 4])), 18
+            ),
+            (
+                OwnerOption(
+                    sequence: 3, primaryMAC: mac, wakeMAC: wake, password: SecureOnPassword(bytes: [1, 2, 3, 4, 5, 6])),
+                20
+            ),
         ]
         for (owner, length) in cases {
             #expect(owner.data.count == length)
@@ -173,22 +204,32 @@ struct DNSCodecTests {
 
     @Test func updateLeaseLengths() {
         #expect(UpdateLeaseOption(data: [0, 0, 0x1C, 0x20]) == UpdateLeaseOption(lease: 7200))
-        #expect(UpdateLeaseOption(data: [0, 0, 0x1C, 0x20, 0, 1, 0, 0]) == UpdateLeaseOption(lease: 7200, keyLease: 65536))
+        #expect(
+            UpdateLeaseOption(data: [0, 0, 0x1C, 0x20, 0, 1, 0, 0]) == UpdateLeaseOption(lease: 7200, keyLease: 65536))
         for length in [0, 3, 5, 6, 7, 9] {
-            #expect(EDNSOption(code: 2, data: Array(repeating: 1, count: length)) == .unknown(code: 2, data: Array(repeating: 1, count: length)))
+            #expect(
+                EDNSOption(code: 2, data: Array(repeating: 1, count: length))
+                    == .unknown(code: 2, data: Array(repeating: 1, count: length)))
         }
         #expect(UpdateLeaseOption(lease: 7200, keyLease: 1).data.count == 8)
     }
 
     @Test func optionsMustExactlyFillTheOPT() throws {
         func message(optRData: [UInt8]) -> [UInt8] {
-            [0, 0, 0x28, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 41, 0x05, 0xA0, 0, 0, 0x11, 0x94, 0, UInt8(optRData.count)] + optRData
+            [0, 0, 0x28, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 41, 0x05, 0xA0, 0, 0, 0x11, 0x94, 0, UInt8(optRData.count)]
+                + optRData
         }
-        #expect(try DNSMessage(decoding: message(optRData: [0, 2, 0, 4, 0, 0, 0x1C, 0x20])).ednsOptions?.updateLease?.lease == 7200)
+        #expect(
+            try DNSMessage(decoding: message(optRData: [0, 2, 0, 4, 0, 0, 0x1C, 0x20])).ednsOptions?.updateLease?.lease
+                == 7200)
         // Three stray bytes after a complete option.
-        #expect(throws: WireError(.badOption, at: 0, "")) { try DNSMessage(decoding: message(optRData: [0, 2, 0, 4, 0, 0, 0x1C, 0x20, 0, 0, 0])) }
+        #expect(throws: WireError(.badOption, at: 0, "")) {
+            try DNSMessage(decoding: message(optRData: [0, 2, 0, 4, 0, 0, 0x1C, 0x20, 0, 0, 0]))
+        }
         // An option claiming more bytes than the RDATA holds.
-        #expect(throws: WireError(.badOption, at: 0, "")) { try DNSMessage(decoding: message(optRData: [0, 4, 0, 8, 0, 0])) }
+        #expect(throws: WireError(.badOption, at: 0, "")) {
+            try DNSMessage(decoding: message(optRData: [0, 4, 0, 8, 0, 0]))
+        }
         // Unknown options are kept as bytes and round-trip.
         let unknown = message(optRData: [0xFD, 0xE9, 0, 5, 1, 0, 0, 0x0A, 0x28])
         let decoded = try DNSMessage(decoding: unknown)
@@ -200,7 +241,8 @@ struct DNSCodecTests {
         let m = DNSMessage(answers: [
             DNSResourceRecord(name: "MyMac.local.", ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 1)))),
             DNSResourceRecord(name: "mymac.local.", ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))),
-            DNSResourceRecord(name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "MyMac._ssh._tcp.local."))),
+            DNSResourceRecord(
+                name: "_ssh._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "MyMac._ssh._tcp.local."))),
         ])
         let compressed = m.encoded()
         let plain = m.encoded(options: DNSEncodingOptions(compressNames: false, compressSRVTarget: false))
@@ -227,7 +269,10 @@ struct DNSUpdateFormTests {
         let message = DNSMessage(
             flags: DNSHeaderFlags(response: false, opcode: .update),
             questions: [DNSQuestion(name: "local.", type: .soa)],
-            authorities: [DNSResourceRecord(name: "vm.local.", rrclass: .any, ttl: 0, rdata: .unknown(try UnknownRecord(type: .a, data: [])))]
+            authorities: [
+                DNSResourceRecord(
+                    name: "vm.local.", rrclass: .any, ttl: 0, rdata: .unknown(try UnknownRecord(type: .a, data: [])))
+            ]
         )
         let decoded = try DNSMessage(decoding: message.encoded())
         #expect(decoded == message)

@@ -64,7 +64,8 @@ struct DNSNameTests {
 
     @Test func decodesBackwardPointers() throws {
         // "local" at offset 12, then "mac" + pointer to 12.
-        let message = try DNSMessage(decoding: self.query([[5] + Array("local".utf8) + [0], [3] + Array("mac".utf8) + [0xC0, 12]]))
+        let message = try DNSMessage(
+            decoding: self.query([[5] + Array("local".utf8) + [0], [3] + Array("mac".utf8) + [0xC0, 12]]))
         #expect(message.questions[1].name == "mac.local.")
     }
 
@@ -72,9 +73,13 @@ struct DNSNameTests {
         // Pointer to itself (offset 12).
         #expect(throws: WireError(.badPointer, at: 12, "")) { try DNSMessage(decoding: self.query([[0xC0, 12]])) }
         // Pointer forward, past its own position.
-        #expect(throws: WireError(.badPointer, at: 12, "")) { try DNSMessage(decoding: self.query([[0xC0, 20], [0]])) }
+        #expect(throws: WireError(.badPointer, at: 12, "")) {
+            try DNSMessage(decoding: self.query([[0xC0, 20], [0]]))
+        }
         // "a" + pointer back to the start of the same name: a loop.
-        #expect(throws: WireError(.badPointer, at: 14, "")) { try DNSMessage(decoding: self.query([[1, 0x61, 0xC0, 12]])) }
+        #expect(throws: WireError(.badPointer, at: 14, "")) {
+            try DNSMessage(decoding: self.query([[1, 0x61, 0xC0, 12]]))
+        }
     }
 
     @Test func pointerChainLimit() throws {
@@ -91,8 +96,12 @@ struct DNSNameTests {
         }
         // The last question's name follows exactly `hops` pointers... but each hop must be its own question, and
         // the longest chain is the last question's. At the limit it decodes, one more is refused.
-        #expect(try DNSMessage(decoding: chain(DNSName.maximumPointerHops)).questions.count == DNSName.maximumPointerHops + 1)
-        #expect(throws: WireError(.badPointer, at: 0, "")) { try DNSMessage(decoding: chain(DNSName.maximumPointerHops + 1)) }
+        #expect(
+            try DNSMessage(decoding: chain(DNSName.maximumPointerHops)).questions.count == DNSName.maximumPointerHops
+                + 1)
+        #expect(throws: WireError(.badPointer, at: 0, "")) {
+            try DNSMessage(decoding: chain(DNSName.maximumPointerHops + 1))
+        }
     }
 
     @Test func rejectsReservedLabelTypes() {
@@ -101,9 +110,13 @@ struct DNSNameTests {
     }
 
     @Test func decodedNameLimitIs255() throws {
-        func name(_ lengths: [Int]) -> [UInt8] { lengths.flatMap { [UInt8($0)] + Array(repeating: 0x61, count: $0) } + [0] }
+        func name(_ lengths: [Int]) -> [UInt8] {
+            lengths.flatMap { [UInt8($0)] + Array(repeating: 0x61, count: $0) } + [0]
+        }
         #expect(try DNSMessage(decoding: self.query([name([63, 63, 63, 61])])).questions[0].name.wireLength == 255)
-        #expect(throws: WireError(.nameTooLong, at: 0, "")) { try DNSMessage(decoding: self.query([name([63, 63, 63, 62])])) }
+        #expect(throws: WireError(.nameTooLong, at: 0, "")) {
+            try DNSMessage(decoding: self.query([name([63, 63, 63, 62])]))
+        }
         // The same limit applies when the long name is assembled through a pointer.
         let first = name([63, 63, 63])
         let second: [UInt8] = [62] + Array(repeating: 0x62, count: 62) + [0xC0, 12]

@@ -32,7 +32,11 @@ struct PcapFile {
         }
         let magics: Set<UInt32> = [0xA1B2_C3D4, 0xA1B2_3C4D]
         let little: Bool
-        if magics.contains(u32(0, true)) { little = true } else if magics.contains(u32(0, false)) { little = false } else {
+        if magics.contains(u32(0, true)) {
+            little = true
+        } else if magics.contains(u32(0, false)) {
+            little = false
+        } else {
             throw Fixtures.FixtureError.badPcap("bad magic")
         }
         self.linkType = u32(20, little)
@@ -42,8 +46,10 @@ struct PcapFile {
             guard offset + 16 <= bytes.count else { throw Fixtures.FixtureError.badPcap("short record header") }
             let length = Int(u32(offset + 8, little))
             guard offset + 16 + length <= bytes.count else { throw Fixtures.FixtureError.badPcap("short record") }
-            records.append(Record(seconds: u32(offset, little), fraction: u32(offset + 4, little),
-                                  data: Array(bytes[offset + 16..<offset + 16 + length])))
+            records.append(
+                Record(
+                    seconds: u32(offset, little), fraction: u32(offset + 4, little),
+                    data: Array(bytes[offset + 16..<offset + 16 + length])))
             offset += 16 + length
         }
         self.records = records

@@ -16,8 +16,12 @@ struct LinkLayerTests {
             #expect(MACAddress(bad) == nil, "\(bad)")
         }
         #expect(IPv4Address("192.0.2.2") == IPv4Address(192, 0, 2, 2))
-        for bad in ["192.0.2", "192.0.2.256", "192.0.02.1", "1.2.3.4.5", "a.b.c.d", ""] { #expect(IPv4Address(bad) == nil, "\(bad)") }
-        let cases = ["fe80::53:50ff:fe00:2", "2001:db8::1", "::", "::1", "ff02::fb", "2001:db8:0:1:1:1:1:1", "::ffff:192.0.2.1"]
+        for bad in ["192.0.2", "192.0.2.256", "192.0.02.1", "1.2.3.4.5", "a.b.c.d", ""] {
+            #expect(IPv4Address(bad) == nil, "\(bad)")
+        }
+        let cases = [
+            "fe80::53:50ff:fe00:2", "2001:db8::1", "::", "::1", "ff02::fb", "2001:db8:0:1:1:1:1:1", "::ffff:192.0.2.1",
+        ]
         for text in cases {
             let address = IPv6Address(text)
             #expect(address != nil, "\(text)")
@@ -51,9 +55,13 @@ struct LinkLayerTests {
 
         let announcement = ARPPacket.announcement(from: self.proxyMAC, for: self.ownerIP)
         #expect(announcement.isAnnouncement && !announcement.isProbe)
-        let request = ARPPacket(operation: .request, senderMAC: MACAddress("02:00:00:00:00:09")!, senderIP: IPv4Address(192, 0, 2, 9), targetMAC: .zero, targetIP: self.ownerIP)
+        let request = ARPPacket(
+            operation: .request, senderMAC: MACAddress("02:00:00:00:00:09")!, senderIP: IPv4Address(192, 0, 2, 9),
+            targetMAC: .zero, targetIP: self.ownerIP)
         let reply = ARPPacket.reply(to: request, from: self.proxyMAC)
-        #expect(reply.operation == .reply && reply.senderIP == self.ownerIP && reply.targetMAC == request.senderMAC && reply.senderMAC == self.proxyMAC)
+        #expect(
+            reply.operation == .reply && reply.senderIP == self.ownerIP && reply.targetMAC == request.senderMAC
+                && reply.senderMAC == self.proxyMAC)
         var buffer = ByteBuffer()
         reply.write(to: &buffer)
         #expect(buffer.readableBytes == ARPPacket.length)
@@ -61,7 +69,9 @@ struct LinkLayerTests {
     }
 
     @Test func arpForOtherProtocolsIsUnsupported() {
-        var bytes = ARPPacket.probe(from: self.proxyMAC, for: self.ownerIP).frame(destination: .broadcast, source: self.proxyMAC).bytes
+        var bytes = ARPPacket.probe(from: self.proxyMAC, for: self.ownerIP).frame(
+            destination: .broadcast, source: self.proxyMAC
+        ).bytes
         bytes[14 + 1] = 2  // hardware type 2
         #expect(throws: WireError(.unsupported, at: 0, "")) {
             try ARPPacket(decoding: try EthernetFrame(decoding: ByteBuffer(bytes: bytes)).payload)
@@ -71,7 +81,9 @@ struct LinkLayerTests {
     @Test func vlanTaggedFrames() throws {
         var payload = ByteBuffer()
         ARPPacket.announcement(from: self.proxyMAC, for: self.ownerIP).write(to: &payload)
-        let frame = EthernetFrame(destination: .broadcast, source: self.proxyMAC, vlan: VLANTag(id: 42, priority: 5), etherType: .arp, payload: payload)
+        let frame = EthernetFrame(
+            destination: .broadcast, source: self.proxyMAC, vlan: VLANTag(id: 42, priority: 5), etherType: .arp,
+            payload: payload)
         let bytes = frame.bytes
         #expect(Array(bytes[12..<16]) == [0x81, 0x00, 0xA0, 0x2A])
         let decoded = try EthernetFrame(decoding: ByteBuffer(bytes: bytes))
@@ -87,7 +99,9 @@ struct LinkLayerTests {
         var tcp = ByteBuffer()
         TCPSegment(sourcePort: 50000, destinationPort: destinationPort, sequenceNumber: 1, flags: flags).write(to: &tcp)
         var ip = ByteBuffer()
-        IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 9), destination: self.ownerIP, proto: .tcp), payload: tcp).write(to: &ip)
+        IPv4Packet(
+            header: IPv4Header(source: IPv4Address(192, 0, 2, 9), destination: self.ownerIP, proto: .tcp), payload: tcp
+        ).write(to: &ip)
         return EthernetFrame(destination: self.proxyMAC, source: self.ownerMAC, etherType: .ipv4, payload: ip).bytes
     }
 
@@ -96,20 +110,32 @@ struct LinkLayerTests {
         let frame = try EthernetFrame(decoding: ByteBuffer(bytes: bytes))
         let packet = try IPv4Packet(decoding: frame.payload)
         #expect(packet.header.checksumValid)
-        #expect(packet.header.proto == .tcp && packet.header.destination == self.ownerIP && packet.header.isFirstFragment)
+        #expect(
+            packet.header.proto == .tcp && packet.header.destination == self.ownerIP && packet.header.isFirstFragment)
         let segment = try TCPSegment(decoding: packet.payload)
         #expect(segment.isConnectionRequest && segment.destinationPort == 8080)
-        #expect(!(try TCPSegment(decoding: IPv4Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: self.tcpFrame(flags: [.syn, .ack], destinationPort: 1))).payload).payload)).isConnectionRequest)
+        #expect(
+            !(try TCPSegment(
+                decoding: IPv4Packet(
+                    decoding: EthernetFrame(
+                        decoding: ByteBuffer(bytes: self.tcpFrame(flags: [.syn, .ack], destinationPort: 1))
+                    ).payload
+                ).payload)).isConnectionRequest)
         var corrupted = bytes
         corrupted[14 + 8] ^= 0x01  // TTL
-        #expect(!(try IPv4Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: corrupted)).payload)).header.checksumValid)
+        #expect(
+            !(try IPv4Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: corrupted)).payload)).header
+                .checksumValid)
         // The IPv4 payload ends at total length, not at the (padded) end of the frame.
         #expect(packet.payload.readableBytes == TCPSegment.minimumHeaderLength)
     }
 
     @Test func ipv4HeaderLengthAndTotalLengthChecks() throws {
         var ip = ByteBuffer()
-        IPv4Packet(header: IPv4Header(source: .any, destination: .broadcast, proto: .udp), payload: ByteBuffer(bytes: [1, 2, 3])).write(to: &ip)
+        IPv4Packet(
+            header: IPv4Header(source: .any, destination: .broadcast, proto: .udp),
+            payload: ByteBuffer(bytes: [1, 2, 3])
+        ).write(to: &ip)
         var bytes = Array(ip.readableBytesView)
         bytes[0] = 0x44  // IHL 4 (16 bytes)
         #expect(throws: WireError(.badHeader, at: 0, "")) { try IPv4Packet(decoding: ByteBuffer(bytes: bytes)) }
@@ -129,7 +155,8 @@ struct LinkLayerTests {
         // Hop-by-hop (8 bytes, next = destination options), destination options (16 bytes, next = TCP).
         let hopByHop: [UInt8] = [60, 0, 1, 4, 0, 0, 0, 0]
         let destination: [UInt8] = [6, 1] + Array(repeating: 1, count: 14)
-        let header = IPv6Header(source: IPv6Address("fe80::9")!, destination: IPv6Address("fe80::53:50ff:fe00:2")!, nextHeader: .hopByHop)
+        let header = IPv6Header(
+            source: IPv6Address("fe80::9")!, destination: IPv6Address("fe80::53:50ff:fe00:2")!, nextHeader: .hopByHop)
         var buffer = ByteBuffer()
         IPv6Packet(header: header, payload: ByteBuffer(bytes: hopByHop + destination + tcp)).write(to: &buffer)
         let packet = try IPv6Packet(decoding: buffer)
@@ -139,11 +166,17 @@ struct LinkLayerTests {
         // A first fragment is walked; a later fragment has no transport header and is refused.
         let firstFragment: [UInt8] = [6, 0, 0, 1, 0, 0, 0, 7]
         var first = ByteBuffer()
-        IPv6Packet(header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .fragment), payload: ByteBuffer(bytes: firstFragment + tcp)).write(to: &first)
+        IPv6Packet(
+            header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .fragment),
+            payload: ByteBuffer(bytes: firstFragment + tcp)
+        ).write(to: &first)
         #expect(try IPv6Packet(decoding: first).upperLayerProtocol == .tcp)
         let laterFragment: [UInt8] = [6, 0, 0, 0x08, 0, 0, 0, 7]
         var later = ByteBuffer()
-        IPv6Packet(header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .fragment), payload: ByteBuffer(bytes: laterFragment + tcp)).write(to: &later)
+        IPv6Packet(
+            header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .fragment),
+            payload: ByteBuffer(bytes: laterFragment + tcp)
+        ).write(to: &later)
         #expect(throws: WireError(.unsupported, at: 0, "")) { try IPv6Packet(decoding: later) }
     }
 
@@ -152,24 +185,40 @@ struct LinkLayerTests {
             var payload: [UInt8] = []
             for index in 0..<headers { payload += [index == headers - 1 ? 59 : 60, 0, 0, 0, 0, 0, 0, 0] }
             var buffer = ByteBuffer()
-            IPv6Packet(header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .destinationOptions), payload: ByteBuffer(bytes: payload)).write(to: &buffer)
+            IPv6Packet(
+                header: IPv6Header(source: .any, destination: .allNodes, nextHeader: .destinationOptions),
+                payload: ByteBuffer(bytes: payload)
+            ).write(to: &buffer)
             return buffer
         }
-        #expect(try IPv6Packet(decoding: packet(headers: IPv6Packet.maximumExtensionHeaders)).upperLayerProtocol == .noNextHeader)
-        #expect(throws: WireError(.unsupported, at: 0, "")) { try IPv6Packet(decoding: packet(headers: IPv6Packet.maximumExtensionHeaders + 1)) }
+        #expect(
+            try IPv6Packet(decoding: packet(headers: IPv6Packet.maximumExtensionHeaders)).upperLayerProtocol
+                == .noNextHeader)
+        #expect(throws: WireError(.unsupported, at: 0, "")) {
+            try IPv6Packet(decoding: packet(headers: IPv6Packet.maximumExtensionHeaders + 1))
+        }
     }
 
     @Test func neighborSolicitationAndAdvertisement() throws {
         let target = IPv6Address("fe80::53:50ff:fe00:2")!
         let solicitor = IPv6Address("fe80::9")!
-        let ns = NeighborDiscoveryMessage(kind: .solicitation, target: target, sourceLinkLayerAddress: MACAddress("02:00:00:00:00:09")!)
-        let nsFrame = ns.frame(ethernetSource: MACAddress("02:00:00:00:00:09")!, ethernetDestination: target.solicitedNodeMulticast.multicastMAC, source: solicitor, destination: target.solicitedNodeMulticast)
-        let decodedNS = try NeighborDiscoveryMessage(decoding: IPv6Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: nsFrame.bytes)).payload))
+        let ns = NeighborDiscoveryMessage(
+            kind: .solicitation, target: target, sourceLinkLayerAddress: MACAddress("02:00:00:00:00:09")!)
+        let nsFrame = ns.frame(
+            ethernetSource: MACAddress("02:00:00:00:00:09")!,
+            ethernetDestination: target.solicitedNodeMulticast.multicastMAC, source: solicitor,
+            destination: target.solicitedNodeMulticast)
+        let decodedNS = try NeighborDiscoveryMessage(
+            decoding: IPv6Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: nsFrame.bytes)).payload))
         #expect(decodedNS == ns)
 
         // RFC 4861 §7.2.4: solicited answer, unicast to the solicitor, S and O set, TLLA = proxy MAC.
-        let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.solicited, .override], target: target, targetLinkLayerAddress: self.proxyMAC)
-        let naBytes = na.frame(ethernetSource: self.proxyMAC, ethernetDestination: MACAddress("02:00:00:00:00:09")!, source: target, destination: solicitor).bytes
+        let na = NeighborDiscoveryMessage(
+            kind: .advertisement, flags: [.solicited, .override], target: target, targetLinkLayerAddress: self.proxyMAC)
+        let naBytes = na.frame(
+            ethernetSource: self.proxyMAC, ethernetDestination: MACAddress("02:00:00:00:00:09")!, source: target,
+            destination: solicitor
+        ).bytes
         #expect(naBytes.count == 14 + 40 + 32)
         let naPacket = try IPv6Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: naBytes)).payload)
         #expect(naPacket.header.hopLimit == 255)
@@ -178,22 +227,30 @@ struct LinkLayerTests {
         // Checksum, hop limit and zero-length option are each enforced.
         var badChecksum = naBytes
         badChecksum[14 + 40 + 8] ^= 0xFF
-        #expect(throws: WireError(.badChecksum, at: 0, "")) { try NeighborDiscoveryMessage(decoding: IPv6Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: badChecksum)).payload)) }
+        #expect(throws: WireError(.badChecksum, at: 0, "")) {
+            try NeighborDiscoveryMessage(
+                decoding: IPv6Packet(decoding: EthernetFrame(decoding: ByteBuffer(bytes: badChecksum)).payload))
+        }
         var routed = naPacket
         routed.header.hopLimit = 254
         #expect(throws: WireError(.badHeader, at: 0, "")) { try NeighborDiscoveryMessage(decoding: routed) }
         var zeroOption = na.icmpBytes(source: target, destination: solicitor)
         zeroOption[25] = 0
-        let checksum = InternetChecksum.ipv6(source: target, destination: solicitor, nextHeader: 58, payload: zeroOption.enumerated().map { $0.offset == 2 || $0.offset == 3 ? 0 : $0.element })
+        let checksum = InternetChecksum.ipv6(
+            source: target, destination: solicitor, nextHeader: 58,
+            payload: zeroOption.enumerated().map { $0.offset == 2 || $0.offset == 3 ? 0 : $0.element })
         zeroOption[2] = UInt8(checksum >> 8)
         zeroOption[3] = UInt8(checksum & 0xFF)
-        let zeroPacket = IPv6Packet(header: IPv6Header(source: target, destination: solicitor, nextHeader: .icmpv6, hopLimit: 255), payload: ByteBuffer(bytes: zeroOption))
+        let zeroPacket = IPv6Packet(
+            header: IPv6Header(source: target, destination: solicitor, nextHeader: .icmpv6, hopLimit: 255),
+            payload: ByteBuffer(bytes: zeroOption))
         #expect(throws: WireError(.badOption, at: 0, "")) { try NeighborDiscoveryMessage(decoding: zeroPacket) }
 
         // A DAD probe (source ::) must not carry a source link-layer address.
         let dad = ns.packet(source: .any, destination: target.solicitedNodeMulticast)
         #expect(throws: WireError(.badOption, at: 0, "")) { try NeighborDiscoveryMessage(decoding: dad) }
-        let cleanDAD = NeighborDiscoveryMessage(kind: .solicitation, target: target).packet(source: .any, destination: target.solicitedNodeMulticast)
+        let cleanDAD = NeighborDiscoveryMessage(kind: .solicitation, target: target).packet(
+            source: .any, destination: target.solicitedNodeMulticast)
         #expect(try NeighborDiscoveryMessage(decoding: cleanDAD).target == target)
     }
 
@@ -216,7 +273,9 @@ struct LinkLayerTests {
         #expect(throws: WireError.self) { try MagicPacket(payload: fifteen) }
         #expect(MagicPacket.search(in: fifteen) == nil)
         // A sync stream and the MAC once, as in a DHCP packet, is not a match.
-        #expect(MagicPacket.search(in: Array(repeating: 0xFF, count: 6) + self.ownerMAC.bytes + Array(repeating: 0, count: 100)) == nil)
+        #expect(
+            MagicPacket.search(
+                in: Array(repeating: 0xFF, count: 6) + self.ownerMAC.bytes + Array(repeating: 0, count: 100)) == nil)
         #expect(MagicPacket.search(in: [0x13, 0x88, 0xFF] + plain.payload + [7, 7]) == self.ownerMAC)
         // A MAC that starts with FF bytes still matches only at the real sync stream.
         let ffMAC = MACAddress("ff:ff:00:00:00:01")!

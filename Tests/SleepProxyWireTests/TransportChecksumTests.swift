@@ -16,10 +16,17 @@ struct TransportChecksumTests {
         segment.setInteger(garbage, at: segment.readerIndex + 16)
         var packet = ByteBuffer()
         if v6 {
-            IPv6Packet(header: IPv6Header(source: IPv6Address("2001:db8::20")!, destination: IPv6Address("2001:db8::2")!, nextHeader: .tcp), payload: segment).write(to: &packet)
+            IPv6Packet(
+                header: IPv6Header(
+                    source: IPv6Address("2001:db8::20")!, destination: IPv6Address("2001:db8::2")!, nextHeader: .tcp),
+                payload: segment
+            ).write(to: &packet)
             return EthernetFrame(destination: host, source: client, etherType: .ipv6, payload: packet).bytes
         }
-        IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: IPv4Address(192, 0, 2, 2), proto: .tcp), payload: segment).write(to: &packet)
+        IPv4Packet(
+            header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: IPv4Address(192, 0, 2, 2), proto: .tcp),
+            payload: segment
+        ).write(to: &packet)
         var frame = EthernetFrame(destination: host, source: client, etherType: .ipv4, payload: packet).bytes
         frame[EthernetFrame.headerLength + 10] = 0xDE  // and a header checksum nobody filled in
         return frame
@@ -32,21 +39,34 @@ struct TransportChecksumTests {
         if v6 {
             let packet = try IPv6Packet(decoding: frame.payload)
             let tcp = Array(packet.payload.readableBytesView)
-            #expect(InternetChecksum.ipv6(source: packet.header.source, destination: packet.header.destination, nextHeader: IPProtocol.tcp.rawValue, payload: tcp[...]) == 0)
+            #expect(
+                InternetChecksum.ipv6(
+                    source: packet.header.source, destination: packet.header.destination,
+                    nextHeader: IPProtocol.tcp.rawValue, payload: tcp[...]) == 0)
         } else {
             let packet = try IPv4Packet(decoding: frame.payload)
             #expect(packet.header.checksumValid)
             let tcp = Array(packet.payload.readableBytesView)
-            #expect(InternetChecksum.ipv4(source: packet.header.source, destination: packet.header.destination, protocol: IPProtocol.tcp.rawValue, payload: tcp[...]) == 0)
+            #expect(
+                InternetChecksum.ipv4(
+                    source: packet.header.source, destination: packet.header.destination,
+                    protocol: IPProtocol.tcp.rawValue, payload: tcp[...]) == 0)
         }
-        #expect(try TCPSegment(decoding: (v6 ? IPv6Packet(decoding: frame.payload).payload : IPv4Packet(decoding: frame.payload).payload)).isConnectionRequest)
+        #expect(
+            try TCPSegment(
+                decoding: (v6
+                    ? IPv6Packet(decoding: frame.payload).payload : IPv4Packet(decoding: frame.payload).payload)
+            ).isConnectionRequest)
     }
 
     @Test func framesThatAreNotTCPOrDoNotAddUpComeBackUnchanged() throws {
         var datagram = ByteBuffer()
         UDPDatagram(sourcePort: 1, destinationPort: 2, payload: ByteBuffer(bytes: [1, 2, 3])).write(to: &datagram)
         var packet = ByteBuffer()
-        IPv4Packet(header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: IPv4Address(192, 0, 2, 2), proto: .udp), payload: datagram).write(to: &packet)
+        IPv4Packet(
+            header: IPv4Header(source: IPv4Address(192, 0, 2, 20), destination: IPv4Address(192, 0, 2, 2), proto: .udp),
+            payload: datagram
+        ).write(to: &packet)
         let udp = EthernetFrame(destination: Self.host, source: Self.client, etherType: .ipv4, payload: packet).bytes
         #expect(EthernetFrame.withTransportChecksumsRecomputed(udp) == udp)
         // Every truncation of a TCP frame that cuts into its IP packet (Ethernet padding may follow the packet),
@@ -55,7 +75,9 @@ struct TransportChecksumTests {
             let frame = Self.capturedSYN(v6: v6)
             let packetEnd = EthernetFrame.headerLength + (v6 ? 40 + 20 : 20 + 20)
             for length in 0..<packetEnd {
-                #expect(EthernetFrame.withTransportChecksumsRecomputed(Array(frame[0..<length])) == Array(frame[0..<length]))
+                #expect(
+                    EthernetFrame.withTransportChecksumsRecomputed(Array(frame[0..<length])) == Array(frame[0..<length])
+                )
             }
             var lying = frame
             lying[EthernetFrame.headerLength + (v6 ? 4 : 2)] = 0xFF

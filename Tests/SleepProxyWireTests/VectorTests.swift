@@ -39,7 +39,9 @@ struct VectorTests {
         case .tcp:
             return .tcp(try TCPSegment(decoding: payload))
         case .icmpv6:
-            if let v6, let first = payload.getInteger(at: payload.readerIndex, as: UInt8.self), first == 135 || first == 136 {
+            if let v6, let first = payload.getInteger(at: payload.readerIndex, as: UInt8.self),
+                first == 135 || first == 136
+            {
                 return .neighborDiscovery(try NeighborDiscoveryMessage(decoding: v6))
             }
             return .other(.ipv6, proto)
@@ -100,7 +102,9 @@ struct VectorTests {
         }
         #expect(udp.sourcePort == 5353 && udp.destinationPort == 5353)
         #expect(message.id == 0)
-        #expect(message.questions == [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr, unicastResponse: true)])
+        #expect(
+            message.questions == [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr, unicastResponse: true)]
+        )
         #expect(message.answers.isEmpty && message.authorities.isEmpty && message.additionals.isEmpty)
     }
 

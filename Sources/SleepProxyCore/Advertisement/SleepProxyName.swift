@@ -45,7 +45,10 @@ public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
         intent: Int = Intent.dedicated.rawValue, portability: Int = 40, marginalPower: Int = 10, totalPower: Int = 65,
         features: Int = 0, niceName: String
     ) throws(Problem) {
-        for (name, value) in [("intent", intent), ("portability", portability), ("marginal power", marginalPower), ("total power", totalPower)]
+        for (name, value) in [
+            ("intent", intent), ("portability", portability), ("marginal power", marginalPower),
+            ("total power", totalPower),
+        ]
         where !SleepProxyName.metricRange.contains(value) {
             throw .metricOutOfRange(name, value)
         }
@@ -102,7 +105,8 @@ public struct SleepProxyName: Hashable, Sendable, CustomStringConvertible {
         let metric = SleepProxyName.metric(ofLabel: bytes)
         do {
             try self.init(
-                intent: metric / 10_000, portability: metric / 100 % 100, marginalPower: metric % 100, totalPower: total,
+                intent: metric / 10_000, portability: metric / 100 % 100, marginalPower: metric % 100,
+                totalPower: total,
                 features: Int(bytes[12] - 0x30), niceName: String(decoding: rest.dropFirst(), as: UTF8.self)
             )
         } catch {

@@ -61,7 +61,9 @@ public struct ProxyEngine: Sendable {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
-        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()] + self.quietChecks.map({ self.presence[$0]?.quietNext }) {
+        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()]
+            + self.quietChecks.map({ self.presence[$0]?.quietNext })
+        {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
         return deadline
@@ -88,7 +90,10 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
-    public mutating func reconfigure(takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+    public mutating func reconfigure(
+        takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
+        refusalReply: RegistrationConfiguration.RefusalReply
+    ) {
         if let takeover, self.takeover != nil { self.takeover!.configuration = takeover }
         self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
     }
@@ -97,7 +102,9 @@ public struct ProxyEngine: Sendable {
 
     /// One datagram on the registration port, from `source` on a served interface. The outcome carries the reply;
     /// the caller sends it only once the journal entries of the same batch are durable.
-    public mutating func receiveRegistration(_ bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
+    public mutating func receiveRegistration(
+        _ bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
+    ) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
         let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface, now: now)
         guard case .accepted(let acceptance) = outcome else { return (outcome, []) }
         let registration = acceptance.registration
@@ -105,12 +112,19 @@ public struct ProxyEngine: Sendable {
         // A new registration (not a retransmission, not a further part of the same one) was sent by a host that
         // is therefore awake this moment: Apple's clients register right before sleeping, avahi-based ones often
         // seconds before (docs/coexistence.md). The proxy stays silent until the host is shown to be quiet.
-        let isNew = acceptance.previous == nil || acceptance.startedNewEpoch || acceptance.previous!.lastMessageID != registration.lastMessageID
+        let isNew =
+            acceptance.previous == nil || acceptance.startedNewEpoch
+            || acceptance.previous!.lastMessageID != registration.lastMessageID
         if isNew {
             if self.presence[registration.key]?.state == .asleep {
-                actions.append(.log(.info, "\(Self.name(registration)) sent a new registration, so it is awake: the proxy stops speaking for it until it is quiet again"))
+                actions.append(
+                    .log(
+                        .info,
+                        "\(Self.name(registration)) sent a new registration, so it is awake: the proxy stops speaking for it until it is quiet again"
+                    ))
             }
-            actions += self.startOver(registration, restart: acceptance.previous != nil, previous: acceptance.previous, now: now)
+            actions += self.startOver(
+                registration, restart: acceptance.previous != nil, previous: acceptance.previous, now: now)
         } else {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
             if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, now: now), now: now) }
@@ -119,7 +133,9 @@ public struct ProxyEngine: Sendable {
     }
 
     /// A host starts from `starting`: silent, its addresses probed (or its name asked for) from a second on.
-    private mutating func startOver(_ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp) -> [EngineAction] {
+    private mutating func startOver(
+        _ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp
+    ) -> [EngineAction] {
         let key = registration.key
         var presence = Presence()
         let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
@@ -129,14 +145,19 @@ public struct ProxyEngine: Sendable {
         self.responder?.silence(key)
         self.responder?.registered(registration, previous: previous, now: now)
         var actions: [EngineAction] = []
-        if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, restart: restart, now: now), now: now) }
+        if self.takeover != nil {
+            actions += self.run(self.takeover!.registered(registration, restart: restart, now: now), now: now)
+        }
         return actions
     }
 
     // MARK: - mDNS
 
     /// One mDNS packet received on a served interface.
-    public mutating func receiveMDNS(_ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int, now: Timestamp) -> [EngineAction] {
+    public mutating func receiveMDNS(
+        _ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int,
+        now: Timestamp
+    ) -> [EngineAction] {
         var actions: [EngineAction] = []
         if let context = self.interfaces[interfaceIndex] {
             // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
@@ -150,7 +171,9 @@ public struct ProxyEngine: Sendable {
         }
         guard self.responder != nil else { return actions }
         let store = self.registrar.store
-        let responderActions = self.responder!.receive(bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, store: store, now: now)
+        let responderActions = self.responder!.receive(
+            bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, store: store,
+            now: now)
         return actions + self.run(responderActions, now: now)
     }
 
@@ -173,7 +196,12 @@ public struct ProxyEngine: Sendable {
         }
         self.presence[key] = presence
         var actions: [EngineAction] = []
-        if first { actions.append(.log(.info, "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet")) }
+        if first {
+            actions.append(
+                .log(
+                    .info,
+                    "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet"))
+        }
         if self.takeover != nil { actions += self.run(self.takeover!.ownerActive(key, now: now), now: now) }
         return actions
     }
@@ -181,9 +209,13 @@ public struct ProxyEngine: Sendable {
     // MARK: - Frames
 
     /// One frame captured on a served interface (`outgoing`: sent by the proxy machine itself).
-    public mutating func receiveFrame(_ bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp) -> [EngineAction] {
+    public mutating func receiveFrame(_ bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp)
+        -> [EngineAction]
+    {
         guard self.takeover != nil else { return [] }
-        return self.run(self.takeover!.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), now: now)
+        return self.run(
+            self.takeover!.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), now: now
+        )
     }
 
     // MARK: - Time
@@ -192,7 +224,8 @@ public struct ProxyEngine: Sendable {
     public mutating func tick(now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
         for expiry in self.registrar.expire(now: now) {
-            actions += self.removeHost(expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
+            actions += self.removeHost(
+                expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
         }
         if self.takeover != nil { actions += self.run(self.takeover!.tick(now: now), now: now) }
         actions += self.runQuietChecks(now: now)
@@ -226,7 +259,8 @@ public struct ProxyEngine: Sendable {
             } else {
                 updated.quietNext = nil
                 self.presence[key] = updated
-                actions += self.fellQuiet(key, why: "it answered none of \(EngineRules.quietProbeCount) questions for its name", now: now)
+                actions += self.fellQuiet(
+                    key, why: "it answered none of \(EngineRules.quietProbeCount) questions for its name", now: now)
             }
         }
         return actions
@@ -235,17 +269,23 @@ public struct ProxyEngine: Sendable {
     /// A question for the host's name (A and AAAA, multicast): an awake host's responder answers it from one of
     /// its addresses, which `receiveMDNS` notices.
     private func quietProbe(_ registration: OwnerRegistration) -> [EngineAction] {
-        guard let name = registration.hostName, let context = self.interfaces.values.first(where: { $0.name == registration.key.interface }) else { return [] }
+        guard let name = registration.hostName,
+            let context = self.interfaces.values.first(where: { $0.name == registration.key.interface })
+        else { return [] }
         let query = DNSMessage(questions: [DNSQuestion(name: name, type: .a), DNSQuestion(name: name, type: .aaaa)])
         let bytes = query.encoded(options: .mdns)
         return Responder.families(of: context).map { family in
-            .transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: query, bytes: bytes))
+            .transmit(
+                MDNSTransmission(
+                    destination: .multicast(interfaceIndex: context.index, family: family), message: query, bytes: bytes
+                ))
         }
     }
 
     /// The host was shown to be asleep: the proxy speaks for it from now on.
     private mutating func fellQuiet(_ key: OwnerKey, why: String, now: Timestamp) -> [EngineAction] {
-        guard var presence = self.presence[key], let registration = self.registrar.store[key], presence.state != .asleep else { return [] }
+        guard var presence = self.presence[key], let registration = self.registrar.store[key], presence.state != .asleep
+        else { return [] }
         presence.state = .asleep
         presence.takenOver = true
         presence.quietNext = nil
@@ -258,7 +298,9 @@ public struct ProxyEngine: Sendable {
     // MARK: - Admin
 
     /// `sleepproxyctl wake`: false when a recent unanswered wake holds new ones back.
-    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> (started: Bool, actions: [EngineAction]) {
+    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> (
+        started: Bool, actions: [EngineAction]
+    ) {
         guard self.takeover != nil else { return (false, []) }
         let actions = self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
         return (self.takeover!.state(of: key)?.waking ?? false, actions)
@@ -275,7 +317,9 @@ public struct ProxyEngine: Sendable {
         let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
         var actions: [EngineAction] = []
         for registration in all {
-            if self.takeover != nil { actions += self.run(self.takeover!.wake(registration.key, trigger: .administrator, now: now), now: now) }
+            if self.takeover != nil {
+                actions += self.run(self.takeover!.wake(registration.key, trigger: .administrator, now: now), now: now)
+            }
             actions += self.removeHost(registration.key, .released, now: now)
         }
         return (all, actions)
@@ -300,7 +344,9 @@ public struct ProxyEngine: Sendable {
             self.presence[key] = nil
             self.quietChecks.remove(key)
             self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
-            if self.takeover != nil { actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now) }
+            if self.takeover != nil {
+                actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now)
+            }
         }
         return actions
     }
@@ -320,7 +366,9 @@ public struct ProxyEngine: Sendable {
     /// was speaking for, and not for a hand-back) and the packet side (a wake only for a host that sleeps).
     /// `removed` is the registration when the registrar already let it go (expiry).
     @discardableResult
-    mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp) -> [EngineAction] {
+    mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp)
+        -> [EngineAction]
+    {
         guard let registration = removed ?? self.registrar.remove(key) else { return [] }
         let presence = self.presence.removeValue(forKey: key) ?? Presence()
         self.quietChecks.remove(key)
@@ -333,21 +381,34 @@ public struct ProxyEngine: Sendable {
         switch removal {
         case .handBack(let why):
             reason = .handBack
-            actions.append(.log(.notice, "hand-back: \(name) is awake (\(why)); its records were dropped silently and its addresses released"))
+            actions.append(
+                .log(
+                    .notice,
+                    "hand-back: \(name) is awake (\(why)); its records were dropped silently and its addresses released"
+                ))
         case .expired(let action):
             reason = .expired
             if asleep {
                 wake = action == .wake
-                actions.append(.log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
+                actions.append(
+                    .log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
             } else {
                 // Beyond Apple (docs/protocol.md §5.4 wakes every host whose lease ends): a host known to be awake
                 // needs no magic packet, and goodbyes would flush the records it answers for itself.
-                let seen = presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" } ?? "it never went quiet"
-                actions.append(.log(.notice, "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"))
+                let seen =
+                    presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" }
+                    ?? "it never went quiet"
+                actions.append(
+                    .log(
+                        .notice,
+                        "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"
+                    ))
             }
         case .forgotten(let goodbyes):
             reason = goodbyes ? .administrative : .administrativeSilent
-            let said = goodbyes ? (asleep ? " with goodbyes" : " (no goodbyes: it is awake and answers for itself)") : ", silently"
+            let said =
+                goodbyes
+                ? (asleep ? " with goodbyes" : " (no goodbyes: it is awake and answers for itself)") : ", silently"
             actions.append(.log(.notice, "admin: forgot \(name)\(said)"))
         case .released:
             reason = .administrativeSilent
@@ -376,15 +437,23 @@ public struct ProxyEngine: Sendable {
             case .handBack(let key, let sequence):
                 result += self.removeHost(key, .handBack(why: "Owner option with sequence \(sequence)"), now: now)
             case .ownerProbing(let key):
-                result += self.ownerSpoke(key, AwakeSignal(what: "it probed its own names over mDNS", at: now), now: now)
+                result += self.ownerSpoke(
+                    key, AwakeSignal(what: "it probed its own names over mDNS", at: now), now: now)
             case .conflict(let key, let record, let source):
                 guard let registration = self.registrar.store[key] else { continue }
-                result.append(.log(.warning, "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"))
+                result.append(
+                    .log(
+                        .warning,
+                        "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"
+                    ))
                 if self.takeover != nil {
-                    result += self.run(self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now), now: now)
+                    result += self.run(
+                        self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now),
+                        now: now)
                 }
             case .renamed(let instance, let host):
-                result.append(.log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
+                result.append(
+                    .log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
             }
         }
         return result
@@ -401,7 +470,10 @@ public struct ProxyEngine: Sendable {
                 result.append(.log(event.kind == .ignored ? .info : .notice, "wake: \(event.summary)"))
             case .claimed(let key, let address):
                 guard let registration = self.registrar.store[key] else { continue }
-                result.append(.log(.info, "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
+                result.append(
+                    .log(
+                        .info,
+                        "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
                 result += self.fellQuiet(key, why: "\(address) did not answer its probes", now: now)
             case .ownerSeen(let key, let address, let signal, let wasAnswering):
                 guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
@@ -409,9 +481,17 @@ public struct ProxyEngine: Sendable {
                 presence.lastAwake = AwakeSignal(what: "\(signal) for \(address)", at: now)
                 self.presence[key] = presence
                 if wasAnswering {
-                    result.append(.log(.info, "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"))
+                    result.append(
+                        .log(
+                            .info,
+                            "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"
+                        ))
                 } else if first {
-                    result.append(.log(.info, "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"))
+                    result.append(
+                        .log(
+                            .info,
+                            "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"
+                        ))
                 }
                 // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
                 // answering on none means the host is up everywhere: silent until it is quiet again.
@@ -419,7 +499,11 @@ public struct ProxyEngine: Sendable {
                     presence.state = .awake
                     self.presence[key] = presence
                     self.responder?.silence(key)
-                    result.append(.log(.info, "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"))
+                    result.append(
+                        .log(
+                            .info,
+                            "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"
+                        ))
                 }
             }
         }
@@ -437,7 +521,9 @@ public struct ProxyEngine: Sendable {
     /// A stand-in carrying only the key, for telling the responder to forget a host it may still have queued.
     static func placeholder(_ key: OwnerKey) -> OwnerRegistration {
         OwnerRegistration(
-            key: key, owner: OwnerOption(sequence: 0, primaryMAC: key.primaryMAC), records: [], registeredAt: Timestamp(nanoseconds: 0),
-            updatedAt: Timestamp(nanoseconds: 0), leaseExpiry: Timestamp(nanoseconds: 0), grantedLease: 0, lastMessageID: 0)
+            key: key, owner: OwnerOption(sequence: 0, primaryMAC: key.primaryMAC), records: [],
+            registeredAt: Timestamp(nanoseconds: 0),
+            updatedAt: Timestamp(nanoseconds: 0), leaseExpiry: Timestamp(nanoseconds: 0), grantedLease: 0,
+            lastMessageID: 0)
     }
 }

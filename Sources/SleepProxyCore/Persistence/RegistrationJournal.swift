@@ -115,7 +115,12 @@ public enum RegistrationJournal {
         while offset < bytes.count {
             guard bytes.count - offset >= headerLength, Array(bytes[offset..<offset + 4]) == magic else {
                 let next = nextMagic(in: bytes, after: offset)
-                problems.append(Problem(offset: offset, reason: next == nil ? "incomplete entry at the end (torn write)" : "damaged entry header; skipped to byte \(next!)"))
+                problems.append(
+                    Problem(
+                        offset: offset,
+                        reason: next == nil
+                            ? "incomplete entry at the end (torn write)"
+                            : "damaged entry header; skipped to byte \(next!)"))
                 guard let next else { break }
                 offset = next
                 continue
@@ -125,7 +130,12 @@ public enum RegistrationJournal {
             let start = offset + headerLength
             guard length <= maximumPayloadLength, bytes.count - start >= length else {
                 let next = nextMagic(in: bytes, after: offset)
-                problems.append(Problem(offset: offset, reason: next == nil ? "incomplete entry at the end (torn write)" : "entry length \(length) runs past the end; skipped"))
+                problems.append(
+                    Problem(
+                        offset: offset,
+                        reason: next == nil
+                            ? "incomplete entry at the end (torn write)"
+                            : "entry length \(length) runs past the end; skipped"))
                 guard let next else { break }
                 offset = next
                 continue
@@ -151,16 +161,24 @@ public enum RegistrationJournal {
         var registrations: [OwnerRegistration] = []
         var expired: [OwnerRegistration] = []
         for registration in live.values.sorted(by: { $0.key < $1.key }) {
-            if registration.leaseExpiry > timeBase.now { registrations.append(registration) } else { expired.append(registration) }
+            if registration.leaseExpiry > timeBase.now {
+                registrations.append(registration)
+            } else {
+                expired.append(registration)
+            }
         }
-        return Replay(registrations: registrations, expired: expired, problems: problems, intactLength: intactLength, entryCount: entries)
+        return Replay(
+            registrations: registrations, expired: expired, problems: problems, intactLength: intactLength,
+            entryCount: entries)
     }
 
     private static func nextMagic(in bytes: [UInt8], after offset: Int) -> Int? {
         guard bytes.count >= 4 else { return nil }
         var index = offset + 1
         while index <= bytes.count - 4 {
-            if bytes[index] == magic[0], bytes[index + 1] == magic[1], bytes[index + 2] == magic[2], bytes[index + 3] == magic[3] {
+            if bytes[index] == magic[0], bytes[index + 1] == magic[1], bytes[index + 2] == magic[2],
+                bytes[index + 3] == magic[3]
+            {
                 return index
             }
             index += 1
@@ -181,7 +199,9 @@ public enum RegistrationJournal {
     private static func decodePayload(_ payload: [UInt8], timeBase: TimeBase) throws -> Entry {
         var cursor = 0
         func take(_ count: Int) throws -> ArraySlice<UInt8> {
-            guard count >= 0, payload.count - cursor >= count else { throw DecodeError(description: "payload too short") }
+            guard count >= 0, payload.count - cursor >= count else {
+                throw DecodeError(description: "payload too short")
+            }
             defer { cursor += count }
             return payload[cursor..<cursor + count]
         }
@@ -227,13 +247,14 @@ public enum RegistrationJournal {
             let records = zip(message.updates, recordTimes).map { record, boot in
                 ProxiedRecord(record: record, registeredAt: sameBoot ? Timestamp(nanoseconds: boot) : registeredAt)
             }
-            return .put(OwnerRegistration(
-                key: key, owner: owner, records: records,
-                registeredAt: registeredAt,
-                updatedAt: rebase(boot: times[2].boot, wall: times[2].wall),
-                leaseExpiry: rebase(boot: times[0].boot, wall: times[0].wall),
-                grantedLease: granted, lastMessageID: messageID
-            ))
+            return .put(
+                OwnerRegistration(
+                    key: key, owner: owner, records: records,
+                    registeredAt: registeredAt,
+                    updatedAt: rebase(boot: times[2].boot, wall: times[2].wall),
+                    leaseExpiry: rebase(boot: times[0].boot, wall: times[0].wall),
+                    grantedLease: granted, lastMessageID: messageID
+                ))
         default:
             throw DecodeError(description: "entry kind \(kind)")
         }

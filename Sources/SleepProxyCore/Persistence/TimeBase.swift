@@ -18,5 +18,7 @@ public struct TimeBase: Hashable, Sendable {
         self.wallNanoseconds = wallNanoseconds
     }
 
-    public func wall(of timestamp: Timestamp) -> Int64 { self.wallNanoseconds &+ (timestamp.nanoseconds &- self.now.nanoseconds) }
+    public func wall(of timestamp: Timestamp) -> Int64 {
+        self.wallNanoseconds &+ (timestamp.nanoseconds &- self.now.nanoseconds)
+    }
 }

@@ -95,8 +95,10 @@ public struct OwnerRegistration: Hashable, Sendable {
     public private(set) var addresses: [IPAddress]
 
     public static func == (lhs: OwnerRegistration, rhs: OwnerRegistration) -> Bool {
-        lhs.key == rhs.key && lhs.owner == rhs.owner && lhs.records == rhs.records && lhs.registeredAt == rhs.registeredAt
-            && lhs.updatedAt == rhs.updatedAt && lhs.leaseExpiry == rhs.leaseExpiry && lhs.grantedLease == rhs.grantedLease
+        lhs.key == rhs.key && lhs.owner == rhs.owner && lhs.records == rhs.records
+            && lhs.registeredAt == rhs.registeredAt
+            && lhs.updatedAt == rhs.updatedAt && lhs.leaseExpiry == rhs.leaseExpiry
+            && lhs.grantedLease == rhs.grantedLease
             && lhs.lastMessageID == rhs.lastMessageID
     }
 
@@ -174,7 +176,11 @@ public struct OwnerSummary: Hashable, Sendable {
         var unconfirmed: [IPAddress] = []
         var hostVotes: [(name: DNSName, votes: Int)] = []
         func vote(_ name: DNSName, _ count: Int) {
-            if let index = hostVotes.firstIndex(where: { $0.name == name }) { hostVotes[index].votes += count } else { hostVotes.append((name, count)) }
+            if let index = hostVotes.firstIndex(where: { $0.name == name }) {
+                hostVotes[index].votes += count
+            } else {
+                hostVotes.append((name, count))
+            }
         }
         for (address, target) in reverse {
             vote(target, 1)
@@ -199,7 +205,9 @@ public struct OwnerSummary: Hashable, Sendable {
                 default: transport = nil
                 }
             }
-            return Service(instance: name, type: name.parent, transport: transport, port: srv.port, target: srv.target, txt: txtByName(name) ?? [])
+            return Service(
+                instance: name, type: name.parent, transport: transport, port: srv.port, target: srv.target,
+                txt: txtByName(name) ?? [])
         }.sorted { ($0.instance, $0.port) < ($1.instance, $1.port) }
         self.keepalives = keepalives
     }

@@ -28,13 +28,15 @@ public struct PublishedRecords: Sendable {
     /// Takes in one mDNS packet; a packet that is not a response from one of the host's addresses is ignored.
     public mutating func add(_ message: DNSMessage, from source: IPAddress) {
         guard message.flags.isResponse, self.addresses.contains(source) else { return }
-        for record in message.answers + message.additionals where record.ttl > 0 && record.type != .opt && record.type != .nsec {
+        for record in message.answers + message.additionals
+        where record.ttl > 0 && record.type != .opt && record.type != .nsec {
             guard self.records.count < Self.maximumRecords else { return }
             if self.seen.insert(RecordIdentity(record)).inserted { self.records.append(record) }
             switch record.rdata {
             case .a(let a) where self.addresses.contains(.v4(a.address)) && !self.hostNames.contains(record.name):
                 self.hostNames.append(record.name)
-            case .aaaa(let aaaa) where self.addresses.contains(.v6(aaaa.address)) && !self.hostNames.contains(record.name):
+            case .aaaa(let aaaa)
+            where self.addresses.contains(.v6(aaaa.address)) && !self.hostNames.contains(record.name):
                 self.hostNames.append(record.name)
             default:
                 break
@@ -46,7 +48,9 @@ public struct PublishedRecords: Sendable {
     public var instances: [DNSName] {
         var result: [DNSName] = []
         for record in self.records {
-            if case .srv(let srv) = record.rdata, self.hostNames.contains(srv.target), !result.contains(record.name) { result.append(record.name) }
+            if case .srv(let srv) = record.rdata, self.hostNames.contains(srv.target), !result.contains(record.name) {
+                result.append(record.name)
+            }
         }
         return result
     }
@@ -81,7 +85,11 @@ public struct PublishedRecords: Sendable {
         let instances = self.instances
         var result: [DNSResourceRecord] = []
         for record in self.records {
-            if case .ptr(let ptr) = record.rdata, ReverseMapping.address(from: record.name) != nil, names.contains(ptr.target) { result.append(record) }
+            if case .ptr(let ptr) = record.rdata, ReverseMapping.address(from: record.name) != nil,
+                names.contains(ptr.target)
+            {
+                result.append(record)
+            }
         }
         var typesDone: Set<DNSName> = []
         for instance in instances {
@@ -95,7 +103,9 @@ public struct PublishedRecords: Sendable {
             }
             // The type PTR and any subtype PTR (`_sub._type._tcp.local.`) naming this instance.
             result += self.records.filter { record in
-                guard record.name != Self.servicesName, ReverseMapping.address(from: record.name) == nil, case .ptr(let ptr) = record.rdata else { return false }
+                guard record.name != Self.servicesName, ReverseMapping.address(from: record.name) == nil,
+                    case .ptr(let ptr) = record.rdata
+                else { return false }
                 return ptr.target == instance
             }
             result += self.records.filter { $0.name == instance && $0.type == .srv }

@@ -32,7 +32,9 @@ public struct Registrar: Sendable {
     public private(set) var configuration: RegistrationConfiguration
 
     /// Settings a reload may change while hosts are held: what expiry does and how refusals are answered.
-    public mutating func reconfigure(expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply) {
+    public mutating func reconfigure(
+        expiryAction: RegistrationConfiguration.ExpiryAction, refusalReply: RegistrationConfiguration.RefusalReply
+    ) {
         self.configuration.expiryAction = expiryAction
         self.configuration.refusalReply = refusalReply
     }
@@ -40,7 +42,9 @@ public struct Registrar: Sendable {
     public private(set) var statistics = RegistrationStatistics()
     private var rateLimiter: RateLimiter
 
-    public init(configuration: RegistrationConfiguration = RegistrationConfiguration(), store: RecordStore = RecordStore()) {
+    public init(
+        configuration: RegistrationConfiguration = RegistrationConfiguration(), store: RecordStore = RecordStore()
+    ) {
         self.configuration = configuration
         self.store = store
         self.rateLimiter = RateLimiter(burst: configuration.rateLimitBurst, perSecond: configuration.rateLimitPerSecond)
@@ -49,7 +53,9 @@ public struct Registrar: Sendable {
     // MARK: - Registrations
 
     /// Handles one datagram that arrived on the registration port of `interface` from `source`.
-    public mutating func handle(datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp) -> RegistrationOutcome {
+    public mutating func handle(
+        datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
+    ) -> RegistrationOutcome {
         let outcome = self.process(bytes, source: source, interface: interface, now: now)
         switch outcome {
         case .accepted(let acceptance):
@@ -63,7 +69,9 @@ public struct Registrar: Sendable {
         return outcome
     }
 
-    private mutating func process(_ bytes: [UInt8], source: IPAddress, interface: InterfaceContext, now: Timestamp) -> RegistrationOutcome {
+    private mutating func process(_ bytes: [UInt8], source: IPAddress, interface: InterfaceContext, now: Timestamp)
+        -> RegistrationOutcome
+    {
         guard bytes.count >= 12 else { return .ignored(.tooShort) }
         let id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         let flags = DNSHeaderFlags(rawValue: UInt16(bytes[2]) << 8 | UInt16(bytes[3]))
@@ -72,7 +80,8 @@ public struct Registrar: Sendable {
         guard self.rateLimiter.allow(source, now: now) else { return self.refuse(.rateLimited, id: id) }
         guard interface.isOnLink(source) else { return self.refuse(.sourceNotOnLink, id: id) }
         guard flags.opcode == .update else {
-            return .notImplemented(opcode: flags.opcode, reply: Registrar.reply(id: id, rcode: .notImplemented, opcode: flags.opcode))
+            return .notImplemented(
+                opcode: flags.opcode, reply: Registrar.reply(id: id, rcode: .notImplemented, opcode: flags.opcode))
         }
         let message: DNSMessage
         do {
@@ -89,13 +98,17 @@ public struct Registrar: Sendable {
 
         // EDNS: exactly one OPT, owned by the root, with a Lease and an Owner option (docs/protocol.md §3.1-§3.3).
         let opts = message.additionals.filter { $0.type == .opt }
-        guard let opt = opts.first, case .opt(let options) = opt.rdata else { return self.malformed(.missingOPT, id: id) }
+        guard let opt = opts.first, case .opt(let options) = opt.rdata else {
+            return self.malformed(.missingOPT, id: id)
+        }
         guard opts.count == 1, opt.name.isRoot else { return self.malformed(.badOPT, id: id) }
         guard let lease = options.updateLease else {
             let present = options.options.contains { $0.code == EDNSOption.Code.updateLease }
             return self.malformed(present ? .badLease : .missingLease, id: id)
         }
-        guard let granted = self.configuration.leasePolicy.grant(lease.lease) else { return self.malformed(.zeroLease, id: id) }
+        guard let granted = self.configuration.leasePolicy.grant(lease.lease) else {
+            return self.malformed(.zeroLease, id: id)
+        }
         guard let owner = options.owner else {
             let present = options.options.contains { $0.code == EDNSOption.Code.owner }
             return self.malformed(present ? .badOwner : .missingOwner, id: id)
@@ -143,7 +156,9 @@ public struct Registrar: Sendable {
         let unchanged = sameRecords && samePart && existing!.records.count == records.count
         let registration = OwnerRegistration(
             key: key,
-            owner: OwnerOption(sequence: owner.sequence, primaryMAC: owner.primaryMAC, wakeMAC: owner.wakeMAC, password: owner.password),
+            owner: OwnerOption(
+                sequence: owner.sequence, primaryMAC: owner.primaryMAC, wakeMAC: owner.wakeMAC, password: owner.password
+            ),
             records: records,
             registeredAt: sameEpoch ? existing!.registeredAt : now,
             updatedAt: now,
@@ -159,19 +174,22 @@ public struct Registrar: Sendable {
 
         var replyLease = UpdateLeaseOption(lease: granted)
         if let keyLease = lease.keyLease { replyLease.keyLease = min(keyLease, Registrar.maximumKeyLease) }
-        return .accepted(Acceptance(
-            registration: registration,
-            grantedLease: granted,
-            startedNewEpoch: !sameEpoch,
-            replaced: sameEpoch ? nil : existing,
-            previous: existing,
-            reply: Registrar.reply(id: id, rcode: .noError, lease: replyLease)
-        ))
+        return .accepted(
+            Acceptance(
+                registration: registration,
+                grantedLease: granted,
+                startedNewEpoch: !sameEpoch,
+                replaced: sameEpoch ? nil : existing,
+                previous: existing,
+                reply: Registrar.reply(id: id, rcode: .noError, lease: replyLease)
+            ))
     }
 
     /// Adds `incoming` to `records`: identical records (same name, class and rdata; RFC 6762 §8.1) replace each
     /// other, others are appended. Indexed, not searched: a host's records times the incoming ones is quadratic.
-    static func merge(_ incoming: [DNSResourceRecord], into existing: [ProxiedRecord], now: Timestamp) -> [ProxiedRecord] {
+    static func merge(_ incoming: [DNSResourceRecord], into existing: [ProxiedRecord], now: Timestamp)
+        -> [ProxiedRecord]
+    {
         var records = existing
         var positions: [RecordIdentity: Int] = [:]
         positions.reserveCapacity(records.count + incoming.count)
@@ -191,7 +209,9 @@ public struct Registrar: Sendable {
     }
 
     /// The security rules Apple's proxy does not have (docs/protocol.md §7 RECOMMENDATION) and the capacity limits.
-    private func policyRefusal(_ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext) -> RegistrationRefusal? {
+    private func policyRefusal(
+        _ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext
+    ) -> RegistrationRefusal? {
         let claims = registration.addresses
         for address in claims {
             if interface.isOwnAddress(address) { return .claimsProxyAddress }
@@ -233,7 +253,9 @@ public struct Registrar: Sendable {
 
     /// An UPDATE response as Apple's proxy builds it (docs/protocol.md §3.6): the request's ID, flags QR + opcode +
     /// RCODE, no echoed sections, and on success one OPT (class 1440, TTL 4500) holding only the granted lease.
-    static func reply(id: UInt16, rcode: DNSResponseCode, opcode: DNSOpcode = .update, lease: UpdateLeaseOption? = nil) -> [UInt8] {
+    static func reply(id: UInt16, rcode: DNSResponseCode, opcode: DNSOpcode = .update, lease: UpdateLeaseOption? = nil)
+        -> [UInt8]
+    {
         var message = DNSMessage(id: id, flags: DNSHeaderFlags(response: true, opcode: opcode, responseCode: rcode))
         if let lease {
             message.additionals = [.opt(Registrar.replyEDNS, options: [.updateLease(lease)])]

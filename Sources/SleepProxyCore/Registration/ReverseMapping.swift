@@ -21,7 +21,8 @@ public enum ReverseMapping {
             while offset < end {
                 let length = Int(storage[offset])
                 let label = storage[(offset + 1)..<(offset + 1 + length)]
-                guard (1...3).contains(length), label.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), length == 1 || label.first != 0x30
+                guard (1...3).contains(length), label.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+                    length == 1 || label.first != 0x30
                 else { return nil }
                 let octet = label.reduce(UInt32(0)) { $0 * 10 + UInt32($1 - 0x30) }
                 guard octet <= 255 else { return nil }

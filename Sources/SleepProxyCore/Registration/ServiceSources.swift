@@ -7,12 +7,15 @@ extension SleepRegistration.Service {
         let parts = text.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, let port = UInt16(parts[1]), port > 0 else { return nil }
         let labels = parts[0].split(separator: ".", omittingEmptySubsequences: false)
-        guard labels.count >= 3, labels[labels.count - 1] == "_tcp" || labels[labels.count - 1] == "_udp", labels[labels.count - 2].hasPrefix("_"),
+        guard labels.count >= 3, labels[labels.count - 1] == "_tcp" || labels[labels.count - 1] == "_udp",
+            labels[labels.count - 2].hasPrefix("_"),
             labels[labels.count - 2].count > 1
         else { return nil }
         let instanceLabel = labels.dropLast(2).joined(separator: ".")
         guard !instanceLabel.isEmpty,
-            let instance = try? DNSName(labels: [instanceLabel, String(labels[labels.count - 2]), String(labels[labels.count - 1]), "local"])
+            let instance = try? DNSName(labels: [
+                instanceLabel, String(labels[labels.count - 2]), String(labels[labels.count - 1]), "local",
+            ])
         else { return nil }
         let strings = parts.count == 3 ? parts[2].split(separator: ",").map(String.init) : []
         guard let txt = strings.isEmpty ? TXTRecord.empty : try? TXTRecord(strings) else { return nil }

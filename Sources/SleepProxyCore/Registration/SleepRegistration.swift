@@ -50,22 +50,37 @@ public struct SleepRegistration: Hashable, Sendable {
         let ttl = Self.recordTTL
         var records: [DNSResourceRecord] = []
         for address in self.addresses {
-            records.append(DNSResourceRecord(name: ReverseMapping.name(for: address), cacheFlush: true, ttl: ttl, rdata: .ptr(PTRRecord(target: self.hostName))))
+            records.append(
+                DNSResourceRecord(
+                    name: ReverseMapping.name(for: address), cacheFlush: true, ttl: ttl,
+                    rdata: .ptr(PTRRecord(target: self.hostName))))
         }
         for service in self.services {
             let type = service.instance.parent
-            records.append(DNSResourceRecord(name: service.instance, cacheFlush: true, ttl: ttl, rdata: .txt(service.txt)))
-            records.append(DNSResourceRecord(name: "_services._dns-sd._udp.local.", ttl: ttl, rdata: .ptr(PTRRecord(target: type))))
+            records.append(
+                DNSResourceRecord(name: service.instance, cacheFlush: true, ttl: ttl, rdata: .txt(service.txt)))
+            records.append(
+                DNSResourceRecord(name: "_services._dns-sd._udp.local.", ttl: ttl, rdata: .ptr(PTRRecord(target: type)))
+            )
             records.append(DNSResourceRecord(name: type, ttl: ttl, rdata: .ptr(PTRRecord(target: service.instance))))
             for subtype in service.subtypes {
-                records.append(DNSResourceRecord(name: subtype, ttl: ttl, rdata: .ptr(PTRRecord(target: service.instance))))
+                records.append(
+                    DNSResourceRecord(name: subtype, ttl: ttl, rdata: .ptr(PTRRecord(target: service.instance))))
             }
-            records.append(DNSResourceRecord(name: service.instance, cacheFlush: true, ttl: ttl, rdata: .srv(SRVRecord(port: service.port, target: self.hostName))))
+            records.append(
+                DNSResourceRecord(
+                    name: service.instance, cacheFlush: true, ttl: ttl,
+                    rdata: .srv(SRVRecord(port: service.port, target: self.hostName))))
         }
         for address in self.addresses {
             switch address {
-            case .v4(let v4): records.append(DNSResourceRecord(name: self.hostName, cacheFlush: true, ttl: ttl, rdata: .a(ARecord(address: v4))))
-            case .v6(let v6): records.append(DNSResourceRecord(name: self.hostName, cacheFlush: true, ttl: ttl, rdata: .aaaa(AAAARecord(address: v6))))
+            case .v4(let v4):
+                records.append(
+                    DNSResourceRecord(name: self.hostName, cacheFlush: true, ttl: ttl, rdata: .a(ARecord(address: v4))))
+            case .v6(let v6):
+                records.append(
+                    DNSResourceRecord(
+                        name: self.hostName, cacheFlush: true, ttl: ttl, rdata: .aaaa(AAAARecord(address: v6))))
             }
         }
         return records
@@ -77,7 +92,9 @@ public struct SleepRegistration: Hashable, Sendable {
 
     /// The UPDATEs to send, all with `id`, each within `maximumSize` bytes (a single record larger than that goes
     /// alone). Sizes are counted without compression, an upper bound of the encoded size.
-    public func messages(id: UInt16, maximumSize: Int = SleepRegistration.maximumMessageSize, extra: [DNSResourceRecord] = []) -> [DNSMessage] {
+    public func messages(
+        id: UInt16, maximumSize: Int = SleepRegistration.maximumMessageSize, extra: [DNSResourceRecord] = []
+    ) -> [DNSMessage] {
         let flags = DNSHeaderFlags(response: false, opcode: .update)
         let opt = self.opt
         let fixed = 12 + opt.uncompressedWireLength
@@ -94,7 +111,9 @@ public struct SleepRegistration: Hashable, Sendable {
             current.append(record)
             size += length
         }
-        if !current.isEmpty || messages.isEmpty { messages.append(DNSMessage(id: id, flags: flags, authorities: current, additionals: [opt])) }
+        if !current.isEmpty || messages.isEmpty {
+            messages.append(DNSMessage(id: id, flags: flags, authorities: current, additionals: [opt]))
+        }
         return messages
     }
 }

@@ -27,6 +27,8 @@ public enum WakeAnnouncement {
             next *= 2
         }
         offsets.append(window)
-        return offsets.filter { $0 <= window }.reduce(into: []) { kept, offset in if kept.last != offset { kept.append(offset) } }
+        return offsets.filter { $0 <= window }.reduce(into: []) { kept, offset in
+            if kept.last != offset { kept.append(offset) }
+        }
     }
 }

@@ -58,10 +58,14 @@ struct LegacyAnswerCache: Sendable {
     }
 
     mutating func insert(_ message: DNSMessage, bytes: [UInt8], for key: Key) {
-        if self.entries.count >= MDNSRules.maximumCachedLegacyAnswers || self.bytes + bytes.count > MDNSRules.maximumCachedLegacyBytes {
+        if self.entries.count >= MDNSRules.maximumCachedLegacyAnswers
+            || self.bytes + bytes.count > MDNSRules.maximumCachedLegacyBytes
+        {
             self.removeAll()
         }
-        if let old = self.entries.updateValue(Entry(questionName: key.question.name.storage, message: message, bytes: bytes), forKey: key) {
+        if let old = self.entries.updateValue(
+            Entry(questionName: key.question.name.storage, message: message, bytes: bytes), forKey: key)
+        {
             self.bytes -= old.bytes.count
         }
         self.bytes += bytes.count

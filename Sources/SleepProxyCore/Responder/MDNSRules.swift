@@ -18,7 +18,9 @@ public enum MDNSRules {
     /// RFC 6762 §6: a delayed response may be aggregated with others for up to 500 ms.
     public static let maximumAggregation: Duration = .milliseconds(500)
     /// RFC 6762 §7.1: a known answer suppresses ours only if its TTL is at least half of ours.
-    public static func knownAnswerSuppresses(knownTTL: UInt32, ourTTL: UInt32) -> Bool { UInt64(knownTTL) * 2 >= UInt64(ourTTL) }
+    public static func knownAnswerSuppresses(knownTTL: UInt32, ourTTL: UInt32) -> Bool {
+        UInt64(knownTTL) * 2 >= UInt64(ourTTL)
+    }
     /// RFC 6762 §5.4: a QU question is answered by multicast after all if the record has not been multicast on
     /// the interface within a quarter of its TTL.
     public static func quarterTTL(_ ttl: UInt32) -> Duration { .milliseconds(Int64(ttl) * 250) }

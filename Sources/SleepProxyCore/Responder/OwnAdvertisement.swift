@@ -37,19 +37,33 @@ struct OwnAdvertisement: Sendable {
     static func instanceName(_ label: String) -> DNSName? { try? Self.serviceType.prepending(label: Array(label.utf8)) }
     static func hostName(_ label: String) -> DNSName? { try? Self.local.prepending(label: Array(label.utf8)) }
 
-    static func records(for context: InterfaceContext, instanceLabel: String, hostLabel: String, port: UInt16) -> [DNSResourceRecord] {
+    static func records(for context: InterfaceContext, instanceLabel: String, hostLabel: String, port: UInt16)
+        -> [DNSResourceRecord]
+    {
         guard let instance = Self.instanceName(instanceLabel), let host = Self.hostName(hostLabel) else { return [] }
         var records: [DNSResourceRecord] = [
-            DNSResourceRecord(name: Self.serviceType, ttl: MDNSRules.otherRecordTTL, rdata: .ptr(PTRRecord(target: instance))),
-            DNSResourceRecord(name: Self.servicesEnumeration, ttl: MDNSRules.otherRecordTTL, rdata: .ptr(PTRRecord(target: Self.serviceType))),
-            DNSResourceRecord(name: instance, cacheFlush: true, ttl: MDNSRules.hostRecordTTL, rdata: .srv(SRVRecord(port: port, target: host))),
+            DNSResourceRecord(
+                name: Self.serviceType, ttl: MDNSRules.otherRecordTTL, rdata: .ptr(PTRRecord(target: instance))),
+            DNSResourceRecord(
+                name: Self.servicesEnumeration, ttl: MDNSRules.otherRecordTTL,
+                rdata: .ptr(PTRRecord(target: Self.serviceType))),
+            DNSResourceRecord(
+                name: instance, cacheFlush: true, ttl: MDNSRules.hostRecordTTL,
+                rdata: .srv(SRVRecord(port: port, target: host))),
             // docs/protocol.md §1.1: a TXT of one empty string (RDATA 0x00).
             DNSResourceRecord(name: instance, cacheFlush: true, ttl: MDNSRules.otherRecordTTL, rdata: .txt(.empty)),
         ]
         for prefix in context.prefixes {
             switch prefix.address {
-            case .v4(let v4): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: MDNSRules.hostRecordTTL, rdata: .a(ARecord(address: v4))))
-            case .v6(let v6): records.append(DNSResourceRecord(name: host, cacheFlush: true, ttl: MDNSRules.hostRecordTTL, rdata: .aaaa(AAAARecord(address: v6))))
+            case .v4(let v4):
+                records.append(
+                    DNSResourceRecord(
+                        name: host, cacheFlush: true, ttl: MDNSRules.hostRecordTTL, rdata: .a(ARecord(address: v4))))
+            case .v6(let v6):
+                records.append(
+                    DNSResourceRecord(
+                        name: host, cacheFlush: true, ttl: MDNSRules.hostRecordTTL,
+                        rdata: .aaaa(AAAARecord(address: v6))))
             }
         }
         return records
@@ -60,7 +74,8 @@ struct OwnAdvertisement: Sendable {
         var base = label
         var number = 2
         if base.hasSuffix(")"), let open = base.lastIndex(of: "("), open > base.startIndex,
-            base[base.index(before: open)] == " ", let value = Int(base[base.index(after: open)..<base.index(before: base.endIndex)]), value >= 2
+            base[base.index(before: open)] == " ",
+            let value = Int(base[base.index(after: open)..<base.index(before: base.endIndex)]), value >= 2
         {
             base = String(base[..<base.index(before: open)])
             number = value + 1

@@ -7,8 +7,12 @@ extension Responder {
     /// RFC 6762 §8.2: two hosts probing for one name at once compare their proposed records; the
     /// lexicographically later set wins, the loser waits a second and probes again. Our own probe, looped
     /// back, is identical and ignored.
-    mutating func checkSimultaneousProbe(_ message: DNSMessage, context: InterfaceContext, now: Timestamp) -> [ResponderAction] {
-        guard !message.authorities.isEmpty, var advertisement = self.own[context.index], advertisement.isProbing else { return [] }
+    mutating func checkSimultaneousProbe(_ message: DNSMessage, context: InterfaceContext, now: Timestamp)
+        -> [ResponderAction]
+    {
+        guard !message.authorities.isEmpty, var advertisement = self.own[context.index], advertisement.isProbing else {
+            return []
+        }
         let ourNames = Set(advertisement.records.filter(\.cacheFlush).map(\.name))
         for name in ourNames {
             let theirs = message.authorities.filter { $0.name == name }
@@ -35,7 +39,8 @@ extension Responder {
         func key(_ record: DNSResourceRecord) -> [UInt8] {
             let rrclass = record.rrclass.rawValue & 0x7FFF
             let type = record.type.rawValue
-            return [UInt8(rrclass >> 8), UInt8(rrclass & 0xFF), UInt8(type >> 8), UInt8(type & 0xFF)] + record.rdata.uncompressedBytes
+            return [UInt8(rrclass >> 8), UInt8(rrclass & 0xFF), UInt8(type >> 8), UInt8(type & 0xFF)]
+                + record.rdata.uncompressedBytes
         }
         let a = ours.map(key).sorted { $0.lexicographicallyPrecedes($1) }
         let b = theirs.map(key).sorted { $0.lexicographicallyPrecedes($1) }
@@ -55,7 +60,9 @@ extension Responder {
             case .probing(let sent) where sent < MDNSRules.probeCount:
                 // QU questions of type ANY for each name, the proposed records in the authority section.
                 let names = unique.reduce(into: [DNSName]()) { if !$0.contains($1.name) { $0.append($1.name) } }
-                let probe = DNSMessage(questions: names.map { DNSQuestion(name: $0, type: .any, unicastResponse: true) }, authorities: unique)
+                let probe = DNSMessage(
+                    questions: names.map { DNSQuestion(name: $0, type: .any, unicastResponse: true) },
+                    authorities: unique)
                 actions += self.transmitEverywhere(context: advertisement.context, message: probe)
                 advertisement.phase = .probing(sent: sent + 1)
                 advertisement.next = now + MDNSRules.probeInterval
@@ -63,8 +70,11 @@ extension Responder {
                 // The probes went unanswered (or an announcement is due): announce, twice, a second apart.
                 let sent: Int
                 if case .announcing(let count) = advertisement.phase { sent = count } else { sent = 0 }
-                actions += self.transmitEverywhere(context: advertisement.context, answers: advertisement.records, additionals: Self.nsecs(for: unique))
-                self.noteMulticast(advertisement.records, interfaceIndex: index, context: advertisement.context, now: now)
+                actions += self.transmitEverywhere(
+                    context: advertisement.context, answers: advertisement.records, additionals: Self.nsecs(for: unique)
+                )
+                self.noteMulticast(
+                    advertisement.records, interfaceIndex: index, context: advertisement.context, now: now)
                 if sent + 1 >= MDNSRules.announcementCount {
                     advertisement.phase = .established
                     advertisement.next = nil

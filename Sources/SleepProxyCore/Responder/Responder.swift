@@ -129,12 +129,16 @@ public struct Responder: Sendable {
                     existing.phase = .announcing(sent: 0)
                     existing.next = now
                     let gone = old.filter { record in !records.contains { $0.isIdentical(to: record) } }
-                    if !gone.isEmpty { actions += self.transmitEverywhere(context: context, answers: gone.map { self.goodbyeCopy($0) }, additionals: []) }
+                    if !gone.isEmpty {
+                        actions += self.transmitEverywhere(
+                            context: context, answers: gone.map { self.goodbyeCopy($0) }, additionals: [])
+                    }
                 }
                 self.own[context.index] = existing
             } else {
                 self.own[context.index] = OwnAdvertisement(
-                    context: context, phase: .probing(sent: 0), next: now + self.jitter.milliseconds(MDNSRules.initialProbeDelay), records: records)
+                    context: context, phase: .probing(sent: 0),
+                    next: now + self.jitter.milliseconds(MDNSRules.initialProbeDelay), records: records)
             }
         }
         return actions
@@ -150,17 +154,23 @@ public struct Responder: Sendable {
         guard !self.silenced.contains(registration.key) else { return }
         guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
         let fresh = registration.records.map(\.record).filter { record in
-            guard !Self.isReverseMapping(record), !ProxiedRecord(record: record, registeredAt: now).isKeepalive else { return false }
+            guard !Self.isReverseMapping(record), !ProxiedRecord(record: record, registeredAt: now).isKeepalive else {
+                return false
+            }
             return !(previous?.records.contains { $0.record.isIdentical(to: record) } ?? false)
         }
         self.announcements.removeAll { $0.owner == registration.key }
         let shared = fresh.filter { !$0.cacheFlush }
         let unique = fresh.filter(\.cacheFlush)
         if !shared.isEmpty {
-            self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: shared, next: now))
+            self.announcements.append(
+                Announcement(owner: registration.key, interfaceIndex: index, records: shared, next: now))
         }
         if !unique.isEmpty {
-            self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: unique, next: now + MDNSRules.proxiedUniqueAnnouncementDelay))
+            self.announcements.append(
+                Announcement(
+                    owner: registration.key, interfaceIndex: index, records: unique,
+                    next: now + MDNSRules.proxiedUniqueAnnouncementDelay))
         }
     }
 
@@ -188,7 +198,8 @@ public struct Responder: Sendable {
             !Self.isReverseMapping(record) && !ProxiedRecord(record: record, registeredAt: now).isKeepalive
         }
         guard !records.isEmpty else { return }
-        self.announcements.append(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
+        self.announcements.append(
+            Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
     }
 
     /// A host's records are no longer proxied. Hand-back is silent (docs/protocol.md §5.1); expiry and an
@@ -205,8 +216,11 @@ public struct Responder: Sendable {
         // Goodbyes only for records the proxy was speaking for: a silenced host is awake and answers for itself,
         // and a goodbye would flush its live records from every cache (docs/coexistence.md).
         guard self.silenced.remove(key) == nil else { return }
-        guard reason == .expired || reason == .administrative, let index = self.interfaceIndex(named: key.interface) else { return }
-        let records = registration.records.map(\.record).filter { !ProxiedRecord(record: $0, registeredAt: now).isKeepalive }
+        guard reason == .expired || reason == .administrative, let index = self.interfaceIndex(named: key.interface)
+        else { return }
+        let records = registration.records.map(\.record).filter {
+            !ProxiedRecord(record: $0, registeredAt: now).isKeepalive
+        }
         if !records.isEmpty {
             self.goodbyes.append(Goodbye(owner: key, interfaceIndex: index, records: records, next: now))
         }
@@ -217,7 +231,9 @@ public struct Responder: Sendable {
     public mutating func shutdown() -> [ResponderAction] {
         var actions: [ResponderAction] = []
         for advertisement in self.own.values where advertisement.isEstablished {
-            actions += self.transmitEverywhere(context: advertisement.context, answers: advertisement.records.map { self.goodbyeCopy($0) }, additionals: [])
+            actions += self.transmitEverywhere(
+                context: advertisement.context, answers: advertisement.records.map { self.goodbyeCopy($0) },
+                additionals: [])
         }
         self.own.removeAll()
         self.pending.removeAll()
@@ -236,7 +252,9 @@ public struct Responder: Sendable {
             guard let time else { return }
             if deadline == nil || time < deadline! { deadline = time }
         }
-        for response in self.pending.values where !response.answers.isEmpty || !response.negatives.isEmpty { consider(response.deadline) }
+        for response in self.pending.values where !response.answers.isEmpty || !response.negatives.isEmpty {
+            consider(response.deadline)
+        }
         for query in self.held.values { consider(query.deadline) }
         for advertisement in self.own.values { consider(advertisement.next) }
         for announcement in self.announcements { consider(announcement.next) }
@@ -253,7 +271,8 @@ public struct Responder: Sendable {
             self.heldBytes -= query.bytes
             guard let context = self.own[source.interfaceIndex]?.context else { continue }
             actions += self.answer(
-                questions: query.questions, knownAnswers: query.knownAnswers, source: source, destination: query.destination,
+                questions: query.questions, knownAnswers: query.knownAnswers, source: source,
+                destination: query.destination,
                 context: context, store: store, excluded: [], delayed: true, probing: false, now: now)
         }
         actions += self.runOwnAdvertisements(now: now)
@@ -297,7 +316,8 @@ public struct Responder: Sendable {
             // RFC 6762 §6: responses not from port 5353 are ignored (§6.7: they are no mDNS responses).
             guard sourcePort == MDNSRules.port else { return actions }
             self.statistics.responsesSeen += 1
-            actions += self.inspectResponse(message, from: source, context: context, store: store, excluded: excluded, now: now)
+            actions += self.inspectResponse(
+                message, from: source, context: context, store: store, excluded: excluded, now: now)
             return actions
         }
 
@@ -306,7 +326,8 @@ public struct Responder: Sendable {
         let legacy = sourcePort != MDNSRules.port
         if legacy {
             self.statistics.legacyQueries += 1
-            actions += self.answerLegacy(message, source: querySource, context: context, store: store, excluded: excluded)
+            actions += self.answerLegacy(
+                message, source: querySource, context: context, store: store, excluded: excluded)
             return actions
         }
         actions += self.checkSimultaneousProbe(message, context: context, now: now)
@@ -315,7 +336,8 @@ public struct Responder: Sendable {
         if var query = self.held[querySource] {
             guard self.heldBytes + bytes.count <= MDNSRules.maximumHeldBytes else { return actions }
             query.questions += message.questions.prefix(max(0, MDNSRules.maximumKnownAnswers - query.questions.count))
-            query.knownAnswers += message.answers.prefix(max(0, MDNSRules.maximumKnownAnswers - query.knownAnswers.count))
+            query.knownAnswers += message.answers.prefix(
+                max(0, MDNSRules.maximumKnownAnswers - query.knownAnswers.count))
             query.bytes += bytes.count
             self.heldBytes += bytes.count
             self.held[querySource] = query
@@ -327,7 +349,8 @@ public struct Responder: Sendable {
             else { return actions }
             self.held[querySource] = HeldQuery(
                 deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), bytes: bytes.count,
-                questions: message.questions, knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup))
+                questions: message.questions, knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup)
+            )
             self.heldBytes += bytes.count
             return actions
         }
@@ -336,18 +359,23 @@ public struct Responder: Sendable {
         let questions = message.questions.filter { !skipped.contains($0.name) }
         guard !questions.isEmpty else { return actions }
         actions += self.answer(
-            questions: questions, knownAnswers: message.answers, source: querySource, destination: destination ?? .v4(.mdnsGroup),
-            context: context, store: store, excluded: excluded, delayed: false, probing: !message.authorities.isEmpty, now: now)
+            questions: questions, knownAnswers: message.answers, source: querySource,
+            destination: destination ?? .v4(.mdnsGroup),
+            context: context, store: store, excluded: excluded, delayed: false, probing: !message.authorities.isEmpty,
+            now: now)
         return actions
     }
 
     // MARK: - Hand-back (docs/protocol.md §5.1)
 
-    private mutating func handBack(_ message: DNSMessage, context: InterfaceContext, store: RecordStore, now: Timestamp) -> ResponderAction? {
+    private mutating func handBack(_ message: DNSMessage, context: InterfaceContext, store: RecordStore, now: Timestamp)
+        -> ResponderAction?
+    {
         guard let owner = message.ednsOptions?.owner, owner.version == 0 else { return nil }
         let key = OwnerKey(interface: context.name, primaryMAC: owner.primaryMAC)
         guard let registration = store[key] else { return nil }
-        guard registration.owner.sequence != owner.sequence || now - registration.registeredAt > MDNSRules.handBackGrace else { return nil }
+        guard registration.owner.sequence != owner.sequence || now - registration.registeredAt > MDNSRules.handBackGrace
+        else { return nil }
         self.statistics.handBacks += 1
         return .handBack(key, sequence: owner.sequence)
     }
@@ -355,7 +383,8 @@ public struct Responder: Sendable {
     // MARK: - Responses: conflicts and duplicate answers
 
     private mutating func inspectResponse(
-        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, now: Timestamp
+        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore,
+        excluded: Set<OwnerKey>, now: Timestamp
     ) -> [ResponderAction] {
         var actions: [ResponderAction] = []
         var reported: Set<OwnerKey> = []
@@ -365,16 +394,24 @@ public struct Responder: Sendable {
             // RFC 6762 §7.4: another responder multicast an answer we were about to give; ours is redundant.
             if record.ttl > 0, var response = self.pending[channel] {
                 let before = response.answers.count
-                response.answers.removeAll { $0.record.isIdentical(to: record) && MDNSRules.knownAnswerSuppresses(knownTTL: record.ttl, ourTTL: $0.record.ttl) }
+                response.answers.removeAll {
+                    $0.record.isIdentical(to: record)
+                        && MDNSRules.knownAnswerSuppresses(knownTTL: record.ttl, ourTTL: $0.record.ttl)
+                }
                 if response.answers.count != before {
                     self.statistics.suppressedAsDuplicate += before - response.answers.count
                     self.pending[channel] = response
                 }
             }
             guard record.ttl > 0 else { continue }  // A goodbye claims nothing.
-            let held = self.heldRecords(named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true)
-            if held.isEmpty || held.contains(where: { $0.record.isIdentical(to: record) }) { continue }  // RFC 6762 §9: identical is no conflict.
-            for answer in held where answer.record.cacheFlush && answer.record.type == record.type && answer.record.rrclass == record.rrclass {
+            let held = self.heldRecords(
+                named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true)
+            // RFC 6762 §9: identical is no conflict.
+            if held.isEmpty || held.contains(where: { $0.record.isIdentical(to: record) }) { continue }
+            for answer in held
+            where answer.record.cacheFlush && answer.record.type == record.type
+                && answer.record.rrclass == record.rrclass
+            {
                 if let owner = answer.owner {
                     if reported.insert(owner).inserted {
                         self.statistics.conflicts += 1
@@ -406,10 +443,13 @@ public struct Responder: Sendable {
         }
         self.statistics.renames += 1
         // RFC 6762 §8.1: after 15 conflicts in ten seconds, wait five seconds before probing again.
-        let delay = self.recentConflicts.count >= MDNSRules.conflictStormCount ? MDNSRules.conflictStormDelay : self.jitter.milliseconds(MDNSRules.initialProbeDelay)
+        let delay =
+            self.recentConflicts.count >= MDNSRules.conflictStormCount
+            ? MDNSRules.conflictStormDelay : self.jitter.milliseconds(MDNSRules.initialProbeDelay)
         for (index, var advertisement) in self.own {
             advertisement.records = OwnAdvertisement.records(
-                for: advertisement.context, instanceLabel: self.configuration.instanceLabel, hostLabel: self.configuration.hostLabel,
+                for: advertisement.context, instanceLabel: self.configuration.instanceLabel,
+                hostLabel: self.configuration.hostLabel,
                 port: self.configuration.registrationPort)
             advertisement.phase = .probing(sent: 0)
             advertisement.next = now + delay
@@ -428,13 +468,20 @@ public struct Responder: Sendable {
                 remaining.append(announcement)
                 continue
             }
-            guard let context = self.own[announcement.interfaceIndex]?.context, let registration = store[announcement.owner] else { continue }
-            let current = announcement.records.filter { record in registration.records.contains { $0.record.isIdentical(to: record) } }
+            guard let context = self.own[announcement.interfaceIndex]?.context,
+                let registration = store[announcement.owner]
+            else { continue }
+            let current = announcement.records.filter { record in
+                registration.records.contains { $0.record.isIdentical(to: record) }
+            }
             guard !current.isEmpty else { continue }
             // docs/protocol.md §4.2 / RFC 6762 §8.3: the first announcement of unique records carries their NSEC.
-            let nsecs = announcement.sent == 0 ? Self.nsecs(for: registration.records.map(\.record).filter { record in
-                record.cacheFlush && current.contains { $0.name == record.name }
-            }) : []
+            let nsecs =
+                announcement.sent == 0
+                ? Self.nsecs(
+                    for: registration.records.map(\.record).filter { record in
+                        record.cacheFlush && current.contains { $0.name == record.name }
+                    }) : []
             actions += self.transmitEverywhere(context: context, answers: current, additionals: nsecs)
             self.noteMulticast(current, interfaceIndex: announcement.interfaceIndex, context: context, now: now)
             announcement.sent += 1
@@ -460,11 +507,15 @@ public struct Responder: Sendable {
             // A record another host (or the proxy itself) still holds must not be flushed from caches: the
             // `_services._dns-sd._udp` PTRs most hosts register are the usual case.
             let withdrawn = goodbye.records.filter { record in
-                !self.heldRecords(named: record.name, context: context, store: store, excluded: [], includeUnverified: true, includeSilenced: true)
-                    .contains { $0.record.isIdentical(to: record) }
+                !self.heldRecords(
+                    named: record.name, context: context, store: store, excluded: [], includeUnverified: true,
+                    includeSilenced: true
+                )
+                .contains { $0.record.isIdentical(to: record) }
             }
             if !withdrawn.isEmpty {
-                actions += self.transmitEverywhere(context: context, answers: withdrawn.map { self.goodbyeCopy($0) }, additionals: [])
+                actions += self.transmitEverywhere(
+                    context: context, answers: withdrawn.map { self.goodbyeCopy($0) }, additionals: [])
             }
             goodbye.sent += 1
             goodbye.records = withdrawn
@@ -497,15 +548,24 @@ public struct Responder: Sendable {
     /// address), IPv6 any IPv6 address (link-local at least).
     public static func families(of context: InterfaceContext) -> [IPFamily] {
         var families: [IPFamily] = []
-        if context.prefixes.contains(where: { if case .v4 = $0.address { return true } else { return false } }) { families.append(.v4) }
-        if context.prefixes.contains(where: { if case .v6 = $0.address { return true } else { return false } }) { families.append(.v6) }
+        if context.prefixes.contains(where: { if case .v4 = $0.address { return true } else { return false } }) {
+            families.append(.v4)
+        }
+        if context.prefixes.contains(where: { if case .v6 = $0.address { return true } else { return false } }) {
+            families.append(.v6)
+        }
         return families
     }
 
-    mutating func noteMulticast(_ records: [DNSResourceRecord], interfaceIndex: Int, context: InterfaceContext, now: Timestamp) {
+    mutating func noteMulticast(
+        _ records: [DNSResourceRecord], interfaceIndex: Int, context: InterfaceContext, now: Timestamp
+    ) {
         for family in Self.families(of: context) {
             for record in records {
-                self.lastMulticast[MulticastKey(channel: Channel(interfaceIndex: interfaceIndex, family: family), name: record.name, rdata: record.rdata)] = now
+                self.lastMulticast[
+                    MulticastKey(
+                        channel: Channel(interfaceIndex: interfaceIndex, family: family), name: record.name,
+                        rdata: record.rdata)] = now
             }
         }
         self.pruneMulticastHistory(now: now)

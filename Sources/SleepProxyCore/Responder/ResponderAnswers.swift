@@ -5,11 +5,13 @@ extension Responder {
     /// Every record held at `name` on the interface: the sleeping hosts' (except `excluded` owners) and the
     /// proxy's own (only once probing has finished, unless `includeUnverified`).
     func heldRecords(
-        named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, includeUnverified: Bool, includeSilenced: Bool = false
+        named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>,
+        includeUnverified: Bool, includeSilenced: Bool = false
     ) -> [Answer] {
         var result: [Answer] = []
         let silenced = includeSilenced ? [] : self.silenced
-        for (owner, record) in store.records(named: name, on: context.name) where (excluded.isEmpty || !excluded.contains(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
+        for (owner, record) in store.records(named: name, on: context.name)
+        where (excluded.isEmpty || !excluded.contains(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
             result.append(Answer(record: record.record, owner: owner))
         }
         if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
@@ -24,14 +26,16 @@ extension Responder {
     /// for names the proxy owns uniquely but lacking the asked type (RFC 6762 §6.1). Identical records from
     /// several owners appear once (docs/protocol.md §4.1 step 6).
     mutating func collectAnswers(
-        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore,
+        excluded: Set<OwnerKey>
     ) -> (answers: [(question: DNSQuestion, answer: Answer)], negatives: [Answer]) {
         var answers: [(question: DNSQuestion, answer: Answer)] = []
         var negatives: [Answer] = []
         var seen = RecordDeduplicator()
         let known = KnownAnswers(knownAnswers)
         for question in questions where question.qclass == .in || question.qclass == .any {
-            let held = self.heldRecords(named: question.name, context: context, store: store, excluded: excluded, includeUnverified: false)
+            let held = self.heldRecords(
+                named: question.name, context: context, store: store, excluded: excluded, includeUnverified: false)
             guard !held.isEmpty else { continue }
             var matched = false
             for answer in held where question.type == .any || answer.record.type == question.type {
@@ -57,7 +61,10 @@ extension Responder {
     /// lacking one family gets an NSEC saying so. Records already in `answers` are left out.
     ///
     /// Address records of `family` come first: some resolvers (avahi's) take the first address they see.
-    func additionals(for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>, family: IPFamily) -> [DNSResourceRecord] {
+    func additionals(
+        for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>,
+        family: IPFamily
+    ) -> [DNSResourceRecord] {
         var seen = RecordDeduplicator()
         for answer in answers { _ = seen.insert(answer) }
         var result: [DNSResourceRecord] = []
@@ -86,16 +93,21 @@ extension Responder {
         for (name, skip) in hosts where !visited.contains(name) {
             visited.append(name)
             let preferred: DNSRecordType = family == .v4 ? .a : .aaaa
-            let records = held(name).sorted { ($0.record.type == preferred ? 0 : 1) < ($1.record.type == preferred ? 0 : 1) }
+            let records = held(name).sorted {
+                ($0.record.type == preferred ? 0 : 1) < ($1.record.type == preferred ? 0 : 1)
+            }
             // Over IPv6, additional A records are left out (they stay answerable when asked for): a resolver that
             // takes the first address it sees would otherwise report an IPv4 address for an IPv6 lookup. avahi
             // behaves the same way by default (publish-a-on-ipv6=no); AAAA over IPv4 stays, as avahi's does.
-            for record in records where (record.record.type == .a || record.record.type == .aaaa) && record.record.type != skip
+            for record in records
+            where (record.record.type == .a || record.record.type == .aaaa) && record.record.type != skip
                 && !(family == .v6 && record.record.type == .a)
             {
                 if seen.insert(record.record) { result.append(record.record) }
             }
-            let hasBoth = records.contains { $0.record.cacheFlush && $0.record.type == .a } && records.contains { $0.record.cacheFlush && $0.record.type == .aaaa }
+            let hasBoth =
+                records.contains { $0.record.cacheFlush && $0.record.type == .a }
+                && records.contains { $0.record.cacheFlush && $0.record.type == .aaaa }
             if !hasBoth, records.contains(where: \.record.cacheFlush) {
                 let unique = records.filter(\.record.cacheFlush).map(\.record)
                 for nsec in Self.nsecs(for: unique) where seen.insert(nsec) { result.append(nsec) }
@@ -121,7 +133,10 @@ extension Responder {
                 ttl = min(ttl, record.ttl)
             }
             types.sort { $0.rawValue < $1.rawValue }
-            result.append(DNSResourceRecord(name: first.name, cacheFlush: true, ttl: ttl, rdata: .nsec(NSECRecord(nextName: first.name, types: types))))
+            result.append(
+                DNSResourceRecord(
+                    name: first.name, cacheFlush: true, ttl: ttl,
+                    rdata: .nsec(NSECRecord(nextName: first.name, types: types))))
         }
         return result
     }
@@ -130,7 +145,9 @@ extension Responder {
     /// back, or a woken host re-probing the very records we hold for it. docs/protocol.md §8: not answered. The
     /// sleeping hosts whose records those are come back too: a host probing its own names is awake (Apple's
     /// proxy never sends probes for the records it holds, so no other proxy sends these either).
-    func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> (names: Set<DNSName>, owners: Set<OwnerKey>) {
+    func identicalProbeNames(_ message: DNSMessage, context: InterfaceContext, store: RecordStore) -> (
+        names: Set<DNSName>, owners: Set<OwnerKey>
+    ) {
         guard !message.authorities.isEmpty else { return ([], []) }
         // Grouped once by name: a packet can carry hundreds of questions and proposed records.
         var proposedByName: [DNSName: [DNSResourceRecord]] = [:]
@@ -138,7 +155,9 @@ extension Responder {
         var names: Set<DNSName> = []
         var owners: Set<OwnerKey> = []
         for (name, proposed) in proposedByName where message.questions.contains(where: { $0.name == name }) {
-            let held = self.heldRecords(named: name, context: context, store: store, excluded: [], includeUnverified: true, includeSilenced: true)
+            let held = self.heldRecords(
+                named: name, context: context, store: store, excluded: [], includeUnverified: true,
+                includeSilenced: true)
             let matches = proposed.map { record in held.filter { $0.record.isIdentical(to: record) } }
             guard matches.allSatisfy({ !$0.isEmpty }) else { continue }
             names.insert(name)
@@ -153,10 +172,12 @@ extension Responder {
     // MARK: - Answering multicast-port queries (RFC 6762 §5.4, §5.5, §6)
 
     mutating func answer(
-        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], source: QuerySource, destination: IPAddress, context: InterfaceContext,
+        questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], source: QuerySource, destination: IPAddress,
+        context: InterfaceContext,
         store: RecordStore, excluded: Set<OwnerKey>, delayed: Bool, probing: Bool, now: Timestamp
     ) -> [ResponderAction] {
-        let (answers, negatives) = self.collectAnswers(questions: questions, knownAnswers: knownAnswers, context: context, store: store, excluded: excluded)
+        let (answers, negatives) = self.collectAnswers(
+            questions: questions, knownAnswers: knownAnswers, context: context, store: store, excluded: excluded)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
         let channel = Channel(interfaceIndex: context.index, family: IPFamily(source.address))
@@ -172,7 +193,8 @@ extension Responder {
             if direct {
                 unicast.append(answer.record)
             } else if question.unicastResponse,
-                let last = self.lastMulticast[MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)],
+                let last = self.lastMulticast[
+                    MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)],
                 now - last < MDNSRules.quarterTTL(answer.record.ttl)
             {
                 // RFC 6762 §5.4: QU is honoured when the record was multicast within a quarter of its TTL;
@@ -185,10 +207,20 @@ extension Responder {
         let wantsUnicast = direct || questions.contains(where: \.unicastResponse)
         var actions: [ResponderAction] = []
         if !unicast.isEmpty || (wantsUnicast && multicast.isEmpty && !negatives.isEmpty) {
-            let extra = self.additionals(for: unicast, context: context, store: store, excluded: excluded, family: channel.family) + (multicast.isEmpty ? negatives.map(\.record) : [])
-            for (message, bytes) in Self.pack(answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
+            let extra =
+                self.additionals(
+                    for: unicast, context: context, store: store, excluded: excluded, family: channel.family)
+                + (multicast.isEmpty ? negatives.map(\.record) : [])
+            for (message, bytes) in Self.pack(
+                answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload)
+            {
                 self.statistics.packetsSent += 1
-                actions.append(.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: message, bytes: bytes)))
+                actions.append(
+                    .transmit(
+                        MDNSTransmission(
+                            destination: .unicast(
+                                address: source.address, port: source.port, interfaceIndex: context.index),
+                            message: message, bytes: bytes)))
             }
         }
         if !multicast.isEmpty || (!wantsUnicast && !negatives.isEmpty) {
@@ -213,7 +245,9 @@ extension Responder {
     mutating func flushPending(store: RecordStore, now: Timestamp) -> [ResponderAction] {
         var actions: [ResponderAction] = []
         for (channel, response) in self.pending where response.deadline <= now {
-            guard let advertisement = self.own[channel.interfaceIndex], Self.families(of: advertisement.context).contains(channel.family) else {
+            guard let advertisement = self.own[channel.interfaceIndex],
+                Self.families(of: advertisement.context).contains(channel.family)
+            else {
                 self.pending[channel] = nil
                 continue
             }
@@ -221,15 +255,21 @@ extension Responder {
             func stillHeld(_ answer: Answer) -> Bool {
                 if let owner = answer.owner {
                     guard let registration = store[owner] else { return false }
-                    return answer.record.type == .nsec || registration.records.contains { $0.record.isIdentical(to: answer.record) }
+                    return answer.record.type == .nsec
+                        || registration.records.contains { $0.record.isIdentical(to: answer.record) }
                 }
-                return advertisement.isEstablished && (answer.record.type == .nsec || advertisement.records.contains { $0.isIdentical(to: answer.record) })
+                return advertisement.isEstablished
+                    && (answer.record.type == .nsec
+                        || advertisement.records.contains { $0.isIdentical(to: answer.record) })
             }
             let limit = response.probeDefence ? MDNSRules.probeDefenceRateLimit : MDNSRules.multicastRateLimit
             var ready: [DNSResourceRecord] = []
             var later = PendingResponse(deadline: now + limit)
             for answer in response.answers where stillHeld(answer) {
-                if let last = self.lastMulticast[MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)], now - last < limit {
+                if let last = self.lastMulticast[
+                    MulticastKey(channel: channel, name: answer.record.name, rdata: answer.record.rdata)],
+                    now - last < limit
+                {
                     later.answers.append(answer)
                     later.deadline = min(later.deadline, last + limit)
                 } else {
@@ -238,10 +278,18 @@ extension Responder {
             }
             let negatives = response.negatives.filter(stillHeld).map(\.record)
             if !ready.isEmpty || !negatives.isEmpty {
-                let extra = self.additionals(for: ready, context: context, store: store, excluded: [], family: channel.family) + negatives
-                for (message, bytes) in Self.pack(answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload) {
+                let extra =
+                    self.additionals(for: ready, context: context, store: store, excluded: [], family: channel.family)
+                    + negatives
+                for (message, bytes) in Self.pack(
+                    answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload)
+                {
                     self.statistics.packetsSent += 1
-                    actions.append(.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family), message: message, bytes: bytes)))
+                    actions.append(
+                        .transmit(
+                            MDNSTransmission(
+                                destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family),
+                                message: message, bytes: bytes)))
                     for record in message.answers + message.additionals {
                         self.lastMulticast[MulticastKey(channel: channel, name: record.name, rdata: record.rdata)] = now
                     }
@@ -257,24 +305,37 @@ extension Responder {
 
     /// A query from a port other than 5353: a one-shot resolver. Answered at once, by unicast to its address and
     /// port, echoing ID and questions, with TTLs of at most 10 s and no cache-flush bits.
-    mutating func answerLegacy(_ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>) -> [ResponderAction] {
+    mutating func answerLegacy(
+        _ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+    ) -> [ResponderAction] {
         // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
         var limit = MDNSRules.legacyPayloadWithoutEDNS
-        if let size = query.opt?.ednsHeader?.udpPayloadSize { limit = min(DNSMessage.maximumSize, max(limit, Int(size))) }
+        if let size = query.opt?.ednsHeader?.udpPayloadSize {
+            limit = min(DNSMessage.maximumSize, max(limit, Int(size)))
+        }
         var cacheKey: LegacyAnswerCache.Key? = nil
         if excluded.isEmpty, query.questions.count == 1, query.answers.isEmpty, query.authorities.isEmpty,
             query.additionals.allSatisfy({ $0.type == .opt }), query.ednsOptions?.options.isEmpty ?? true
         {
             self.legacyCache.validate(store: store, ownVersion: self.ownVersion)
-            let key = LegacyAnswerCache.Key(interfaceIndex: context.index, question: query.questions[0], family: IPFamily(source.address), limit: limit)
+            let key = LegacyAnswerCache.Key(
+                interfaceIndex: context.index, question: query.questions[0], family: IPFamily(source.address),
+                limit: limit)
             if let (message, bytes) = self.legacyCache.response(for: key, id: query.id) {
                 self.statistics.answeredQueries += 1
                 self.statistics.packetsSent += 1
-                return [.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: message, bytes: bytes))]
+                return [
+                    .transmit(
+                        MDNSTransmission(
+                            destination: .unicast(
+                                address: source.address, port: source.port, interfaceIndex: context.index),
+                            message: message, bytes: bytes))
+                ]
             }
             cacheKey = key
         }
-        let actions = self.buildLegacyAnswer(query, limit: limit, source: source, context: context, store: store, excluded: excluded)
+        let actions = self.buildLegacyAnswer(
+            query, limit: limit, source: source, context: context, store: store, excluded: excluded)
         if let key = cacheKey, actions.count == 1, case .transmit(let transmission) = actions[0] {
             self.legacyCache.insert(transmission.message, bytes: transmission.bytes, for: key)
         }
@@ -282,9 +343,11 @@ extension Responder {
     }
 
     private mutating func buildLegacyAnswer(
-        _ query: DNSMessage, limit: Int, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+        _ query: DNSMessage, limit: Int, source: QuerySource, context: InterfaceContext, store: RecordStore,
+        excluded: Set<OwnerKey>
     ) -> [ResponderAction] {
-        let (answers, negatives) = self.collectAnswers(questions: query.questions, knownAnswers: query.answers, context: context, store: store, excluded: excluded)
+        let (answers, negatives) = self.collectAnswers(
+            questions: query.questions, knownAnswers: query.answers, context: context, store: store, excluded: excluded)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
         func legacy(_ record: DNSResourceRecord) -> DNSResourceRecord {
@@ -294,7 +357,10 @@ extension Responder {
             return copy
         }
         let records = answers.map(\.answer.record)
-        let extra = self.additionals(for: records, context: context, store: store, excluded: excluded, family: IPFamily(source.address)) + negatives.map(\.record)
+        let extra =
+            self.additionals(
+                for: records, context: context, store: store, excluded: excluded, family: IPFamily(source.address))
+            + negatives.map(\.record)
         var response = DNSMessage(
             id: query.id, flags: DNSHeaderFlags(response: true, authoritative: true), questions: query.questions,
             answers: records.map(legacy), additionals: extra.map(legacy))
@@ -319,7 +385,12 @@ extension Responder {
             bytes = response.encoded(options: .mdns)
         }
         self.statistics.packetsSent += 1
-        return [.transmit(MDNSTransmission(destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index), message: response, bytes: bytes))]
+        return [
+            .transmit(
+                MDNSTransmission(
+                    destination: .unicast(address: source.address, port: source.port, interfaceIndex: context.index),
+                    message: response, bytes: bytes))
+        ]
     }
 
     // MARK: - Packets
@@ -329,7 +400,9 @@ extension Responder {
     /// RFC 1035 §4.1.1.
     static let headerLength = 12
 
-    static func pack(answers: [DNSResourceRecord], additionals: [DNSResourceRecord], limit: Int) -> [(DNSMessage, [UInt8])] {
+    static func pack(answers: [DNSResourceRecord], additionals: [DNSResourceRecord], limit: Int) -> [(
+        DNSMessage, [UInt8]
+    )] {
         let flags = DNSHeaderFlags(response: true, authoritative: true)
         let whole = DNSMessage(flags: flags, answers: answers, additionals: additionals)
         let bytes = whole.encoded(options: .mdns)
@@ -360,10 +433,16 @@ extension Responder {
     }
 
     /// A response multicast on every family of the interface.
-    func transmitEverywhere(context: InterfaceContext, answers: [DNSResourceRecord], additionals: [DNSResourceRecord]) -> [ResponderAction] {
-        Self.pack(answers: answers, additionals: additionals, limit: MDNSRules.maximumResponsePayload).flatMap { message, bytes in
+    func transmitEverywhere(context: InterfaceContext, answers: [DNSResourceRecord], additionals: [DNSResourceRecord])
+        -> [ResponderAction]
+    {
+        Self.pack(answers: answers, additionals: additionals, limit: MDNSRules.maximumResponsePayload).flatMap {
+            message, bytes in
             Self.families(of: context).map { family in
-                ResponderAction.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: message, bytes: bytes))
+                ResponderAction.transmit(
+                    MDNSTransmission(
+                        destination: .multicast(interfaceIndex: context.index, family: family), message: message,
+                        bytes: bytes))
             }
         }
     }
@@ -371,7 +450,10 @@ extension Responder {
     func transmitEverywhere(context: InterfaceContext, message: DNSMessage) -> [ResponderAction] {
         let bytes = message.encoded(options: .mdns)
         return Self.families(of: context).map { family in
-            ResponderAction.transmit(MDNSTransmission(destination: .multicast(interfaceIndex: context.index, family: family), message: message, bytes: bytes))
+            ResponderAction.transmit(
+                MDNSTransmission(
+                    destination: .multicast(interfaceIndex: context.index, family: family), message: message,
+                    bytes: bytes))
         }
     }
 }
@@ -386,7 +468,10 @@ struct KnownAnswers {
         // A handful is scanned; a long list (a multi-packet query) is indexed once.
         if records.count > 8 {
             var index: [RecordDeduplicator.Key: UInt32] = [:]
-            for record in records { index[RecordDeduplicator.Key(record), default: 0] = max(index[RecordDeduplicator.Key(record)] ?? 0, record.ttl) }
+            for record in records {
+                index[RecordDeduplicator.Key(record), default: 0] = max(
+                    index[RecordDeduplicator.Key(record)] ?? 0, record.ttl)
+            }
             self.index = index
         } else {
             self.index = nil
@@ -398,7 +483,9 @@ struct KnownAnswers {
             guard let ttl = index[RecordDeduplicator.Key(record)] else { return false }
             return MDNSRules.knownAnswerSuppresses(knownTTL: ttl, ourTTL: record.ttl)
         }
-        return self.list.contains { $0.isIdentical(to: record) && MDNSRules.knownAnswerSuppresses(knownTTL: $0.ttl, ourTTL: record.ttl) }
+        return self.list.contains {
+            $0.isIdentical(to: record) && MDNSRules.knownAnswerSuppresses(knownTTL: $0.ttl, ourTTL: record.ttl)
+        }
     }
 }
 

@@ -8,7 +8,9 @@ extension Takeover {
 
     /// One frame captured on `interfaceIndex`. `outgoing` marks frames the proxy machine itself sent (its kernel
     /// connecting to a sleeping host, or our own frames, which are recognised and skipped).
-    public mutating func receive(frame bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+    public mutating func receive(frame bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp)
+        -> [TakeoverAction]
+    {
         guard let context = self.interfaces[interfaceIndex] else { return [] }
         self.statistics.framesSeen += 1
         let frame: EthernetFrame
@@ -21,22 +23,28 @@ extension Takeover {
         do {
             switch frame.etherType {
             case .arp:
-                return self.handleARP(try ARPPacket(decoding: frame.payload), frame: frame, context: context, outgoing: outgoing, now: now)
+                return self.handleARP(
+                    try ARPPacket(decoding: frame.payload), frame: frame, context: context, outgoing: outgoing, now: now
+                )
             case .ipv4:
                 let packet = try IPv4Packet(decoding: frame.payload)
                 // docs/protocol.md §4.4: only a first fragment carries the ports.
                 guard packet.header.isFirstFragment else { return [] }
                 return self.handleTransport(
-                    proto: packet.header.proto, source: .v4(packet.header.source), destination: .v4(packet.header.destination), payload: packet.payload,
+                    proto: packet.header.proto, source: .v4(packet.header.source),
+                    destination: .v4(packet.header.destination), payload: packet.payload,
                     bytes: bytes, context: context, outgoing: outgoing, now: now)
             case .ipv6:
                 let packet = try IPv6Packet(decoding: frame.payload)
                 if packet.upperLayerProtocol == .icmpv6 {
-                    guard let message = try? NeighborDiscoveryMessage(decoding: packet) else { return [] }  // other ICMPv6, or invalid ND
-                    return self.handleND(message, packet: packet, frame: frame, context: context, outgoing: outgoing, now: now)
+                    // other ICMPv6, or invalid ND
+                    guard let message = try? NeighborDiscoveryMessage(decoding: packet) else { return [] }
+                    return self.handleND(
+                        message, packet: packet, frame: frame, context: context, outgoing: outgoing, now: now)
                 }
                 return self.handleTransport(
-                    proto: packet.upperLayerProtocol, source: .v6(packet.header.source), destination: .v6(packet.header.destination), payload: packet.payload,
+                    proto: packet.upperLayerProtocol, source: .v6(packet.header.source),
+                    destination: .v6(packet.header.destination), payload: packet.payload,
                     bytes: bytes, context: context, outgoing: outgoing, now: now)
             default:
                 return []
@@ -51,11 +59,14 @@ extension Takeover {
         self.addressOwners[InterfaceAddressKey(interface: context.name, address: address)]
     }
 
-    mutating func handleARP(_ arp: ARPPacket, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+    mutating func handleARP(
+        _ arp: ARPPacket, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp
+    ) -> [TakeoverAction] {
         if outgoing || frame.source == context.macAddress || arp.senderMAC == context.macAddress {
             // docs/protocol.md §4.3: the proxy's own kernel asking for a proxied address gets a local neighbour entry
             // (our probes have sender 0.0.0.0 and our announcements sender = target, so they are not this).
-            if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context),
+            if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP,
+                let key = self.owner(of: .v4(arp.targetIP), on: context),
                 let host = self.hosts[key], host.isAnswering(.v4(arp.targetIP))
             {
                 return [.setNeighbour(interfaceIndex: context.index, address: .v4(arp.targetIP), mac: host.wakeMAC)]
@@ -65,40 +76,53 @@ extension Takeover {
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
         // Pass 1: a request for a proxied address.
-        if arp.operation == .request, arp.senderIP != arp.targetIP, let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key] {
+        if arp.operation == .request, arp.senderIP != arp.targetIP,
+            let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key]
+        {
             handled = key
             if host.macs.contains(arp.senderMAC) || host.macs.contains(frame.source) {
                 actions += self.ownerSeen(key, address: .v4(arp.targetIP), signal: .arpRequest, now: now)
             } else if host.isAnswering(.v4(arp.targetIP)) {
                 self.statistics.arpReplies += 1
                 let reply = ARPPacket.reply(to: arp, from: context.macAddress)
-                actions.append(.sendFrame(reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes, interfaceIndex: context.index))
+                actions.append(
+                    .sendFrame(
+                        reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes,
+                        interfaceIndex: context.index))
             }
         }
         // Pass 2: anyone asserting a proxied address as its own.
         if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key] {
             if host.macs.contains(arp.senderMAC) {
-                if handled != key { actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now) }
+                if handled != key {
+                    actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now)
+                }
             } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
                 self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: .v4(arp.senderIP), from: arp.senderMAC), now: now)
+                actions += self.startWake(
+                    key, trigger: .addressConflict(address: .v4(arp.senderIP), from: arp.senderMAC), now: now)
             }
         }
         return actions
     }
 
-    mutating func handleND(_ message: NeighborDiscoveryMessage, packet: IPv6Packet, frame: EthernetFrame, context: InterfaceContext, outgoing: Bool, now: Timestamp) -> [TakeoverAction] {
+    mutating func handleND(
+        _ message: NeighborDiscoveryMessage, packet: IPv6Packet, frame: EthernetFrame, context: InterfaceContext,
+        outgoing: Bool, now: Timestamp
+    ) -> [TakeoverAction] {
         let source = packet.header.source
         let target = IPAddress.v6(message.target)
         if outgoing || frame.source == context.macAddress {
-            if message.kind == .solicitation, !source.isUnspecified, source != message.target, let key = self.owner(of: target, on: context),
+            if message.kind == .solicitation, !source.isUnspecified, source != message.target,
+                let key = self.owner(of: target, on: context),
                 let host = self.hosts[key], host.isAnswering(target)
             {
                 return [.setNeighbour(interfaceIndex: context.index, address: target, mac: host.wakeMAC)]
             }
             return []
         }
-        let senderMACs = [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
+        let senderMACs =
+            [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
         switch message.kind {
@@ -112,27 +136,46 @@ extension Takeover {
                 // §7.2.4: S clear, O set), and wake the owner: docs/protocol.md §4.3 recommends treating it as a conflict.
                 if host.isAnswering(target), host.wake == nil {
                     self.statistics.neighbourAdvertisements += 1
-                    let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: message.target, targetLinkLayerAddress: context.macAddress)
-                    actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target, destination: .allNodes).bytes, interfaceIndex: context.index))
+                    let na = NeighborDiscoveryMessage(
+                        kind: .advertisement, flags: [.override], target: message.target,
+                        targetLinkLayerAddress: context.macAddress)
+                    actions.append(
+                        .sendFrame(
+                            na.frame(
+                                ethernetSource: context.macAddress,
+                                ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target,
+                                destination: .allNodes
+                            ).bytes, interfaceIndex: context.index))
                 }
                 if host.registered, host.states[target]?.phase != .stopped {
                     self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: target, from: frame.source), now: now)
+                    actions += self.startWake(
+                        key, trigger: .addressConflict(address: target, from: frame.source), now: now)
                 }
             } else if host.isAnswering(target), host.wake == nil {
                 // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
                 self.statistics.neighbourAdvertisements += 1
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.solicited, .override], target: message.target, targetLinkLayerAddress: context.macAddress)
+                let na = NeighborDiscoveryMessage(
+                    kind: .advertisement, flags: [.solicited, .override], target: message.target,
+                    targetLinkLayerAddress: context.macAddress)
                 let destinationMAC = message.sourceLinkLayerAddress ?? frame.source
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: destinationMAC, source: message.target, destination: source).bytes, interfaceIndex: context.index))
+                actions.append(
+                    .sendFrame(
+                        na.frame(
+                            ethernetSource: context.macAddress, ethernetDestination: destinationMAC,
+                            source: message.target, destination: source
+                        ).bytes, interfaceIndex: context.index))
             }
             // Pass 2 for an NS: its source address.
-            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key], key != handled {
+            if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key],
+                key != handled
+            {
                 if senderMACs.contains(where: host.macs.contains) {
                     actions += self.ownerSeen(key, address: .v6(source), signal: .neighbourSolicitation, now: now)
                 } else if host.registered, host.states[.v6(source)]?.phase != .stopped {
                     self.statistics.conflicts += 1
-                    actions += self.startWake(key, trigger: .addressConflict(address: .v6(source), from: frame.source), now: now)
+                    actions += self.startWake(
+                        key, trigger: .addressConflict(address: .v6(source), from: frame.source), now: now)
                 }
             }
         case .advertisement:
@@ -151,7 +194,9 @@ extension Takeover {
     /// that address only, and probe it again later (the records stay until an Owner option, the host's own mDNS,
     /// or expiry: docs/coexistence.md). While a wake is in progress the sign means the wake worked: the whole host
     /// is up, so every address is let go (the wake ends with success and the captured SYNs are replayed).
-    mutating func ownerSeen(_ key: OwnerKey, address: IPAddress, signal: OwnerSignal, now: Timestamp) -> [TakeoverAction] {
+    mutating func ownerSeen(_ key: OwnerKey, address: IPAddress, signal: OwnerSignal, now: Timestamp)
+        -> [TakeoverAction]
+    {
         guard var host = self.hosts[key] else { return [] }
         self.statistics.ownerSeen += 1
         var actions: [TakeoverAction] = []
@@ -168,7 +213,9 @@ extension Takeover {
                 break
             case .waiting:
                 // Already quiet: the host is still up; push the next probe out without counting a restart.
-                let delay = state.restarts > 0 ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing
+                let delay =
+                    state.restarts > 0
+                    ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing
                 if let next = state.next { state.next = max(next, now + delay) }
             case .probing, .announcing, .claimed:
                 let announced: Bool
@@ -179,7 +226,10 @@ extension Takeover {
                     state.next = nil
                 } else {
                     state.phase = .waiting
-                    state.next = now + (announced ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
+                    state.next =
+                        now
+                        + (announced
+                            ? TakeoverRules.restartDelayAfterAnnouncing : TakeoverRules.restartDelayBeforeAnnouncing)
                 }
             }
             host.states[address] = state
@@ -197,9 +247,12 @@ extension Takeover {
     }
 
     mutating func handleTransport(
-        proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8], context: InterfaceContext, outgoing: Bool, now: Timestamp
+        proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8],
+        context: InterfaceContext, outgoing: Bool, now: Timestamp
     ) -> [TakeoverAction] {
-        guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context), var host = self.hosts[key] else { return [] }
+        guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context),
+            var host = self.hosts[key]
+        else { return [] }
         // Only while the proxy stands in for the host on at least one address (or is already waking it): before
         // the takeover and after the owner was seen everywhere, the host itself is up and gets its own traffic.
         // An address the owner still answers for itself (NIC offload) wakes too when the host sleeps elsewhere.
@@ -215,17 +268,23 @@ extension Takeover {
                 guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
                 connectionRequest = segment.isConnectionRequest
                 port = WakePolicy.Port(.tcp, segment.destinationPort)
-                trigger = .connection(transport: .tcp, client: source, clientPort: segment.sourcePort, port: segment.destinationPort)
+                trigger = .connection(
+                    transport: .tcp, client: source, clientPort: segment.sourcePort, port: segment.destinationPort)
                 // Port 22 wakes on any segment when the host offers SSH; elsewhere only a connection request does.
-                let sshData = segment.destinationPort == TakeoverRules.sshPort && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
+                let sshData =
+                    segment.destinationPort == TakeoverRules.sshPort
+                    && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
                 guard connectionRequest || sshData else { return [] }
             } else {
                 let datagram = try UDPDatagram(decoding: payload)
-                if datagram.destinationPort == TakeoverRules.natTraversalPort, datagram.payload.readableBytes == 1, datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF {
+                if datagram.destinationPort == TakeoverRules.natTraversalPort, datagram.payload.readableBytes == 1,
+                    datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF
+                {
                     return []
                 }
                 port = WakePolicy.Port(.udp, datagram.destinationPort)
-                trigger = .connection(transport: .udp, client: source, clientPort: datagram.sourcePort, port: datagram.destinationPort)
+                trigger = .connection(
+                    transport: .udp, client: source, clientPort: datagram.sourcePort, port: datagram.destinationPort)
             }
         } catch {
             self.statistics.malformedFrames += 1
@@ -246,11 +305,15 @@ extension Takeover {
         return self.startWake(key, trigger: trigger, now: now)
     }
 
-    mutating func logIgnored(host: Host, port: WakePolicy.Port, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
+    mutating func logIgnored(host: Host, port: WakePolicy.Port, trigger: WakeTrigger, now: Timestamp)
+        -> [TakeoverAction]
+    {
         self.statistics.ignoredConnections += 1
         let key = IgnoredKey(host: host.key, port: port)
         if let last = self.ignoredLogged[key], now - last < TakeoverRules.ignoredLogInterval { return [] }
-        guard self.ignoredLogged.count < TakeoverRules.maximumIgnoredLogKeys || self.ignoredLogged[key] != nil else { return [] }
+        guard self.ignoredLogged.count < TakeoverRules.maximumIgnoredLogKeys || self.ignoredLogged[key] != nil else {
+            return []
+        }
         self.ignoredLogged[key] = now
         return [.event(WakeEvent(kind: .ignored, at: now, host: host.key, hostName: host.hostName, trigger: trigger))]
     }

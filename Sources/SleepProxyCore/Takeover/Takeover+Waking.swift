@@ -13,15 +13,23 @@ extension Takeover {
         }
         self.statistics.wakes += 1
         host.wake = WakeProgress(trigger: trigger, startedAt: now, next: now)
-        var actions: [TakeoverAction] = [.event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))]
+        var actions: [TakeoverAction] = [
+            .event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))
+        ]
         actions += self.sendBurst(&host, now: now)
         // Issue 5 §3 / docs/protocol.md §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
         // as soon as it is up. The Ethernet source stays the proxy's: a forged owner source would teach the
         // switch to send the host's unicast (our magic packets included) to the proxy's port.
         if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
             for address in host.v6 {
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: host.wakeMAC)
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address, destination: .allNodes).bytes, interfaceIndex: index))
+                let na = NeighborDiscoveryMessage(
+                    kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: host.wakeMAC)
+                actions.append(
+                    .sendFrame(
+                        na.frame(
+                            ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC,
+                            source: address, destination: .allNodes
+                        ).bytes, interfaceIndex: index))
             }
         }
         self.hosts[key] = host
@@ -37,7 +45,9 @@ extension Takeover {
         host.wake = wake
         guard let index = self.index(of: host.key.interface), let context = self.interfaces[index] else { return [] }
         var password = host.password
-        if password == nil, self.configuration.appendZeroPassword { password = SecureOnPassword(bytes: [0, 0, 0, 0, 0, 0]) }
+        if password == nil, self.configuration.appendZeroPassword {
+            password = SecureOnPassword(bytes: [0, 0, 0, 0, 0, 0])
+        }
         let magic = MagicPacket(target: host.wakeMAC, password: password)
         self.statistics.magicPackets += 1
         var actions: [TakeoverAction] = [
@@ -55,18 +65,27 @@ extension Takeover {
         var actions: [TakeoverAction] = []
         if awake {
             let seconds = Double((now - wake.startedAt).nanosecondsClamped) / 1e9
-            actions.append(.event(WakeEvent(kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, seconds: seconds)))
+            actions.append(
+                .event(
+                    WakeEvent(
+                        kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger,
+                        seconds: seconds)))
             if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
                 for (at, _, frame) in host.replay where now - at <= TakeoverRules.replayWindow {
                     guard frame.count >= EthernetFrame.headerLength else { continue }
                     // Addressed to the host itself now, from the proxy's MAC.
-                    let replayed = EthernetFrame.withTransportChecksumsRecomputed(host.wakeMAC.bytes + context.macAddress.bytes + frame[12...])
+                    let replayed = EthernetFrame.withTransportChecksumsRecomputed(
+                        host.wakeMAC.bytes + context.macAddress.bytes + frame[12...])
                     actions.append(.sendFrame(replayed, interfaceIndex: index))
                 }
             }
         } else {
             host.lastWakeEnded = now
-            actions.append(.event(WakeEvent(kind: .noResponse, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger, attempts: wake.attempts)))
+            actions.append(
+                .event(
+                    WakeEvent(
+                        kind: .noResponse, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger,
+                        attempts: wake.attempts)))
         }
         host.replay.removeAll()
         return actions

@@ -143,7 +143,9 @@ public struct Takeover: Sendable {
         /// False once the registration is gone (lease expired) and only the wake sequence remains.
         var registered = true
 
-        var macs: [MACAddress] { self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC] }
+        var macs: [MACAddress] {
+            self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC]
+        }
 
         /// The proxy answers ARP/NDP for `address` now.
         func isAnswering(_ address: IPAddress) -> Bool {
@@ -154,7 +156,9 @@ public struct Takeover: Sendable {
         var isAnsweringAny: Bool { self.registered && self.states.values.contains(where: \.isClaimed) }
 
         /// Every address gave up after too many restarts (or the registration is gone).
-        var isStopped: Bool { !self.registered || (!self.states.isEmpty && self.states.values.allSatisfy { $0.phase == .stopped }) }
+        var isStopped: Bool {
+            !self.registered || (!self.states.isEmpty && self.states.values.allSatisfy { $0.phase == .stopped })
+        }
 
         var addresses: [IPAddress] { self.v4.map(IPAddress.v4) + self.v6.map(IPAddress.v6) }
 
@@ -188,7 +192,9 @@ public struct Takeover: Sendable {
     /// A registration was accepted (or restored at start). A new sleep epoch, or `restart` (a new registration
     /// sent by a host that is therefore awake), starts the takeover from the beginning a second later; a
     /// retransmission or a further part keeps the current state and picks up changed addresses and services.
-    public mutating func registered(_ registration: OwnerRegistration, restart: Bool = false, now: Timestamp) -> [TakeoverAction] {
+    public mutating func registered(_ registration: OwnerRegistration, restart: Bool = false, now: Timestamp)
+        -> [TakeoverAction]
+    {
         var actions: [TakeoverAction] = []
         let key = registration.key
         var v4: [IPv4Address] = []
@@ -208,8 +214,11 @@ public struct Takeover: Sendable {
             }
         }
         let owner = registration.owner
-        var host = self.hosts[key] ?? Host(
-            key: key, hostName: nil, sequence: owner.sequence, wakeMAC: owner.wakeMAC ?? key.primaryMAC, password: nil, v4: [], v6: [], ports: [])
+        var host =
+            self.hosts[key]
+            ?? Host(
+                key: key, hostName: nil, sequence: owner.sequence, wakeMAC: owner.wakeMAC ?? key.primaryMAC,
+                password: nil, v4: [], v6: [], ports: [])
         let isNew = self.hosts[key] == nil || !host.registered
         if !isNew, host.sequence != owner.sequence || restart {
             // The host registered a new sleep epoch (it was awake in between), or sent a new registration (it is
@@ -233,7 +242,9 @@ public struct Takeover: Sendable {
         // Addresses that went away are released; new ones are probed on their own, a second from now
         // (docs/protocol.md §4.3), while the others keep their state.
         for address in oldAddresses where !host.addresses.contains(address) {
-            if host.states[address]?.neighbourInstalled == true, let index { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+            if host.states[address]?.neighbourInstalled == true, let index {
+                actions.append(.removeNeighbour(interfaceIndex: index, address: address))
+            }
             host.states[address] = nil
             if self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
                 self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
@@ -243,7 +254,9 @@ public struct Takeover: Sendable {
             host.states[address] = AddressState(phase: .waiting, next: now + TakeoverRules.startDelay)
         }
         host.refreshNext()
-        for address in host.addresses { self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = key }
+        for address in host.addresses {
+            self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = key
+        }
         self.hosts[key] = host
         if oldAddresses != host.addresses || isNew, let index {
             actions.append(.watchChanged(interfaceIndex: index))
@@ -253,7 +266,8 @@ public struct Takeover: Sendable {
 
     /// A registration ended. Hand-back means the host is awake: release silently (and end a wake sequence with
     /// success). Expiry with the action "wake" keeps only the wake sequence; anything else releases.
-    public mutating func removed(_ key: OwnerKey, reason: RemovalReason, wake: Bool, now: Timestamp) -> [TakeoverAction] {
+    public mutating func removed(_ key: OwnerKey, reason: RemovalReason, wake: Bool, now: Timestamp) -> [TakeoverAction]
+    {
         guard var host = self.hosts[key] else { return [] }
         var actions = self.release(&host, now: now)
         if reason == .handBack {
@@ -279,7 +293,8 @@ public struct Takeover: Sendable {
     /// must tell the truth: issue 13).
     mutating func forget(_ key: OwnerKey) {
         guard let host = self.hosts.removeValue(forKey: key) else { return }
-        for address in host.addresses where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
+        for address in host.addresses
+        where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
             self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
         }
     }
@@ -387,7 +402,11 @@ public struct Takeover: Sendable {
         // touching every host each time cost a fraction of a millisecond per query with a thousand hosts.
         var due: [OwnerKey] = []
         for (key, host) in self.hosts {
-            if let next = host.next, next <= now { due.append(key) } else if let next = host.wake?.next, next <= now { due.append(key) }
+            if let next = host.next, next <= now {
+                due.append(key)
+            } else if let next = host.wake?.next, next <= now {
+                due.append(key)
+            }
         }
         for key in due {
             guard var host = self.hosts[key] else { continue }
@@ -436,10 +455,19 @@ public struct Takeover: Sendable {
                 // docs/protocol.md §4.3: probes go unicast to the owner's wake MAC: only it should answer.
                 switch address {
                 case .v4(let v4):
-                    actions.append(.sendFrame(ARPPacket.probe(from: context.macAddress, for: v4).frame(destination: host.wakeMAC, source: context.macAddress).bytes, interfaceIndex: index))
+                    actions.append(
+                        .sendFrame(
+                            ARPPacket.probe(from: context.macAddress, for: v4).frame(
+                                destination: host.wakeMAC, source: context.macAddress
+                            ).bytes, interfaceIndex: index))
                 case .v6(let v6):
                     let ns = NeighborDiscoveryMessage(kind: .solicitation, target: v6)
-                    actions.append(.sendFrame(ns.frame(ethernetSource: context.macAddress, ethernetDestination: host.wakeMAC, source: .any, destination: v6.solicitedNodeMulticast).bytes, interfaceIndex: index))
+                    actions.append(
+                        .sendFrame(
+                            ns.frame(
+                                ethernetSource: context.macAddress, ethernetDestination: host.wakeMAC, source: .any,
+                                destination: v6.solicitedNodeMulticast
+                            ).bytes, interfaceIndex: index))
                 }
                 state.phase = .probing(sent: sent + 1)
                 state.next = now + TakeoverRules.probeInterval
@@ -476,11 +504,21 @@ public struct Takeover: Sendable {
         for address in addresses ?? host.addresses.filter(host.isAnswering) {
             switch address {
             case .v4(let v4):
-                actions.append(.sendFrame(ARPPacket.announcement(from: context.macAddress, for: v4).frame(destination: .broadcast, source: context.macAddress).bytes, interfaceIndex: index))
+                actions.append(
+                    .sendFrame(
+                        ARPPacket.announcement(from: context.macAddress, for: v4).frame(
+                            destination: .broadcast, source: context.macAddress
+                        ).bytes, interfaceIndex: index))
             case .v6(let v6):
                 guard host.wake == nil else { continue }
-                let na = NeighborDiscoveryMessage(kind: .advertisement, flags: [.override], target: v6, targetLinkLayerAddress: context.macAddress)
-                actions.append(.sendFrame(na.frame(ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: v6, destination: .allNodes).bytes, interfaceIndex: index))
+                let na = NeighborDiscoveryMessage(
+                    kind: .advertisement, flags: [.override], target: v6, targetLinkLayerAddress: context.macAddress)
+                actions.append(
+                    .sendFrame(
+                        na.frame(
+                            ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC,
+                            source: v6, destination: .allNodes
+                        ).bytes, interfaceIndex: index))
             }
         }
         return actions
@@ -493,7 +531,9 @@ public struct Takeover: Sendable {
         let index = self.index(of: host.key.interface)
         for address in host.addresses where only == nil || only == address {
             guard var state = host.states[address] else { continue }
-            if state.neighbourInstalled, let index { actions.append(.removeNeighbour(interfaceIndex: index, address: address)) }
+            if state.neighbourInstalled, let index {
+                actions.append(.removeNeighbour(interfaceIndex: index, address: address))
+            }
             state.neighbourInstalled = false
             host.states[address] = state
         }

@@ -50,7 +50,10 @@ public struct WakeEvent: Hashable, Sendable {
     public var seconds: Double?
     public var attempts: Int?
 
-    public init(kind: Kind, at: Timestamp, host: OwnerKey, hostName: String?, trigger: WakeTrigger, seconds: Double? = nil, attempts: Int? = nil) {
+    public init(
+        kind: Kind, at: Timestamp, host: OwnerKey, hostName: String?, trigger: WakeTrigger, seconds: Double? = nil,
+        attempts: Int? = nil
+    ) {
         self.kind = kind
         self.at = at
         self.host = host
@@ -71,7 +74,9 @@ public struct WakeEvent: Hashable, Sendable {
         switch self.kind {
         case .wake: return "waking \(who): \(self.trigger)"
         case .awake: return "\(who) is awake after \(Self.twoDecimals(self.seconds ?? 0)) s (woken for \(self.trigger))"
-        case .noResponse: return "\(who) showed no sign of waking after \(self.attempts ?? 0) magic packets (woken for \(self.trigger))"
+        case .noResponse:
+            return
+                "\(who) showed no sign of waking after \(self.attempts ?? 0) magic packets (woken for \(self.trigger))"
         case .ignored: return "not waking \(who) for \(self.trigger): no registered service on that port"
         }
     }

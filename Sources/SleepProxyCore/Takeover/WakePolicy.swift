@@ -13,7 +13,9 @@ public struct WakePolicy: Hashable, Sendable {
         }
 
         public var description: String { "\(self.transport.rawValue)/\(self.port)" }
-        public static func < (lhs: Port, rhs: Port) -> Bool { (lhs.transport.rawValue, lhs.port) < (rhs.transport.rawValue, rhs.port) }
+        public static func < (lhs: Port, rhs: Port) -> Bool {
+            (lhs.transport.rawValue, lhs.port) < (rhs.transport.rawValue, rhs.port)
+        }
     }
 
     public struct Rules: Hashable, Sendable {
@@ -61,14 +63,20 @@ public struct WakePolicy: Hashable, Sendable {
         var mac: MACAddress? = nil
         if let at = body.firstIndex(of: "@") {
             guard let parsed = MACAddress(String(body[..<at])) else {
-                throw ParseError(description: "wake rule \"\(text)\": \"\(body[..<at])\" is not a MAC address (write it as 02:00:00:00:00:05)")
+                throw ParseError(
+                    description:
+                        "wake rule \"\(text)\": \"\(body[..<at])\" is not a MAC address (write it as 02:00:00:00:00:05)"
+                )
             }
             mac = parsed
             body = body[body.index(after: at)...]
         }
         let parts = body.split(separator: "/", omittingEmptySubsequences: false)
         guard parts.count == 2, let transport = WakeTrigger.Transport(rawValue: parts[0].lowercased()) else {
-            throw ParseError(description: "wake rule \"\(text)\": expected tcp/PORT or udp/PORT, optionally after MAC@ and a leading - to remove")
+            throw ParseError(
+                description:
+                    "wake rule \"\(text)\": expected tcp/PORT or udp/PORT, optionally after MAC@ and a leading - to remove"
+            )
         }
         guard let number = UInt16(parts[1]), number > 0 else {
             throw ParseError(description: "wake rule \"\(text)\": the port must be a number from 1 to 65535")

@@ -74,7 +74,8 @@ public struct DNSMessage: Hashable, Sendable {
     }
 
     public init(decoding bytes: [UInt8]) throws(WireError) {
-        self = try bytes.withByteReader { (reader: inout ByteReader) throws(WireError) in try DNSMessage(from: &reader) }
+        self = try bytes.withByteReader { (reader: inout ByteReader) throws(WireError) in try DNSMessage(from: &reader)
+        }
     }
 
     /// Decodes a message that did not come from the network, with its own size bound: a host registered in
@@ -97,7 +98,8 @@ public struct DNSMessage: Hashable, Sendable {
         let additionalCount = Int(try reader.readUInt16("ARCOUNT"))
         // Refuse counts the remaining bytes cannot hold before reserving space for them: a 12-byte packet must
         // not make us allocate room for 4 × 65535 entries.
-        let needed = questionCount * DNSQuestion.minimumWireLength
+        let needed =
+            questionCount * DNSQuestion.minimumWireLength
             + (answerCount + authorityCount + additionalCount) * DNSResourceRecord.minimumWireLength
         guard needed <= reader.remaining else {
             throw WireError(.badCount, at: 4, "section counts need at least \(needed) bytes, \(reader.remaining) left")
@@ -114,7 +116,9 @@ public struct DNSMessage: Hashable, Sendable {
         }
     }
 
-    private static func readRecords(_ count: Int, from reader: inout ByteReader) throws(WireError) -> [DNSResourceRecord] {
+    private static func readRecords(_ count: Int, from reader: inout ByteReader) throws(WireError)
+        -> [DNSResourceRecord]
+    {
         guard count > 0 else { return [] }
         var records: [DNSResourceRecord] = []
         records.reserveCapacity(count)

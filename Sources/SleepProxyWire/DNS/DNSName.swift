@@ -177,7 +177,9 @@ public struct DNSName: Sendable, CustomStringConvertible, ExpressibleByStringLit
     public func hasSuffix(_ suffix: DNSName) -> Bool {
         let count = suffix.storage.count
         guard count <= self.storage.count else { return false }
-        guard DNSName.equalIgnoringASCIICase(self.storage[(self.storage.count - count)...], suffix.storage[...]) else { return false }
+        guard DNSName.equalIgnoringASCIICase(self.storage[(self.storage.count - count)...], suffix.storage[...]) else {
+            return false
+        }
         // The match must begin where a label begins.
         var index = 0
         while index < self.storage.count - count { index += 1 + Int(self.storage[index]) }

@@ -57,16 +57,20 @@ public struct DNSResourceRecord: Hashable, Sendable {
             // RFC 2136 §2.4, §2.5: prerequisites and deletions of class ANY/NONE carry no RDATA whatever the type,
             // so an empty RDATA that its type cannot have is kept as such instead of failing the message.
             let bareClass = rawClass & 0x7FFF
-            guard length == 0, type != .opt, bareClass == DNSClass.any.rawValue || bareClass == DNSClass.none.rawValue else {
+            guard length == 0, type != .opt, bareClass == DNSClass.any.rawValue || bareClass == DNSClass.none.rawValue
+            else {
                 throw error
             }
             rdata = .unknown(try UnknownRecord(type: type, data: []))
         }
         guard let rdata else { return nil }
         if type == .opt {
-            return DNSResourceRecord(name: name, rrclass: DNSClass(rawValue: rawClass), cacheFlush: false, ttl: ttl, rdata: rdata)
+            return DNSResourceRecord(
+                name: name, rrclass: DNSClass(rawValue: rawClass), cacheFlush: false, ttl: ttl, rdata: rdata)
         }
-        return DNSResourceRecord(name: name, rrclass: DNSClass(rawValue: rawClass & 0x7FFF), cacheFlush: rawClass & 0x8000 != 0, ttl: ttl, rdata: rdata)
+        return DNSResourceRecord(
+            name: name, rrclass: DNSClass(rawValue: rawClass & 0x7FFF), cacheFlush: rawClass & 0x8000 != 0, ttl: ttl,
+            rdata: rdata)
     }
 
     func write(to writer: inout DNSWriter) {
@@ -86,7 +90,8 @@ extension DNSRData {
     /// The RDATA with every name written out in full (no compression): the form RFC 6762 §8.2 compares when two
     /// hosts probe for one name at once, and an upper bound on the RDATA's size in any message.
     public var uncompressedBytes: [UInt8] {
-        var writer = DNSWriter(options: DNSEncodingOptions(compressNames: false, compressSRVTarget: false), capacity: 64)
+        var writer = DNSWriter(
+            options: DNSEncodingOptions(compressNames: false, compressSRVTarget: false), capacity: 64)
         self.write(to: &writer)
         return writer.bytes
     }

@@ -21,7 +21,9 @@ public struct ARPPacket: Hashable, Sendable {
     public var targetMAC: MACAddress
     public var targetIP: IPv4Address
 
-    public init(operation: Operation, senderMAC: MACAddress, senderIP: IPv4Address, targetMAC: MACAddress, targetIP: IPv4Address) {
+    public init(
+        operation: Operation, senderMAC: MACAddress, senderIP: IPv4Address, targetMAC: MACAddress, targetIP: IPv4Address
+    ) {
         self.operation = operation
         self.senderMAC = senderMAC
         self.senderIP = senderIP
@@ -46,7 +48,9 @@ public struct ARPPacket: Hashable, Sendable {
 
     /// Reply to `request` saying that `mac` has the address it asked for.
     public static func reply(to request: ARPPacket, from mac: MACAddress) -> ARPPacket {
-        ARPPacket(operation: .reply, senderMAC: mac, senderIP: request.targetIP, targetMAC: request.senderMAC, targetIP: request.senderIP)
+        ARPPacket(
+            operation: .reply, senderMAC: mac, senderIP: request.targetIP, targetMAC: request.senderMAC,
+            targetIP: request.senderIP)
     }
 
     public init(decoding buffer: ByteBuffer) throws(WireError) {

@@ -24,7 +24,9 @@ public enum CaptureFilter {
     /// the takeover sorts it out.
     public static let maximumAddresses = 250
 
-    private static func ins(_ code: UInt16, _ jt: UInt8, _ jf: UInt8, _ k: UInt32) -> Instruction { Instruction(code: code, jt: jt, jf: jf, k: k) }
+    private static func ins(_ code: UInt16, _ jt: UInt8, _ jf: UInt8, _ k: UInt32) -> Instruction {
+        Instruction(code: code, jt: jt, jf: jf, k: k)
+    }
     /// `SKF_AD_OFF + SKF_AD_PKTTYPE` (linux/filter.h): loads the packet type (`PACKET_OUTGOING` = 4).
     public static let skfAncillaryPacketType: UInt32 = 0xFFFF_F000 &+ 4
     public static let packetOutgoing: UInt32 = 4
@@ -60,7 +62,9 @@ public enum CaptureFilter {
         var v6Block: [Instruction] = [ins(ret, 0, 0, snapLength)]
         if v6.count <= maximumAddresses {
             // ldb [20]; jeq 58 → the block's final accept (past the load, the compares and the reject).
-            v6Block = [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)] + block(load: [ins(ld, 0, 0, 50)], values: v6)
+            v6Block =
+                [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)]
+                + block(load: [ins(ld, 0, 0, 50)], values: v6)
         }
         // Frames this machine sends come back to a packet socket as PACKET_OUTGOING. The proxy's own ARP and
         // neighbour discovery are dropped here (a takeover of many hosts would otherwise feed every announcement

@@ -56,7 +56,9 @@ public struct EthernetFrame: Hashable, Sendable {
     /// The bytes after the header, padding included: the protocol inside decides how many it uses.
     public var payload: ByteBuffer
 
-    public init(destination: MACAddress, source: MACAddress, vlan: VLANTag? = nil, etherType: EtherType, payload: ByteBuffer) {
+    public init(
+        destination: MACAddress, source: MACAddress, vlan: VLANTag? = nil, etherType: EtherType, payload: ByteBuffer
+    ) {
         self.destination = destination
         self.source = source
         self.vlan = vlan

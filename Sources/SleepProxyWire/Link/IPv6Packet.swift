@@ -62,7 +62,8 @@ public struct IPv6Packet: Hashable, Sendable {
             header.trafficClass = UInt8(truncatingIfNeeded: first >> 20)
             header.flowLabel = first & 0xF_FFFF
             guard payloadLength <= reader.remaining else {
-                throw WireError(.truncated, at: 4, "IPv6 payload length \(payloadLength), \(reader.remaining) bytes present")
+                throw WireError(
+                    .truncated, at: 4, "IPv6 payload length \(payloadLength), \(reader.remaining) bytes present")
             }
             let end = reader.position + payloadLength
             reader.limit = end
@@ -73,7 +74,9 @@ public struct IPv6Packet: Hashable, Sendable {
                 case .hopByHop, .routing, .destinationOptions, .authentication, .fragment:
                     walked += 1
                     guard walked <= IPv6Packet.maximumExtensionHeaders else {
-                        throw WireError(.unsupported, at: reader.position, "more than \(IPv6Packet.maximumExtensionHeaders) extension headers")
+                        throw WireError(
+                            .unsupported, at: reader.position,
+                            "more than \(IPv6Packet.maximumExtensionHeaders) extension headers")
                     }
                     let at = reader.position
                     let next = IPProtocol(rawValue: try reader.readUInt8("extension next header"))

@@ -35,7 +35,9 @@ public struct InternetChecksum: Sendable {
     }
 
     /// RFC 8200 §8.1 upper-layer checksum over the IPv6 pseudo-header and `payload`.
-    public static func ipv6(source: IPv6Address, destination: IPv6Address, nextHeader: UInt8, payload: some Collection<UInt8>) -> UInt16 {
+    public static func ipv6(
+        source: IPv6Address, destination: IPv6Address, nextHeader: UInt8, payload: some Collection<UInt8>
+    ) -> UInt16 {
         var checksum = InternetChecksum()
         checksum.add(source.bytes)
         checksum.add(destination.bytes)
@@ -46,7 +48,9 @@ public struct InternetChecksum: Sendable {
     }
 
     /// RFC 793 §3.1 / RFC 768 checksum over the IPv4 pseudo-header and `payload`.
-    public static func ipv4(source: IPv4Address, destination: IPv4Address, protocol proto: UInt8, payload: some Collection<UInt8>) -> UInt16 {
+    public static func ipv4(
+        source: IPv4Address, destination: IPv4Address, protocol proto: UInt8, payload: some Collection<UInt8>
+    ) -> UInt16 {
         var checksum = InternetChecksum()
         checksum.add(source.rawValue)
         checksum.add(destination.rawValue)

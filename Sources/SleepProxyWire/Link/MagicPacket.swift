@@ -69,6 +69,7 @@ public struct MagicPacket: Hashable, Sendable {
 
     /// The EtherType 0x0842 frame. `source` must be the sender's real MAC (docs/protocol.md §4.3 on Apple's bug).
     public func frame(destination: MACAddress, source: MACAddress) -> EthernetFrame {
-        EthernetFrame(destination: destination, source: source, etherType: .wakeOnLAN, payload: ByteBuffer(bytes: self.payload))
+        EthernetFrame(
+            destination: destination, source: source, etherType: .wakeOnLAN, payload: ByteBuffer(bytes: self.payload))
     }
 }

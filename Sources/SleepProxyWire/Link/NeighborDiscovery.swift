@@ -34,7 +34,10 @@ public struct NeighborDiscoveryMessage: Hashable, Sendable {
     public var sourceLinkLayerAddress: MACAddress?
     public var targetLinkLayerAddress: MACAddress?
 
-    public init(kind: Kind, flags: Flags = [], target: IPv6Address, sourceLinkLayerAddress: MACAddress? = nil, targetLinkLayerAddress: MACAddress? = nil) {
+    public init(
+        kind: Kind, flags: Flags = [], target: IPv6Address, sourceLinkLayerAddress: MACAddress? = nil,
+        targetLinkLayerAddress: MACAddress? = nil
+    ) {
         self.kind = kind
         self.flags = kind == .solicitation ? [] : flags
         self.target = target
@@ -62,7 +65,11 @@ public struct NeighborDiscoveryMessage: Hashable, Sendable {
             throw WireError(.unsupported, at: 0, "ICMPv6 type \(bytes[0])")
         }
         guard bytes[1] == 0 else { throw WireError(.badHeader, at: 1, "ND code \(bytes[1]) must be 0") }
-        guard InternetChecksum.ipv6(source: header.source, destination: header.destination, nextHeader: IPProtocol.icmpv6.rawValue, payload: bytes) == 0 else {
+        guard
+            InternetChecksum.ipv6(
+                source: header.source, destination: header.destination, nextHeader: IPProtocol.icmpv6.rawValue,
+                payload: bytes) == 0
+        else {
             throw WireError(.badChecksum, at: 2, "ICMPv6 checksum does not verify")
         }
         self = try bytes.withByteReader { (reader: inout ByteReader) throws(WireError) in
@@ -96,11 +103,14 @@ public struct NeighborDiscoveryMessage: Hashable, Sendable {
 
     /// The ICMPv6 bytes with a correct checksum for the given IPv6 source and destination.
     public func icmpBytes(source: IPv6Address, destination: IPv6Address) -> [UInt8] {
-        var bytes: [UInt8] = [self.kind.rawValue, 0, 0, 0, self.kind == .advertisement ? self.flags.rawValue : 0, 0, 0, 0]
+        var bytes: [UInt8] = [
+            self.kind.rawValue, 0, 0, 0, self.kind == .advertisement ? self.flags.rawValue : 0, 0, 0, 0,
+        ]
         bytes += self.target.bytes
         if let mac = self.sourceLinkLayerAddress { bytes += [1, 1] + mac.bytes }
         if let mac = self.targetLinkLayerAddress { bytes += [2, 1] + mac.bytes }
-        let checksum = InternetChecksum.ipv6(source: source, destination: destination, nextHeader: IPProtocol.icmpv6.rawValue, payload: bytes)
+        let checksum = InternetChecksum.ipv6(
+            source: source, destination: destination, nextHeader: IPProtocol.icmpv6.rawValue, payload: bytes)
         bytes[2] = UInt8(checksum >> 8)
         bytes[3] = UInt8(truncatingIfNeeded: checksum)
         return bytes
@@ -108,14 +118,20 @@ public struct NeighborDiscoveryMessage: Hashable, Sendable {
 
     /// The IPv6 packet (hop limit 255) that carries this message.
     public func packet(source: IPv6Address, destination: IPv6Address) -> IPv6Packet {
-        let header = IPv6Header(source: source, destination: destination, nextHeader: .icmpv6, hopLimit: NeighborDiscoveryMessage.requiredHopLimit)
-        return IPv6Packet(header: header, payload: ByteBuffer(bytes: self.icmpBytes(source: source, destination: destination)))
+        let header = IPv6Header(
+            source: source, destination: destination, nextHeader: .icmpv6,
+            hopLimit: NeighborDiscoveryMessage.requiredHopLimit)
+        return IPv6Packet(
+            header: header, payload: ByteBuffer(bytes: self.icmpBytes(source: source, destination: destination)))
     }
 
     /// The whole Ethernet frame.
-    public func frame(ethernetSource: MACAddress, ethernetDestination: MACAddress, source: IPv6Address, destination: IPv6Address) -> EthernetFrame {
+    public func frame(
+        ethernetSource: MACAddress, ethernetDestination: MACAddress, source: IPv6Address, destination: IPv6Address
+    ) -> EthernetFrame {
         var payload = ByteBuffer()
         self.packet(source: source, destination: destination).write(to: &payload)
-        return EthernetFrame(destination: ethernetDestination, source: ethernetSource, etherType: .ipv6, payload: payload)
+        return EthernetFrame(
+            destination: ethernetDestination, source: ethernetSource, etherType: .ipv6, payload: payload)
     }
 }

@@ -16,7 +16,8 @@ extension EthernetFrame {
         if etherType == EtherType.ipv4.rawValue {
             let headerLength = Int(frame[ethernet] & 0x0F) * 4
             let totalLength = Int(frame[ethernet + 2]) << 8 | Int(frame[ethernet + 3])
-            guard frame[ethernet + 9] == IPProtocol.tcp.rawValue, headerLength >= 20, totalLength >= headerLength + TCPSegment.minimumHeaderLength,
+            guard frame[ethernet + 9] == IPProtocol.tcp.rawValue, headerLength >= 20,
+                totalLength >= headerLength + TCPSegment.minimumHeaderLength,
                 ethernet + totalLength <= frame.count
             else { return frame }
             put(0, at: ethernet + 10)
@@ -25,16 +26,26 @@ extension EthernetFrame {
             put(header.value, at: ethernet + 10)
             let tcp = ethernet + headerLength
             put(0, at: tcp + 16)
-            guard let source = IPv4Address(bytes: frame[ethernet + 12..<ethernet + 16]), let destination = IPv4Address(bytes: frame[ethernet + 16..<ethernet + 20]) else { return input }
-            put(InternetChecksum.ipv4(source: source, destination: destination, protocol: IPProtocol.tcp.rawValue, payload: frame[tcp..<ethernet + totalLength]), at: tcp + 16)
+            guard let source = IPv4Address(bytes: frame[ethernet + 12..<ethernet + 16]),
+                let destination = IPv4Address(bytes: frame[ethernet + 16..<ethernet + 20])
+            else { return input }
+            put(
+                InternetChecksum.ipv4(
+                    source: source, destination: destination, protocol: IPProtocol.tcp.rawValue,
+                    payload: frame[tcp..<ethernet + totalLength]), at: tcp + 16)
         } else if etherType == EtherType.ipv6.rawValue {
             let payloadLength = Int(frame[ethernet + 4]) << 8 | Int(frame[ethernet + 5])
             let tcp = ethernet + 40
-            guard frame.count >= tcp, frame[ethernet + 6] == IPProtocol.tcp.rawValue, payloadLength >= TCPSegment.minimumHeaderLength, tcp + payloadLength <= frame.count,
-                let source = IPv6Address(bytes: frame[ethernet + 8..<ethernet + 24]), let destination = IPv6Address(bytes: frame[ethernet + 24..<ethernet + 40])
+            guard frame.count >= tcp, frame[ethernet + 6] == IPProtocol.tcp.rawValue,
+                payloadLength >= TCPSegment.minimumHeaderLength, tcp + payloadLength <= frame.count,
+                let source = IPv6Address(bytes: frame[ethernet + 8..<ethernet + 24]),
+                let destination = IPv6Address(bytes: frame[ethernet + 24..<ethernet + 40])
             else { return frame }
             put(0, at: tcp + 16)
-            put(InternetChecksum.ipv6(source: source, destination: destination, nextHeader: IPProtocol.tcp.rawValue, payload: frame[tcp..<tcp + payloadLength]), at: tcp + 16)
+            put(
+                InternetChecksum.ipv6(
+                    source: source, destination: destination, nextHeader: IPProtocol.tcp.rawValue,
+                    payload: frame[tcp..<tcp + payloadLength]), at: tcp + 16)
         }
         return frame
     }

@@ -30,7 +30,11 @@ public struct UDPDatagram: Hashable, Sendable {
             guard length <= reader.limit else {
                 throw WireError(.truncated, at: 4, "UDP length \(length), \(reader.limit) bytes present")
             }
-            return (UDPDatagram(sourcePort: sourcePort, destinationPort: destinationPort, checksum: checksum, payload: ByteBuffer()), length)
+            return (
+                UDPDatagram(
+                    sourcePort: sourcePort, destinationPort: destinationPort, checksum: checksum, payload: ByteBuffer()),
+                length
+            )
         }
         self = datagram
         self.payload = buffer.slice(from: UDPDatagram.headerLength, length: length - UDPDatagram.headerLength)

@@ -26,12 +26,15 @@ public struct OPTRecord: Hashable, Sendable {
         var options: [EDNSOption] = []
         while reader.remaining > 0 {
             guard reader.remaining >= 4 else {
-                throw WireError(.badOption, at: reader.position, "\(reader.remaining) bytes left, too few for an option")
+                throw WireError(
+                    .badOption, at: reader.position, "\(reader.remaining) bytes left, too few for an option")
             }
             let code = try reader.readUInt16("option code")
             let length = Int(try reader.readUInt16("option length"))
             guard length <= reader.remaining else {
-                throw WireError(.badOption, at: reader.position - 2, "option \(code) claims \(length) bytes, \(reader.remaining) left")
+                throw WireError(
+                    .badOption, at: reader.position - 2,
+                    "option \(code) claims \(length) bytes, \(reader.remaining) left")
             }
             options.append(EDNSOption(code: code, data: try reader.readBytes(length, "option data")))
         }
@@ -59,7 +62,9 @@ public struct EDNSHeader: Hashable, Sendable {
     /// The 15 Z bits; must be ignored on receipt (Apple sends 0x1194 here).
     public var z: UInt16
 
-    public init(udpPayloadSize: UInt16, extendedRCode: UInt8 = 0, version: UInt8 = 0, dnssecOK: Bool = false, z: UInt16 = 0) {
+    public init(
+        udpPayloadSize: UInt16, extendedRCode: UInt8 = 0, version: UInt8 = 0, dnssecOK: Bool = false, z: UInt16 = 0
+    ) {
         self.udpPayloadSize = udpPayloadSize
         self.extendedRCode = extendedRCode
         self.version = version
