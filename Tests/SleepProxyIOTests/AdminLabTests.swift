@@ -60,7 +60,8 @@ final class AdminLabTests {
             payloads: [message.encoded(options: .appleUpdate)])
         #expect(replies.first??.prefix(2) == [0x61, 0x00])
         try self.sleeper.sleep()
-        usleep(5_000_000)
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
 
         let hosts = try #require(try self.json(["hosts"]).hosts)
         let listed = try #require(hosts.first)

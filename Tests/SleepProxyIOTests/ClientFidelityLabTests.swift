@@ -105,16 +105,6 @@ final class ClientFidelityLabTests {
         )
     }
 
-    func hostState() throws -> HostSummary.State? {
-        let result = try self.proxy.run([
-            Self.ctl, "hosts", "--socket", self.state.appendingPathComponent("control.sock").path, "--json",
-        ])
-        let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(ControlResponse.self, from: Data(line)).hosts?.first?.state
-    }
-
     @Test func whatTheProxyAnswersForASleepingAvahiHostIsWhatTheHostAnswered() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--proxy-name", "Lab Proxy"])
         defer { daemon.stop() }
@@ -141,9 +131,9 @@ final class ClientFidelityLabTests {
 
         _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
         try self.sleeper.sleep()
-        let deadline = Date(timeIntervalSinceNow: 12)
-        while try self.hostState() != .asleep, Date() < deadline { usleep(200_000) }
-        #expect(try self.hostState() == .asleep, "\(daemon.output)")
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep,
+            "\(daemon.output)")
         usleep(2_500_000)  // past the proxy's two announcements, for the same reason
         let asleep = try self.heard(from: [IPAddress("192.0.2.1")!])
         #expect(

@@ -45,9 +45,10 @@ final class ClientLabTests {
             name: "Sleeper Files", type: "_http._tcp", port: 8080, txt: ["path=/files"], logName: "publish")
         let clientState = self.lab.directory.appendingPathComponent("client-state").path
         let common = ["--interface", "eth0", "--host-name", "sleeper", "--state-directory", clientState]
-        usleep(3_000_000)  // the proxy's advertisement is probed and announced
-
-        let proxies = try avahi.run([Self.client, "proxies"] + common)
+        // The proxy's advertisement is probed and announced a few seconds after it starts: asked until it is
+        // there (bounded), not after a fixed wait.
+        var proxies = try avahi.run([Self.client, "proxies"] + common)
+        for _ in 0..<4 where !proxies.succeeded { proxies = try avahi.run([Self.client, "proxies"] + common) }
         #expect(proxies.succeeded && proxies.stdout.contains("20-40-10-65.0 Lab Proxy  192.0.2.1:5599"), "\(proxies)")
         let pre = try avahi.run([Self.client, "hook", "pre", "suspend"] + common)
         #expect(pre.succeeded && pre.stdout.contains("registered") && pre.stdout.contains("Lab Proxy"), "\(pre)")
@@ -61,7 +62,8 @@ final class ClientLabTests {
         // Suspend: processes freeze, the NIC keeps only Wake-on-LAN.
         _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
         try self.sleeper.sleep()
-        usleep(5_000_000)  // the takeover
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
         let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
         let files = try #require(found.first { $0.name == "Sleeper Files" }, "not discoverable while asleep: \(found)")
         #expect(

@@ -82,14 +82,8 @@ final class CoexistenceLabTests {
 
     /// The host's state as `sleepproxyctl hosts` reports it, polled (bounded) until it is `expected`.
     func waitForState(_ expected: HostSummary.State, timeout: TimeInterval = 12) throws -> HostSummary.State? {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        var state: HostSummary.State? = nil
-        repeat {
-            state = try self.ctl(["hosts"]).hosts?.first { $0.name == "sleeper.local." }?.state
-            if state == expected { return state }
-            usleep(200_000)
-        } while Date() < deadline
-        return state
+        Daemon.waitForHost(
+            "sleeper.local.", in: expected, proxy: self.proxy, stateDirectory: self.state, timeout: timeout)
     }
 
     /// Starts avahi-daemon on the sleeper as `sleeper` with two services (the second one optional).

@@ -1,4 +1,5 @@
 import Foundation
+import SleepProxyControl
 import SleepProxyTestSupport
 import SleepProxyWire
 
@@ -22,6 +23,28 @@ enum Daemon {
     /// Another executable built beside sleepproxyd (sleepproxyctl, sleepproxy-client).
     static func sibling(_ name: String) -> String {
         self.executable.deletingLastPathComponent().appendingPathComponent(name).path
+    }
+
+    /// Asks the daemon (bounded: `timeout`) until the host named `name` is in `expected`, the readiness a lab test
+    /// waits for instead of a fixed sleep; returns the last state seen.
+    @discardableResult
+    static func waitForHost(
+        _ name: String, in expected: HostSummary.State, proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15
+    ) -> HostSummary.State? {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        var state: HostSummary.State? = nil
+        repeat {
+            let socket = stateDirectory.appendingPathComponent("control.sock").path
+            if let result = try? proxy.run([self.sibling("sleepproxyctl"), "hosts", "--socket", socket, "--json"]),
+                let line = result.stdout.split(separator: "\n").first,
+                let response = try? ControlProtocol.decode(ControlResponse.self, from: Array(line.utf8))
+            {
+                state = response.hosts?.first { $0.name == name }?.state
+                if state == expected { return state }
+            }
+            usleep(200_000)
+        } while Date() < deadline
+        return state
     }
 
     static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = [])

@@ -204,9 +204,16 @@ final class TakeoverLabTests {
         defer { daemon.stop() }
         try self.register()
         try self.sleeper.sleep()
-        usleep(5_000_000)  // probes and the first announcement
-        // The proxy machine's kernel has a neighbour entry for the sleeper (its MAC), installed over netlink.
-        let entry = try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.lowercased()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        // The proxy machine's kernel has a neighbour entry for the sleeper (its MAC), installed over netlink (on the
+        // neighbour table's own queue, so asked for until it is there, bounded).
+        var entry = ""
+        for _ in 0..<20 {
+            entry = try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.lowercased()
+            if entry.contains("permanent") { break }
+            usleep(100_000)
+        }
         #expect(entry.contains(Self.sleeperMAC.description.lowercased()) && entry.contains("permanent"), "\(entry)")
         let script =
             "import socket,time; s=socket.socket(); s.settimeout(5); t=time.monotonic(); s.connect(('192.0.2.2', 8080)); print('connected %.3f' % (time.monotonic()-t), flush=True)"
