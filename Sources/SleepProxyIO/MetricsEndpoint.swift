@@ -1,6 +1,9 @@
 import CoreMetrics
 import Foundation
 import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
 import Prometheus
 import SleepProxyControl
 import SleepProxyCore
@@ -15,15 +18,20 @@ import SleepProxyCore
 /// reads the engine's status and brings swift-metrics counters and gauges, backed by swift-prometheus, up to
 /// date with the difference since the last scrape.
 public final class MetricsEndpoint: @unchecked Sendable {
-    // @unchecked: `last` is touched only by the serving thread; `loop` is set by `start` before it serves.
+    // @unchecked: `last` is guarded by `lock` (scrapes may come in on several event loops); `channel` is set by
+    // `start` before anyone can stop it.
     public let address: String
     public let port: UInt16
     private let engine: RegistrationEngine
     private let logger: Logger
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
+    private let lock = NSLock()
     private var last: [String: Int] = [:]
-    private var loop: AcceptLoop?
+    private var channel: Channel?
+
+    /// A connection that sends nothing for this long is closed: a silent peer holds no resources for long.
+    static let idleTimeout: TimeAmount = .seconds(5)
 
     public struct StartError: Error, CustomStringConvertible {
         public var description: String
@@ -43,69 +51,38 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.factory = PrometheusMetricsFactory(registry: self.registry)
     }
 
-    public func start() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else {
-            throw StartError(
-                description: "cannot create the metrics socket: \(SystemCallError(function: "socket", errno: errno))")
-        }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = self.port.bigEndian
-        address.sin_addr.s_addr = inet_addr(self.address)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+    /// Serves HTTP/1.1 with NIOHTTP1 on the event loops NIO already runs for the registration sockets.
+    public func start(group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { [self] channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline()
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: Self.idleTimeout))
+                    try channel.pipeline.syncOperations.addHandler(
+                        MetricsHTTPHandler(scrape: { [self] in self.scrape() }))
+                }
             }
-        }
-        guard bound == 0, listen(fd, 8) == 0 else {
-            let error = SystemCallError(function: "bind", errno: errno)
-            close(fd)
+        do {
+            self.channel = try bootstrap.bind(host: self.address, port: Int(self.port)).wait()
+        } catch {
             throw StartError(
                 description:
                     "cannot serve metrics on \(self.address):\(self.port) (\(error)); choose another with --prometheus-address, or turn it off with --prometheus-address none"
             )
         }
-        self.loop = AcceptLoop(fd: fd, name: "metrics") { [self] client in self.respond(to: client) }
         self.logger.info("metrics: serving Prometheus metrics on http://\(self.address):\(self.port)/metrics")
     }
 
     public func stop() {
-        self.loop?.stop()
-    }
-
-    private func respond(to client: Int32) {
-        // One request per connection, read with a short timeout: a slow or silent peer cannot hold the loop.
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var request = [UInt8](repeating: 0, count: 2048)
-        let count = recv(client, &request, request.count, 0)
-        let line =
-            count > 0
-            ? String(decoding: request[0..<count], as: UTF8.self).split(separator: "\r\n").first.map(String.init) ?? ""
-            : ""
-        let response: [UInt8]
-        if line.hasPrefix("GET /metrics ") || line == "GET /metrics" {
-            let body = self.scrape()
-            response =
-                Array(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-                        .utf8) + body
-        } else {
-            let body = Array("sleepproxyd serves GET /metrics only\n".utf8)
-            response =
-                Array(
-                    "HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-                        .utf8) + body
-        }
-        _ = response.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        close(client)
+        try? self.channel?.close().wait()
+        self.channel = nil
     }
 
     /// Brings every metric up to date with the engine's counts and renders the registry.
     func scrape() -> [UInt8] {
+        self.lock.lock()
+        defer { self.lock.unlock() }
         let status = self.engine.currentStatus
         let registration = status.statistics
         self.count("sleepproxy_registrations_total", ["outcome": "accepted"], registration.accepted)
@@ -153,5 +130,74 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.last[key] = value
         let counter = CoreMetrics.Counter(label: name, dimensions: dimensions, factory: self.factory)
         if delta > 0 { counter.increment(by: delta) } else { counter.increment(by: 0) }
+    }
+}
+
+/// `GET /metrics` answered with the text exposition format; anything else gets 404 (or 405 for another method).
+/// One response per request; keep-alive as the client asks.
+final class MetricsHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let scrape: @Sendable () -> [UInt8]
+    private var request: HTTPRequestHead?
+
+    init(scrape: @escaping @Sendable () -> [UInt8]) {
+        self.scrape = scrape
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch self.unwrapInboundIn(data) {
+        case .head(let head):
+            self.request = head
+        case .body:
+            break  // a GET has none; a body sent anyway is read and dropped
+        case .end:
+            guard let head = self.request else { return }
+            self.request = nil
+            self.respond(to: head, context: context)
+        }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is IdleStateHandler.IdleStateEvent {
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let status: HTTPResponseStatus
+        let body: [UInt8]
+        var headers = HTTPHeaders()
+        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
+        if head.method == .GET, path == "/metrics" {
+            status = .ok
+            body = self.scrape()
+            headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
+        } else if path == "/metrics" {
+            status = .methodNotAllowed
+            body = Array("sleepproxyd serves GET /metrics only\n".utf8)
+            headers.add(name: "Allow", value: "GET")
+            headers.add(name: "Content-Type", value: "text/plain")
+        } else {
+            status = .notFound
+            body = Array("sleepproxyd serves GET /metrics only\n".utf8)
+            headers.add(name: "Content-Type", value: "text/plain")
+        }
+        headers.add(name: "Content-Length", value: "\(body.count)")
+        let keepAlive = head.isKeepAlive
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        context.write(
+            self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
+            promise: nil)
+        context.write(
+            self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
+        let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
     }
 }
