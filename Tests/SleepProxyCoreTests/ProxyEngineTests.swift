@@ -416,4 +416,24 @@ struct ProxyEngineTests {
         h.frame(syn)
         #expect(h.engine.hostsByState == [.waking: 1])
     }
+
+    @Test func aHostWokenAfterItsLeaseEndedIsForgottenOnceItShowsItselfOrRegistersAgain() throws {
+        // Seen by its ARP: the wake ends as a success and nothing of the host stays behind.
+        var seen = H()
+        seen.register(Lab.registration(lease: 30, addresses: [Lab.hostV4]))
+        seen.run(for: .seconds(31))
+        #expect(seen.engine.takeover?.isWaking(seen.key) == true)
+        _ = seen.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        #expect(
+            seen.engine.takeover?.hostCount == 0
+                && seen.engine.takeover?.host(owning: Lab.hostV4, interface: "eth0") == nil)
+        // Registering again: the wake ends as a success too, and the new registration starts silent.
+        var back = H()
+        back.register(Lab.registration(id: 1, lease: 30, addresses: [Lab.hostV4]))
+        back.run(for: .seconds(31))
+        let (_, actions) = back.register(Lab.registration(id: 2, lease: 7200, addresses: [Lab.hostV4]))
+        #expect(H.wakeEvents(actions).map(\.kind) == [.awake])
+        #expect(back.engine.state(of: back.key) == .starting && back.engine.takeover?.isWaking(back.key) == false)
+        #expect(!H.frames(back.run(for: .seconds(3)).map(\.1)).contains(where: H.isMagic))
+    }
 }

@@ -239,6 +239,8 @@ extension Takeover {
         // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
         if woken { actions += self.finishWake(&host, awake: true, now: now) }
         self.hosts[key] = host
+        // Only its wake was left (its lease had ended): with the wake done, nothing of it remains to keep.
+        if !host.registered, host.wake == nil { self.forget(key) }
         if released.isEmpty { released = [(address, false)] }
         for (address, wasAnswering) in released {
             actions.append(.ownerSeen(key, address: address, signal: signal, wasAnswering: wasAnswering))

@@ -227,6 +227,9 @@ public struct Takeover: Sendable {
             if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
             host.states = [:]
         } else if isNew {
+            // A host whose lease had ended and that was being woken registers again: it is up, so the wake
+            // worked.
+            if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
             host.states = [:]
             host.registered = true
         }
@@ -324,6 +327,7 @@ public struct Takeover: Sendable {
         }
         host.refreshNext()
         self.hosts[key] = host
+        if !host.registered, host.wake == nil { self.forget(key) }
         return actions
     }
 
