@@ -1,5 +1,8 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import SleepProxyControl
 
 #if canImport(Glibc)
@@ -7,24 +10,23 @@ import SleepProxyControl
 #endif
 
 /// The admin socket (issue 6 §2): a Unix stream socket, mode 0660, owned by root and an optional group, one
-/// JSON request per line and one JSON response per line (`events --follow` keeps streaming). A plain accept
-/// thread and a thread per connection: admin traffic is a handful of requests, and every request is answered
-/// on the engine thread anyway.
+/// JSON request per line and one JSON response per line. Served by a NIO bootstrap on the event loops NIO
+/// already runs; every request is answered on the engine thread, and `events --follow` is pushed as each
+/// wake-log entry is written, not polled.
 public final class ControlServer: @unchecked Sendable {
-    // @unchecked: `connections` is guarded by `lock`; `loop` is set by `start` before any connection is served.
-    /// Connections served at once; more are told to retry (a local script looping on the socket must not exhaust
-    /// threads).
+    // @unchecked: `channel` is set by `start` before anything can stop it; `children` is guarded by its lock.
+    /// Connections served at once; more are told to retry (a local script looping on the socket must not hold
+    /// the daemon's memory).
     public static let maximumConnections = 16
-    /// How long one request waits for the engine.
-    static let replyTimeout: TimeInterval = 10
+    /// How long one request waits for the engine before the client is told it did not answer.
+    static let replyTimeout: TimeAmount = .seconds(10)
 
     public let path: String
     private let group: String?
     private let engine: RegistrationEngine
     private let logger: Logger
-    private let lock = NSLock()
-    private var connections = 0
-    private var loop: AcceptLoop?
+    private var channel: Channel?
+    private let children = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
     public init(path: String, group: String?, engine: RegistrationEngine, logger: Logger) {
         self.path = path
@@ -37,7 +39,7 @@ public final class ControlServer: @unchecked Sendable {
         public var description: String
     }
 
-    public func start() throws {
+    public func start(group eventLoops: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
         let directory = (self.path as NSString).deletingLastPathComponent
         if !directory.isEmpty {
             try? FileManager.default.createDirectory(
@@ -54,37 +56,42 @@ public final class ControlServer: @unchecked Sendable {
             }
             unlink(self.path)
         }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else {
-            throw StartError(
-                description: "cannot create the control socket: \(SystemCallError(function: "socket", errno: errno))")
-        }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(self.path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(fd)
+        guard self.path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
             throw StartError(
                 description: "the control socket path \(self.path) is too long for a Unix socket (at most 107 bytes)")
         }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (i, byte) in bytes.enumerated() { raw[i] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        let engine = self.engine
+        let bootstrap = ServerBootstrap(group: eventLoops)
+            .serverChannelOption(.backlog, value: 16)
+            .childChannelInitializer { [self] channel in
+                let admitted = self.children.withLockedValue { children -> Bool in
+                    guard children.count < Self.maximumConnections else { return false }
+                    children[ObjectIdentifier(channel)] = channel
+                    return true
+                }
+                channel.closeFuture.whenComplete { [self] _ in
+                    _ = self.children.withLockedValue { $0.removeValue(forKey: ObjectIdentifier(channel)) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(ControlLineDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ControlHandler(
+                            admitted: admitted, replyTimeout: Self.replyTimeout,
+                            ask: { request, reply in engine.control(request, reply: reply) },
+                            recentEvents: { engine.wakeLog.recent },
+                            subscribe: { engine.wakeLog.subscribe($0) },
+                            unsubscribe: { engine.wakeLog.unsubscribe($0) }))
+                }
             }
-        }
-        guard bound == 0, listen(fd, 16) == 0 else {
-            let error = SystemCallError(function: "bind", errno: errno)
-            close(fd)
+        do {
+            self.channel = try bootstrap.bind(unixDomainSocketPath: self.path).wait()
+        } catch {
             throw StartError(description: "cannot listen on the control socket \(self.path): \(error)")
         }
         chmod(self.path, 0o660)
         if let group = self.group {
             guard let entry = getgrnam(group) else {
-                close(fd)
-                unlink(self.path)
+                self.stop()
                 throw StartError(
                     description:
                         "the control group \"\(group)\" does not exist; create it (groupadd \(group)) or leave --control-group out"
@@ -93,138 +100,187 @@ public final class ControlServer: @unchecked Sendable {
             // Group only (the owner stays whoever runs the daemon: changing it needs CAP_CHOWN).
             chown(self.path, uid_t.max, entry.pointee.gr_gid)
         }
-        self.loop = AcceptLoop(fd: fd, name: "control") { [self] client in self.admit(client) }
         self.logger.info("control: listening on \(self.path)")
     }
 
+    /// Stops listening, closes every connection (a follower included) and removes the socket. Safe to call more
+    /// than once.
     public func stop() {
-        guard let loop = self.loop, !loop.isStopped else { return }
-        loop.stop()
+        guard let channel = self.channel else { return }
+        self.channel = nil
+        try? channel.close().wait()
+        for child in self.children.withLockedValue({ Array($0.values) }) { try? child.close().wait() }
         unlink(self.path)
-    }
-
-    private var isStopped: Bool { self.loop?.isStopped ?? true }
-
-    /// One connection: served on a thread of its own, up to `maximumConnections` at once.
-    private func admit(_ client: Int32) {
-        let admitted = self.lock.withLock { () -> Bool in
-            guard self.connections < Self.maximumConnections else { return false }
-            self.connections += 1
-            return true
-        }
-        guard admitted else {
-            Self.write(ControlResponse.failure("too many admin connections at once; try again"), to: client)
-            close(client)
-            return
-        }
-        let thread = Thread { [self] in
-            self.serve(client)
-            close(client)
-            self.lock.withLock { self.connections -= 1 }
-        }
-        thread.start()
-    }
-
-    @discardableResult
-    static func write(_ response: ControlResponse, to fd: Int32) -> Bool {
-        guard let line = try? ControlProtocol.frame(response) else { return false }
-        var offset = 0
-        while offset < line.count {
-            let sent = line[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { return false }
-            offset += sent
-        }
-        return true
-    }
-
-    private func serve(_ fd: Int32) {
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var buffer: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while !self.isStopped {
-            let count = recv(fd, &chunk, chunk.count, 0)
-            guard count > 0 else { return }
-            buffer += chunk[0..<count]
-            let lines: [[UInt8]]
-            do {
-                lines = try ControlProtocol.takeLines(from: &buffer)
-            } catch {
-                Self.write(.failure("request longer than \(ControlProtocol.maximumLineLength) bytes"), to: fd)
-                return
-            }
-            for line in lines {
-                guard let request = try? ControlProtocol.decode(ControlRequest.self, from: line) else {
-                    Self.write(.failure("not a control request (one JSON object per line; see README)"), to: fd)
-                    continue
-                }
-                let response = self.ask(request)
-                guard Self.write(response, to: fd) else { return }
-                if request.command == .events, request.follow == true, response.ok {
-                    self.follow(request, after: response.events?.last, to: fd)
-                    return
-                }
-            }
-        }
-    }
-
-    private func ask(_ request: ControlRequest) -> ControlResponse {
-        let box = ResponseBox()
-        self.engine.control(request) { response in box.set(response) }
-        return box.wait(timeout: Self.replyTimeout)
-            ?? .failure("the daemon did not answer within \(Int(Self.replyTimeout)) s")
-    }
-
-    /// Streams each new wake-log entry until the client goes away or the daemon stops.
-    private func follow(_ request: ControlRequest, after last: WakeLogEntry?, to fd: Int32) {
-        var seen = self.engine.wakeLog.recent.count
-        var lastSeen = last ?? self.engine.wakeLog.recent.last
-        while !self.isStopped {
-            usleep(250_000)
-            let recent = self.engine.wakeLog.recent
-            // The log keeps the newest 1,000: find where the last entry sent sits now.
-            var start = recent.count
-            if let lastSeen, let index = recent.lastIndex(of: lastSeen) {
-                start = index + 1
-            } else if recent.count > seen {
-                start = seen
-            }
-            seen = recent.count
-            for entry in recent[min(start, recent.count)...] {
-                lastSeen = entry
-                if let target = request.target {
-                    let name = RegistrationEngine.normalisedName(target)
-                    guard
-                        entry.mac == target.lowercased()
-                            || entry.hostName.map(RegistrationEngine.normalisedName) == name
-                    else { continue }
-                }
-                guard Self.write(ControlResponse(events: [entry]), to: fd) else { return }
-            }
-            // A peer that closed its end: recv returns 0 at once.
-            var probe: UInt8 = 0
-            if recv(fd, &probe, 1, Int32(MSG_DONTWAIT | MSG_PEEK)) == 0 { return }
-        }
     }
 }
 
-/// A one-shot slot a reply is delivered to from the engine thread.
-final class ResponseBox: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var value: ControlResponse?
+/// Cuts the byte stream into lines (the newline dropped), refusing a line longer than the protocol allows.
+struct ControlLineDecoder: ByteToMessageDecoder {
+    typealias InboundOut = ByteBuffer
 
-    func set(_ response: ControlResponse) {
-        self.condition.lock()
-        self.value = response
-        self.condition.signal()
-        self.condition.unlock()
+    func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
+        guard let newline = buffer.readableBytesView.firstIndex(of: 0x0A) else {
+            if buffer.readableBytes > ControlProtocol.maximumLineLength {
+                throw ControlProtocol.FramingError.lineTooLong(buffer.readableBytes)
+            }
+            return .needMoreData
+        }
+        let length = newline - buffer.readerIndex
+        guard length <= ControlProtocol.maximumLineLength else {
+            throw ControlProtocol.FramingError.lineTooLong(length)
+        }
+        let line = buffer.readSlice(length: length)!
+        buffer.moveReaderIndex(forwardBy: 1)
+        context.fireChannelRead(self.wrapInboundOut(line))
+        return .continue
     }
 
-    func wait(timeout: TimeInterval) -> ControlResponse? {
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while self.value == nil, self.condition.wait(until: deadline) {}
-        return self.value
+    func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+        .needMoreData  // a last line without its newline is no request
+    }
+}
+
+/// One admin connection: requests in, one response line each, in order; `events --follow` then streams.
+final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let admitted: Bool
+    private let replyTimeout: TimeAmount
+    private let ask: @Sendable (ControlRequest, @escaping @Sendable (ControlResponse) -> Void) -> Void
+    private let recentEvents: @Sendable () -> [WakeLogEntry]
+    private let subscribe: @Sendable (@escaping @Sendable (WakeLogEntry) -> Void) -> Int
+    private let unsubscribe: @Sendable (Int) -> Void
+    /// Requests are answered one at a time, in order: the next waits for the engine's answer to this one.
+    private var queue: [ControlRequest] = []
+    private var waiting = false
+    private var following: Int?
+
+    init(
+        admitted: Bool, replyTimeout: TimeAmount,
+        ask: @escaping @Sendable (ControlRequest, @escaping @Sendable (ControlResponse) -> Void) -> Void,
+        recentEvents: @escaping @Sendable () -> [WakeLogEntry],
+        subscribe: @escaping @Sendable (@escaping @Sendable (WakeLogEntry) -> Void) -> Int,
+        unsubscribe: @escaping @Sendable (Int) -> Void
+    ) {
+        self.admitted = admitted
+        self.replyTimeout = replyTimeout
+        self.ask = ask
+        self.recentEvents = recentEvents
+        self.subscribe = subscribe
+        self.unsubscribe = unsubscribe
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if !self.admitted {
+            self.send(.failure("too many admin connections at once; try again"), context: context)
+            context.close(promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let token = self.following { self.unsubscribe(token) }
+        self.following = nil
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard self.admitted, self.following == nil else { return }  // a follower sends nothing more that matters
+        let line = self.unwrapInboundIn(data)
+        guard let request = try? ControlProtocol.decode(ControlRequest.self, from: Array(line.readableBytesView)) else {
+            self.send(.failure("not a control request (one JSON object per line; see README)"), context: context)
+            return
+        }
+        self.queue.append(request)
+        self.next(context: context)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if case ControlProtocol.FramingError.lineTooLong = error {
+            self.send(.failure("request longer than \(ControlProtocol.maximumLineLength) bytes"), context: context)
+        }
+        context.close(promise: nil)
+    }
+
+    private func next(context: ChannelHandlerContext) {
+        guard !self.waiting, self.following == nil, !self.queue.isEmpty else { return }
+        let request = self.queue.removeFirst()
+        self.waiting = true
+        let loop = context.eventLoop
+        let handler = NIOLoopBound(self, eventLoop: loop)
+        let bound = NIOLoopBound(context, eventLoop: loop)
+        let answered = NIOLockedValueBox(false)
+        // A follower subscribes before it asks, so that no entry written between its answer and its subscription
+        // is lost; entries already in the answer are not sent twice.
+        let follows = request.command == .events && request.follow == true
+        let pending: NIOLoopBoundBox<[WakeLogEntry]?>? =
+            follows ? NIOLoopBoundBox<[WakeLogEntry]?>([], eventLoop: loop) : nil
+        if let box = pending {
+            let target = request.target
+            self.following = self.subscribe { entry in
+                loop.execute {
+                    guard Self.matches(entry, target: target) else { return }
+                    if box.value != nil {
+                        box.value!.append(entry)
+                    } else {
+                        handler.value.send(ControlResponse(events: [entry]), context: bound.value)
+                    }
+                }
+            }
+        }
+        let seconds = self.replyTimeout.nanoseconds / 1_000_000_000
+        let timeout = loop.scheduleTask(in: self.replyTimeout) {
+            guard
+                answered.withLockedValue({
+                    let was = $0; $0 = true; return !was
+                })
+            else { return }
+            handler.value.finish(
+                .failure("the daemon did not answer within \(seconds) s"), pending: pending, context: bound.value)
+        }
+        self.ask(request) { response in
+            guard
+                answered.withLockedValue({
+                    let was = $0; $0 = true; return !was
+                })
+            else { return }
+            loop.execute {
+                timeout.cancel()
+                handler.value.finish(response, pending: pending, context: bound.value)
+            }
+        }
+    }
+
+    private func finish(
+        _ response: ControlResponse, pending: NIOLoopBoundBox<[WakeLogEntry]?>?, context: ChannelHandlerContext
+    ) {
+        self.waiting = false
+        self.send(response, context: context)
+        if let pending {
+            if response.ok {
+                let sent = Set(response.events ?? [])
+                for entry in pending.value ?? [] where !sent.contains(entry) {
+                    self.send(ControlResponse(events: [entry]), context: context)
+                }
+                pending.value = nil  // from now on entries go out as they come
+                return
+            }
+            if let token = self.following { self.unsubscribe(token) }
+            self.following = nil
+        }
+        self.next(context: context)
+    }
+
+    private func send(_ response: ControlResponse, context: ChannelHandlerContext) {
+        guard let line = try? ControlProtocol.frame(response) else { return }
+        context.writeAndFlush(self.wrapOutboundOut(context.channel.allocator.buffer(bytes: line)), promise: nil)
+    }
+
+    /// `events --host NAME|MAC`: the entries of that host only.
+    static func matches(_ entry: WakeLogEntry, target: String?) -> Bool {
+        guard let target else { return true }
+        let name = RegistrationEngine.normalisedName(target)
+        return entry.mac == target.lowercased() || entry.hostName.map(RegistrationEngine.normalisedName) == name
     }
 }

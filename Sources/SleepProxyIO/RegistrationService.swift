@@ -9,48 +9,51 @@ import SleepProxyCore
 /// a restart or an upgrade neither wakes nor forgets a sleeping host.
 public struct RegistrationService: Service {
     public let engine: RegistrationEngine
-    public let port: Int
+    /// Bound before the group runs (`RegistrationListener.bind`): a port in use is a start-up problem, said in
+    /// one sentence, not a service failing later.
+    public let listener: RegistrationListener
     public let logger: Logger
-    public let control: ControlServer?
-    public let metrics: MetricsEndpoint?
 
-    public init(
-        engine: RegistrationEngine, port: Int, logger: Logger, control: ControlServer? = nil,
-        metrics: MetricsEndpoint? = nil
-    ) {
+    public init(engine: RegistrationEngine, listener: RegistrationListener, logger: Logger) {
         self.engine = engine
-        self.port = port
+        self.listener = listener
         self.logger = logger
-        self.control = control
-        self.metrics = metrics
     }
 
     public func run() async throws {
         self.engine.start()
-        let listener: RegistrationListener
-        do {
-            listener = try await RegistrationListener.bind(port: self.port, engine: self.engine, logger: self.logger)
-        } catch {
-            self.engine.stop()
-            throw error
-        }
-        do {
-            try self.control?.start()
-            try self.metrics?.start()
-        } catch {
-            self.control?.stop()
-            await listener.close()
-            self.engine.stop()
-            throw error
-        }
-        self.logger.notice("listening for sleep proxy registrations on UDP port \(listener.port)")
+        self.logger.notice("listening for sleep proxy registrations on UDP port \(self.listener.port)")
         try? await gracefulShutdown()
-        self.control?.stop()
-        self.metrics?.stop()
-        await listener.close()
+        await self.listener.close()
         self.engine.stop()
         self.logger.notice(
             "registration service stopped; \(self.engine.currentStatus.hostCount) sleeping hosts kept for the next start"
         )
+    }
+}
+
+/// The admin socket as a service. It is bound before the group runs (`ControlServer.start`), so that a daemon
+/// that cannot serve it refuses to start with a sentence, and so that it is ready once the daemon says it
+/// listens; the service holds it until graceful shutdown and then closes it, followers included.
+public struct ControlService: Service {
+    public let server: ControlServer
+
+    public init(server: ControlServer) { self.server = server }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        self.server.stop()
+    }
+}
+
+/// The Prometheus endpoint as a service, bound before the group runs like the admin socket.
+public struct MetricsService: Service {
+    public let endpoint: MetricsEndpoint
+
+    public init(endpoint: MetricsEndpoint) { self.endpoint = endpoint }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        self.endpoint.stop()
     }
 }

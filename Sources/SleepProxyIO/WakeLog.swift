@@ -25,6 +25,23 @@ public final class WakeLog: @unchecked Sendable {
     /// The newest entries, oldest first.
     public var recent: [WakeLogEntry] { self.lock.withLock { self.recentEntries } }
 
+    /// Whoever follows the log (`sleepproxyctl events --follow`): each new entry is handed to every subscriber, on
+    /// the engine thread, as it is appended; the subscriber hops to its own thread.
+    private var subscribers: [Int: @Sendable (WakeLogEntry) -> Void] = [:]
+    private var nextSubscriber = 0
+
+    public func subscribe(_ handler: @escaping @Sendable (WakeLogEntry) -> Void) -> Int {
+        self.lock.withLock {
+            self.nextSubscriber += 1
+            self.subscribers[self.nextSubscriber] = handler
+            return self.nextSubscriber
+        }
+    }
+
+    public func unsubscribe(_ token: Int) {
+        self.lock.withLock { self.subscribers[token] = nil }
+    }
+
     /// Lines that do not parse (a torn last line after a crash) are skipped.
     static func read(_ url: URL) -> [WakeLogEntry] {
         guard let data = try? Data(contentsOf: url) else { return [] }
@@ -35,12 +52,14 @@ public final class WakeLog: @unchecked Sendable {
 
     public func append(_ event: WakeEvent, at time: Date) throws {
         let entry = Self.entry(event, at: time)
-        self.lock.withLock {
+        let subscribers = self.lock.withLock {
             self.recentEntries.append(entry)
             if self.recentEntries.count > Self.keptEvents {
                 self.recentEntries.removeFirst(self.recentEntries.count - Self.keptEvents)
             }
+            return Array(self.subscribers.values)
         }
+        for subscriber in subscribers { subscriber(entry) }
         let line = try ControlProtocol.frame(entry)
         if self.lineCount + 1 > 2 * Self.keptEvents {
             // Rewrite with the newest entries, atomically (a crash leaves the old file or the new one).

@@ -44,10 +44,10 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(
         name: .long,
         help: "How to answer a refused registration: silent (clients move on to the next proxy) or refused.")
-    var refusalReply: String = "silent"
+    var refusalReply: RegistrationConfiguration.RefusalReply = .silent
 
     @Option(name: .long, help: "When a lease ends while the host sleeps: wake (Apple's behaviour) or drop (goodbyes).")
-    var expiryAction: String = "wake"
+    var expiryAction: RegistrationConfiguration.ExpiryAction = .wake
 
     @Option(
         name: .long,
@@ -86,7 +86,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     var hostLabel: String?
 
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "notice"
+    var logLevel: Logger.Level = .notice
 
     @Option(
         name: .long,
@@ -210,15 +210,6 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         guard (1...65535).contains(self.registrationPort) else {
             throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
         }
-        guard Logger.Level(rawValue: self.logLevel) != nil else {
-            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
-        }
-        guard RegistrationConfiguration.ExpiryAction(rawValue: self.expiryAction) != nil else {
-            throw ValidationError("--expiry-action must be wake or drop")
-        }
-        guard RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply) != nil else {
-            throw ValidationError("--refusal-reply must be silent or refused")
-        }
         guard (1...100_000).contains(self.maxHosts), (1...1_000_000).contains(self.maxRecords) else {
             throw ValidationError("--max-hosts must be 1-100000 and --max-records 1-1000000")
         }
@@ -308,8 +299,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                 Self.fail(Self.message(for: error))
             }
         }
-        let level = Logger.Level(rawValue: self.logLevel)!
-        let levelBox = LogLevelBox(level)
+        let levelBox = LogLevelBox(self.logLevel)
         LoggingSystem.bootstrap { label in
             ReloadableLogHandler(base: StreamLogHandler.standardError(label: label), level: levelBox)
         }
@@ -320,8 +310,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             maximumRecords: self.maxRecords,
             maximumHosts: self.maxHosts,
             requireSourceAmongClaimedAddresses: !self.allowTransfers,
-            refusalReply: RegistrationConfiguration.RefusalReply(rawValue: self.refusalReply)!,
-            expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: self.expiryAction)!
+            refusalReply: self.refusalReply,
+            expiryAction: self.expiryAction
         )
         let engine: RegistrationEngine
         do {
@@ -353,56 +343,45 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         } catch {
             Self.fail("\(error)")
         }
+        // Every socket is bound before the services run, in this order, so that a start-up problem ends in its one
+        // sentence before anything says the daemon is up.
+        let listener: RegistrationListener
+        do {
+            listener = try await RegistrationListener.bind(port: self.registrationPort, engine: engine, logger: logger)
+        } catch {
+            Self.fail("\(error)")
+        }
+        let control = ControlServer(path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger)
+        do {
+            try control.start()
+            try metrics?.start()
+        } catch {
+            control.stop()
+            Self.fail("\(error)")
+        }
+        // Started in this order, stopped in the reverse one: the reloader and the admin side go first, the
+        // registration side (and the journal) last.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: RegistrationService(engine: engine, listener: listener, logger: logger)),
+            .init(service: ControlService(server: control)),
+        ]
+        if let metrics { services.append(.init(service: MetricsService(endpoint: metrics))) }
+        // SIGHUP is trapped here, before anything says the daemon is up: a reload sent at once must not find the
+        // default action (which ends the process) still in place.
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        services.append(
+            .init(
+                service: ReloadService(
+                    hangups: hangups, config: self.config, original: self, engine: engine, levelBox: levelBox,
+                    logger: logger)))
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: [
-                    .init(
-                        service: RegistrationService(
-                            engine: engine, port: self.registrationPort, logger: logger,
-                            control: ControlServer(
-                                path: self.controlSocket, group: self.controlGroup, engine: engine, logger: logger),
-                            metrics: metrics))
-                ],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger
-            )
-        )
-        // SIGHUP re-reads the configuration file: the log level, wake rules, expiry action and refusal reply change
-        // at once; settings that need new sockets or a new state directory are reported as needing a restart.
-        let reloader = Task { [config = self.config, original = self] in
-            for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                guard let path = config else {
-                    logger.notice("SIGHUP: no configuration file in use; nothing to reload")
-                    continue
-                }
-                do {
-                    let arguments = try Self.configArguments(path: path) + ["--config", path]
-                    guard let fresh = try Self.parseAsRoot(arguments) as? SleepProxyDaemon else { continue }
-                    try fresh.validate()
-                    levelBox.level = Logger.Level(rawValue: fresh.logLevel) ?? levelBox.level
-                    engine.reconfigure(
-                        takeover: fresh.noTakeover
-                            ? nil
-                            : TakeoverConfiguration(
-                                policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword,
-                                udpMagicPacket: fresh.wakeUDP),
-                        expiryAction: RegistrationConfiguration.ExpiryAction(rawValue: fresh.expiryAction)!,
-                        refusalReply: RegistrationConfiguration.RefusalReply(rawValue: fresh.refusalReply)!)
-                    let restartOnly = fresh.restartSettings != original.restartSettings
-                    logger.notice(
-                        "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")"
-                    )
-                } catch {
-                    logger.error("SIGHUP: \(Self.message(for: error)); keeping the running configuration")
-                }
-            }
-        }
+                services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch {
             Self.fail("\(error)")
         }
-        reloader.cancel()
     }
 
     /// Startup problems end in one sentence that names the cause and the fix, and a non-zero exit.
@@ -453,3 +432,49 @@ struct ReloadableLogHandler: LogHandler {
         self.base.log(event: event)
     }
 }
+
+/// SIGHUP as a service: re-reads the configuration file. The log level, wake rules, expiry action and refusal
+/// reply change at once; settings that need new sockets or a new state directory are reported as needing a
+/// restart. A bad edit keeps the running configuration.
+struct ReloadService: Service {
+    let hangups: UnixSignalsSequence
+    let config: String?
+    let original: SleepProxyDaemon
+    let engine: RegistrationEngine
+    let levelBox: LogLevelBox
+    let logger: Logger
+
+    func run() async throws {
+        for await _ in self.hangups.cancelOnGracefulShutdown() {
+            guard let path = self.config else {
+                self.logger.notice("SIGHUP: no configuration file in use; nothing to reload")
+                continue
+            }
+            do {
+                let arguments = try SleepProxyDaemon.configArguments(path: path) + ["--config", path]
+                guard let fresh = try SleepProxyDaemon.parseAsRoot(arguments) as? SleepProxyDaemon else { continue }
+                try fresh.validate()
+                self.levelBox.level = fresh.logLevel
+                self.engine.reconfigure(
+                    takeover: fresh.noTakeover
+                        ? nil
+                        : TakeoverConfiguration(
+                            policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword,
+                            udpMagicPacket: fresh.wakeUDP),
+                    expiryAction: fresh.expiryAction,
+                    refusalReply: fresh.refusalReply)
+                let restartOnly = fresh.restartSettings != self.original.restartSettings
+                self.logger.notice(
+                    "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")"
+                )
+            } catch {
+                self.logger.error("SIGHUP: \(SleepProxyDaemon.message(for: error)); keeping the running configuration")
+            }
+        }
+    }
+}
+
+// The option values are the enums themselves: ArgumentParser checks them and lists them in --help.
+extension RegistrationConfiguration.ExpiryAction: ExpressibleByArgument {}
+extension RegistrationConfiguration.RefusalReply: ExpressibleByArgument {}
+extension Logger.Level: @retroactive ExpressibleByArgument {}

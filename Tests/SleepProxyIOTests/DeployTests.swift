@@ -75,7 +75,7 @@ struct DeployTests {
         for (text, says) in [
             (
                 "# a comment\nlog-level = notice\nexpiry-action = sometimes\n",
-                "line 3: --expiry-action must be wake or drop"
+                "line 3: The value 'sometimes' is invalid for '--expiry-action <expiry-action>'"
             ),
             ("interface = sp-nonexistent9\n", "--interface sp-nonexistent9: no such interface on this machine"),
         ] {

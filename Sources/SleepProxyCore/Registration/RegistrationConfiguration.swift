@@ -1,7 +1,7 @@
 /// Limits and policies of the registration side. Every default is named and cites where it comes from.
 public struct RegistrationConfiguration: Hashable, Sendable {
     /// What a refused (policy, capacity, rate) registration gets back.
-    public enum RefusalReply: String, Hashable, Sendable {
+    public enum RefusalReply: String, Hashable, Sendable, CaseIterable {
         /// Nothing: every client, Apple's included (they ignore the RCODE, docs/protocol.md §3.6), then moves on to
         /// its next proxy.
         case silent
