@@ -53,9 +53,10 @@ final class ClientLabTests {
         let pre = try avahi.run([Self.client, "hook", "pre", "suspend"] + common)
         #expect(pre.succeeded && pre.stdout.contains("registered") && pre.stdout.contains("Lab Proxy"), "\(pre)")
         #expect(pre.stderr.contains("Wake-on-LAN"), "the WoL state of a veth cannot be read; the hook says so: \(pre)")
-        #expect(daemon.waitForOutput("registered sleeper.local."), "\(daemon.output)")
         #expect(
-            daemon.output.contains("_http._tcp:8080"), "avahi's published service was not registered: \(daemon.output)")
+            Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state) {
+                $0["sleeper.local."]?.services.contains("_http._tcp:8080") == true
+            }, "avahi's published service was not registered: \(daemon.output)")
         let status = try avahi.run([Self.client, "status"] + common)
         #expect(status.stdout.contains("Owner sequence: 0") && status.stdout.contains("Lab Proxy"), "\(status)")
 
@@ -113,7 +114,11 @@ final class ClientLabTests {
         try self.sleeper.wake()
         #expect(
             post.waitForOutput("announced the wake (Owner sequence 1) with 6 probes", timeout: 15), "\(post.output)")
-        #expect(daemon.waitForOutput("hand-back: sleeper.local.", timeout: 5), "\(daemon.output)")
+        #expect(
+            Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state, timeout: 5) {
+                $0["sleeper.local."] == nil
+            },
+            "not handed back: \(daemon.output)")
         let responses = try heard.wait()
         // The hook's probes were heard, all six (so the listener works) ...
         #expect(

@@ -56,10 +56,59 @@ enum Daemon {
                 "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level",
                 ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info",
             ] + extra, logName: logName)
-        guard process.waitForOutput("listening for sleep proxy registrations", timeout: 15) else {
+        // Ready when it answers on its control socket: every socket is bound before that, and the engine runs.
+        guard self.answers(in: host, stateDirectory: stateDirectory, timeout: 15) else {
+            process.stop(signal: SIGKILL)
             throw CommandError("sleepproxyd did not start: \(process.output)")
         }
         return process
+    }
+
+    /// Asks `sleepproxyctl status` (bounded) until the daemon answers.
+    static func answers(in host: LabHost, stateDirectory: URL, timeout: TimeInterval) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        let socket = stateDirectory.appendingPathComponent("control.sock").path
+        repeat {
+            if let result = try? host.run([self.sibling("sleepproxyctl"), "status", "--socket", socket]),
+                result.succeeded
+            {
+                return true
+            }
+            usleep(100_000)
+        } while Date() < deadline
+        return false
+    }
+
+    /// The hosts the daemon holds, by name, as `sleepproxyctl hosts` reports them (empty when it does not answer).
+    static func hosts(proxy: LabHost, stateDirectory: URL) -> [String: HostSummary] {
+        let socket = stateDirectory.appendingPathComponent("control.sock").path
+        guard let result = try? proxy.run([self.sibling("sleepproxyctl"), "hosts", "--socket", socket, "--json"]),
+            let line = result.stdout.split(separator: "\n").first,
+            let response = try? ControlProtocol.decode(ControlResponse.self, from: Array(line.utf8))
+        else { return [:] }
+        return Dictionary(
+            (response.hosts ?? []).map { ($0.name ?? $0.mac, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// `sleepproxyctl status`, decoded (nil when the daemon does not answer).
+    static func status(proxy: LabHost, stateDirectory: URL) -> DaemonStatus? {
+        let socket = stateDirectory.appendingPathComponent("control.sock").path
+        guard let result = try? proxy.run([self.sibling("sleepproxyctl"), "status", "--socket", socket, "--json"]),
+            let line = result.stdout.split(separator: "\n").first
+        else { return nil }
+        return (try? ControlProtocol.decode(ControlResponse.self, from: Array(line.utf8)))?.status
+    }
+
+    /// Asks (bounded) until `condition` holds for the daemon's hosts; false when it never did.
+    static func waitForHosts(
+        proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15, _ condition: ([String: HostSummary]) -> Bool
+    ) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        repeat {
+            if condition(self.hosts(proxy: proxy, stateDirectory: stateDirectory)) { return true }
+            usleep(100_000)
+        } while Date() < deadline
+        return false
     }
 }
 

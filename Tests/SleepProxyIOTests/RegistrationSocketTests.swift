@@ -60,7 +60,7 @@ final class RegistrationSocketTests {
         let fromEphemeral = try UDPClient.exchange(
             in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", payloads: [second])
         #expect(fromEphemeral == [Self.expectedReply(id: 0x4243)])
-        #expect(daemon.waitForOutput("registered vm.local."))
+        #expect(Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state) { $0["vm.local."] != nil })
     }
 
     @Test func appleVectorOverIPv6LinkLocal() throws {
@@ -88,7 +88,7 @@ final class RegistrationSocketTests {
         // Identical records (30 × "_services._dns-sd._udp PTR _http._tcp") are stored once.
         let distinct = Set(message.updates.map { "\($0.name)|\($0.rdata)" }).count
         #expect(distinct == message.updates.count - 29)
-        #expect(daemon.waitForOutput("\(distinct) records"))
+        #expect(Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.records == distinct)
     }
 
     @Test func malformedGetsFormErrAndRefusedGetsSilence() throws {
@@ -104,7 +104,8 @@ final class RegistrationSocketTests {
             in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 1,
             payloads: [noOwner.encoded(), stranger.encoded()])
         #expect(replies == [[0, 7, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0], nil])
-        #expect(daemon.waitForOutput("refused (sourceNotClaimed)"))
+        let refusals = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.refusals ?? [:]
+        #expect(refusals["sourceNotClaimed"] == 1 && refusals["malformed-missingOwner"] == 1, "\(refusals)")
     }
 
     @Test func startupProblemsAreOneClearSentence() throws {
@@ -298,7 +299,10 @@ final class DNSPythonRegistrationTests {
         defer { daemon.stop() }
         let result = try sleeper.run(["/usr/bin/python3", "-c", Self.client, zone])
         #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "NOERROR True 7200", "\(result)")
-        #expect(daemon.waitForOutput("registered vm.local."))
-        #expect(daemon.output.contains("_ssh._tcp:22"))
+        let state = lab.directory.appendingPathComponent("state")
+        #expect(
+            Daemon.waitForHosts(proxy: proxy, stateDirectory: state) {
+                $0["vm.local."]?.services.contains("_ssh._tcp:22") == true
+            })
     }
 }

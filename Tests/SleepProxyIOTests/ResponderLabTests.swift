@@ -265,7 +265,8 @@ final class ResponderLabTests {
             in: self.querier, packets: [DNSMessage(id: 7, questions: [DNSQuestion(name: "vm.local.", type: .a)])],
             to: .v4(.mdnsGroup), listen: .seconds(1))
         #expect(legacy.isEmpty, "still answering after hand-back: \(legacy.map(\.message))")
-        #expect(daemon.waitForOutput("hand-back: vm.local."))
+        #expect(
+            Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state, timeout: 5) { $0["vm.local."] == nil })
         let after = try RawMDNS.exchange(
             in: self.querier, packets: [], to: .v4(.mdnsGroup), sourcePort: 5353, listen: .seconds(3))
         #expect(
