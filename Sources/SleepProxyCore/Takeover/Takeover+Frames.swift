@@ -136,16 +136,8 @@ extension Takeover {
                 // §7.2.4: S clear, O set), and wake the owner: docs/protocol.md §4.3 recommends treating it as a conflict.
                 if host.isAnswering(target), host.wake == nil {
                     self.statistics.neighbourAdvertisements += 1
-                    let na = NeighborDiscoveryMessage(
-                        kind: .advertisement, flags: [.override], target: message.target,
-                        targetLinkLayerAddress: context.macAddress)
                     actions.append(
-                        .sendFrame(
-                            na.frame(
-                                ethernetSource: context.macAddress,
-                                ethernetDestination: IPv6Address.allNodes.multicastMAC, source: message.target,
-                                destination: .allNodes
-                            ).bytes, interfaceIndex: context.index))
+                        Self.unsolicitedAdvertisement(of: message.target, at: context.macAddress, from: context))
                 }
                 if host.registered, host.states[target]?.phase != .stopped {
                     self.statistics.conflicts += 1

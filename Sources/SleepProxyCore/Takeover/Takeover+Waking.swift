@@ -22,14 +22,7 @@ extension Takeover {
         // switch to send the host's unicast (our magic packets included) to the proxy's port.
         if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
             for address in host.v6 {
-                let na = NeighborDiscoveryMessage(
-                    kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: host.wakeMAC)
-                actions.append(
-                    .sendFrame(
-                        na.frame(
-                            ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC,
-                            source: address, destination: .allNodes
-                        ).bytes, interfaceIndex: index))
+                actions.append(Self.unsolicitedAdvertisement(of: address, at: host.wakeMAC, from: context))
             }
         }
         self.hosts[key] = host

@@ -515,17 +515,25 @@ public struct Takeover: Sendable {
                         ).bytes, interfaceIndex: index))
             case .v6(let v6):
                 guard host.wake == nil else { continue }
-                let na = NeighborDiscoveryMessage(
-                    kind: .advertisement, flags: [.override], target: v6, targetLinkLayerAddress: context.macAddress)
-                actions.append(
-                    .sendFrame(
-                        na.frame(
-                            ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC,
-                            source: v6, destination: .allNodes
-                        ).bytes, interfaceIndex: index))
+                actions.append(Self.unsolicitedAdvertisement(of: v6, at: context.macAddress, from: context))
             }
         }
         return actions
+    }
+
+    /// An unsolicited neighbour advertisement to all nodes, Override set (RFC 4861 §7.2.6), saying `address` is at
+    /// `linkLayer`, sent from the proxy's interface with its own MAC as the Ethernet source.
+    static func unsolicitedAdvertisement(
+        of address: IPv6Address, at linkLayer: MACAddress, from context: InterfaceContext
+    )
+        -> TakeoverAction
+    {
+        let na = NeighborDiscoveryMessage(
+            kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: linkLayer)
+        let frame = na.frame(
+            ethernetSource: context.macAddress, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address,
+            destination: .allNodes)
+        return .sendFrame(frame.bytes, interfaceIndex: context.index)
     }
 
     /// Stops answering for the host's addresses (all, or `only` one) and removes the proxy machine's neighbour
