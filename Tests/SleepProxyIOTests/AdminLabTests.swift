@@ -107,6 +107,12 @@ final class AdminLabTests {
             scrape.stdout.contains("sleepproxy_hosts 1")
                 && scrape.stdout.contains("sleepproxy_registrations_total{outcome=\"accepted\"} 1"))
         #expect(scrape.stdout.contains("sleepproxy_magic_packets_total"))
+        // Hosts by state: the one host is counted once, in whichever state the last count (at most a second old) saw.
+        let byState = scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("sleepproxy_hosts_by_state{") }
+        #expect(
+            byState.count == 4
+                && byState.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +) == 1,
+            "\(byState)")
 
         // forget: no answers for its records any more.
         let forgot = try self.ctl(["forget", "sleeper"])
