@@ -206,7 +206,7 @@ public final class MDNSSockets: Sendable {
     }
 }
 
-private final class MDNSInboundHandler: ChannelInboundHandler, Sendable {
+final class MDNSInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
     private let sink: @Sendable (RegistrationEngine.Event) -> Void

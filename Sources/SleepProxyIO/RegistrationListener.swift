@@ -81,7 +81,8 @@ public final class RegistrationListener: Sendable {
         }
         return bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(RegistrationInboundHandler(engine: engine))
+                try channel.pipeline.syncOperations.addHandler(
+                    RegistrationInboundHandler(sink: { [engine] in engine.post($0) }))
             }
         }
     }
@@ -119,19 +120,19 @@ public final class RegistrationListener: Sendable {
     }
 }
 
-private final class RegistrationInboundHandler: ChannelInboundHandler, Sendable {
+final class RegistrationInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
-    private let engine: RegistrationEngine
+    private let sink: @Sendable (RegistrationEngine.Event) -> Void
 
-    init(engine: RegistrationEngine) { self.engine = engine }
+    init(sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) { self.sink = sink }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
         // RFC 6762 §17: nothing larger is a valid message; dropping it here also bounds what the queue can hold
         // (4096 datagrams of at most 9000 bytes).
         guard envelope.data.readableBytes <= DNSMessage.maximumSize else { return }
-        self.engine.post(
+        self.sink(
             .datagram(
                 bytes: Array(envelope.data.readableBytesView),
                 remote: envelope.remoteAddress,
