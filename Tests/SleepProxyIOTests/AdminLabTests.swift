@@ -8,7 +8,7 @@ import Testing
 /// JSON parsed and checked, `wake` produces a magic packet at the sleeper, `events` shows it with its reason,
 /// `forget` stops the answers.
 @Suite(
-    "Admin CLI in the lab", .serialized,
+    "Admin CLI in the lab", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
 final class AdminLabTests {
     let lab: LabNetwork

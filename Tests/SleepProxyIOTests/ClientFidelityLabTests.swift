@@ -10,7 +10,7 @@ import Testing
 // Not serialized: each test builds its own lab (anonymous namespaces, avahi with a private /run), and their long
 // waits are idle, so they run side by side.
 @Suite(
-    "Sleep client fidelity in the lab",
+    "Sleep client fidelity in the lab", .ownThread,
     .enabled(
         if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
         "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))

@@ -11,7 +11,7 @@ import Testing
 // Not serialized: each test builds its own lab (anonymous namespaces, avahi with a private /run), and their long
 // waits are idle, so they run side by side.
 @Suite(
-    "Coexistence with real hosts in the lab",
+    "Coexistence with real hosts in the lab", .ownThread,
     .enabled(
         if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon")
             && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"),

@@ -5,7 +5,7 @@ import Testing
 
 /// The conventions all three executables keep (issue 14 §3): one version, common options before or after the
 /// command, help that lists only what applies, exit statuses documented. No root needed.
-@Suite("Command-line conventions")
+@Suite("Command-line conventions", .ownThread)
 struct CommandLineTests {
     static func tool(_ name: String) -> String { Daemon.sibling(name) }
 

@@ -3,7 +3,7 @@ import SleepProxyTestSupport
 import Testing
 
 /// The files in deploy/ are checked as the tools that read them would (issue 6 §7).
-@Suite("Deployment files")
+@Suite("Deployment files", .ownThread)
 struct DeployTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
         .standardized

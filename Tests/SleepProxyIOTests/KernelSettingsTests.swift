@@ -4,7 +4,7 @@ import Testing
 
 /// The redirect check reads /proc/sys; here it reads a tree of the same shape, so every combination is covered
 /// without touching the machine (the lab test covers the real files in a namespace).
-@Suite("Kernel settings")
+@Suite("Kernel settings", .ownThread)
 struct KernelSettingsTests {
     static func tree(_ values: [String: Int]) throws -> URL {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent(

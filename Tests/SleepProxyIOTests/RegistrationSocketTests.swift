@@ -9,7 +9,7 @@ import Testing
 
 /// sleepproxyd in one lab host, a sleeping client in another, real sockets between them.
 @Suite(
-    "Registration over real sockets", .serialized,
+    "Registration over real sockets", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (unshare, nsenter, setpriv)"))
 final class RegistrationSocketTests {
     let lab: LabNetwork
@@ -263,7 +263,7 @@ final class RegistrationSocketTests {
 /// A registration built by dnspython (as Linux SleepProxyClient builds it: a zone section, TTL 120, an 8-byte Owner
 /// option), sent and its reply parsed by dnspython too.
 @Suite(
-    "Registration from dnspython", .serialized,
+    "Registration from dnspython", .ownThread, .serialized,
     .enabled(
         if: Command.canBuildNetworks && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"),
         "needs root and python3-dnspython"))

@@ -6,7 +6,7 @@ import Testing
 
 /// sleepproxyd answering for sleeping hosts, checked by real third-party queriers in the lab (issue 8).
 @Suite(
-    "Responder in the lab", .serialized,
+    "Responder in the lab", .ownThread, .serialized,
     .enabled(
         if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
         "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
