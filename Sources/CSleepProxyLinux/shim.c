@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <linux/capability.h>
 #include <linux/ethtool.h>
+#include <sys/syscall.h>
 #include <linux/sockios.h>
 
 int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
@@ -15,6 +17,16 @@ int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 
 void csp_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
+
+int csp_raise_permitted_capabilities(void) {
+    struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &header, data) != 0) return -1;
+    if (data[0].effective == data[0].permitted && data[1].effective == data[1].permitted) return 0;
+    data[0].effective = data[0].permitted;
+    data[1].effective = data[1].permitted;
+    return (int)syscall(SYS_capset, &header, data);
+}
 
 int csp_wol_magic_enabled(const char *interface) {
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

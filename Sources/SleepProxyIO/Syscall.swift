@@ -1,3 +1,5 @@
+import CSleepProxyLinux
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -38,5 +40,16 @@ public func retryingSyscall<T: FixedWidthInteger>(_ function: String, _ body: ()
             let code: Int32 = -1
         #endif
         throw SystemCallError(function: function, errno: code)
+    }
+}
+
+/// Capabilities the process may use but does not have in effect yet.
+public enum ProcessCapabilities {
+    /// Puts every permitted capability into effect. The container image grants CAP_NET_RAW and CAP_NET_ADMIN as
+    /// file capabilities without the effective bit (`setcap ...=ip`): that works under Docker, which gives a
+    /// non-root user no ambient capabilities, and under podman alike, and the binary starts with them permitted
+    /// only. Elsewhere (root, or systemd's AmbientCapabilities) they are in effect already and nothing changes.
+    public static func raisePermitted() throws {
+        try retryingSyscall("capset") { csp_raise_permitted_capabilities() }
     }
 }

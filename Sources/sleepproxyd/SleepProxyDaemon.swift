@@ -193,6 +193,14 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     }
 
     static func main() async {
+        // First, on the main thread before any other exists: capabilities belong to threads, and each thread
+        // starts with those of the thread that created it.
+        do {
+            try ProcessCapabilities.raisePermitted()
+        } catch {
+            FileHandle.standardError.write(
+                Data("sleepproxyd: capabilities: \(error); running with those in effect\n".utf8))
+        }
         do {
             let arguments = try Self.effectiveArguments(Array(CommandLine.arguments.dropFirst()))
             var command = try Self.parseAsRoot(arguments)

@@ -94,4 +94,40 @@ struct DeployTests {
             reloads.count == 2 && reloads[0].contains("--check-config") && reloads[1].contains("kill -HUP"),
             "\(reloads)")
     }
+
+    /// deploy/Containerfile (registry builds) and scripts/build-image (this machine's builds) must make the same
+    /// image: the same entry point, user, capabilities, directories, stop signal and health check. The image
+    /// itself is run by scripts/test-image; this catches the two drifting apart.
+    @Test func theContainerfileAndTheImageScriptAgree() throws {
+        let containerfile = try String(
+            contentsOf: Self.repository.appendingPathComponent("deploy/Containerfile"), encoding: .utf8)
+        let script = try String(
+            contentsOf: Self.repository.appendingPathComponent("scripts/build-image"), encoding: .utf8)
+        let entryPoint = [
+            "/usr/bin/sleepproxyd", "--config", "/etc/sleep-proxy/sleepproxyd.conf", "--state-directory",
+            "/var/lib/sleep-proxy", "--control-socket", "/run/sleep-proxy/control.sock",
+        ]
+        let json = "[" + entryPoint.map { "\"\($0)\"" }.joined(separator: ", ") + "]"
+        #expect(containerfile.contains("ENTRYPOINT \(json)"))
+        #expect(script.contains("--entrypoint '\(json)'"))
+        #expect(containerfile.contains("USER sleep-proxy") && script.contains("--user sleep-proxy"))
+        #expect(containerfile.contains("STOPSIGNAL SIGTERM") && script.contains("--stop-signal SIGTERM"))
+        #expect(
+            containerfile.contains("VOLUME /var/lib/sleep-proxy") && script.contains("--volume /var/lib/sleep-proxy"))
+        let health = "/usr/bin/sleepproxyctl --socket /run/sleep-proxy/control.sock status"
+        #expect(
+            containerfile.contains(
+                "CMD [" + health.split(separator: " ").map { "\"\($0)\"" }.joined(separator: ", ") + "]"))
+        #expect(script.contains("--healthcheck 'CMD \(health)'"))
+        for line in [
+            "setcap cap_net_raw,cap_net_admin=ip",
+            "install -d -o sleep-proxy -g sleep-proxy -m 0750 /var/lib/sleep-proxy",
+            "install -d -o sleep-proxy -g sleep-proxy -m 0755 /run/sleep-proxy",
+        ] {
+            #expect(containerfile.contains(line) && script.contains(line), "\(line)")
+        }
+        for interval in ["30s", "5s", "10s"] {
+            #expect(containerfile.contains(interval) && script.contains(interval))
+        }
+    }
 }

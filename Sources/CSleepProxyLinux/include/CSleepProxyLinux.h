@@ -26,6 +26,11 @@ void csp_line_buffer_stdout(void);
 /// -1 when the driver cannot tell (errno says why; virtual interfaces answer EOPNOTSUPP).
 int csp_wol_magic_enabled(const char *interface);
 
+/// Makes every permitted capability effective (capget/capset): a binary with file capabilities and no effective
+/// bit (`setcap cap_net_raw,cap_net_admin=ip`, as the container image ships it) starts with them permitted only.
+/// Returns 0 when nothing needed raising or it worked, -1 with errno otherwise.
+int csp_raise_permitted_capabilities(void);
+
 static inline int csp_packet_ignore_outgoing(void) {
 #ifdef PACKET_IGNORE_OUTGOING
     return PACKET_IGNORE_OUTGOING;
