@@ -118,7 +118,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SleepProxyWireTests",
-            dependencies: ["SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")],
+            dependencies: ["SleepProxyWire", "SleepProxyTestSupport", .product(name: "NIOCore", package: "swift-nio")],
             resources: [.copy("Fixtures")],
             swiftSettings: swiftSettings
         ),

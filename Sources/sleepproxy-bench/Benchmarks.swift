@@ -39,6 +39,8 @@ enum Benchmarks {
                     .appendingPathComponent("sleepproxyd")
                 try RegistrationBenchmarks.runLab(daemon: daemon)
                 try RegistrationBenchmarks.runLab(daemon: daemon, flood: true)
+            case "scale-local":
+                ScaleBenchmarks.run()
             case "takeover":
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
@@ -52,7 +54,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, takeover"
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale-local, takeover"
                 )
                 exit(2)
             }

@@ -473,4 +473,49 @@ struct RegistrarTests {
             ReverseMapping.address(from: ReverseMapping.name(for: IPAddress("198.51.100.200")!))
                 == IPAddress("198.51.100.200"))
     }
+
+    /// The store files each owner of a name as unique or shared, so conflict checks (unique records only, RFC 6762
+    /// §9) look at one host for a host's own names and at none for a service type that a thousand hosts share.
+    @Test func namesAreFiledByUniqueAndSharedOwners() {
+        var registrar = Registrar(
+            configuration: RegistrationConfiguration(
+                maximumRecords: 100_000, maximumHosts: 10_000, requireSourceAmongClaimedAddresses: false,
+                rateLimitBurst: 1 << 30, rateLimitPerSecond: 1 << 30))
+        for n in 0..<1_000 {
+            let message = Lab.registration(
+                id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_3000 + UInt64(n)),
+                host: try! DNSName(parsing: "h\(n).local."),
+                addresses: [.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x3000 + UInt64(n)))],
+                services: [("Host \(n)._http._tcp", 80)])
+            _ = registrar.handle(
+                datagram: message.encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0,
+                now: Lab.t0 + .milliseconds(Int64(n)))
+        }
+        let store = registrar.store
+        #expect(store.hostCount == 1_000)
+        #expect(store.records(named: "_http._tcp.local.", on: "eth0").count == 1_000)
+        #expect(store.records(named: "_http._tcp.local.", on: "eth0", uniqueOnly: true).isEmpty)
+        let own = store.records(named: "Host 7._http._tcp.local.", on: "eth0", uniqueOnly: true)
+        #expect(own.count == 2 && own.allSatisfy { $0.0.primaryMAC == MACAddress(rawValue: 0x0253_5000_3007) })
+        #expect(store.records(named: "h7.local.", on: "eth0", uniqueOnly: true).count == 1)
+        #expect(store.records(named: "h7.local.", on: "eth1").isEmpty)
+        #expect(store.checkInvariants().isEmpty)
+
+        // The same names with the cache-flush bit turned off: filed as shared now, not left behind as unique.
+        var flipped = store
+        var owner = flipped[OwnerKey(interface: "eth0", primaryMAC: MACAddress(rawValue: 0x0253_5000_3007))]!
+        owner.records = owner.records.map { record in
+            var record = record
+            record.record.cacheFlush = false
+            return record
+        }
+        flipped.upsert(owner)
+        #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0", uniqueOnly: true).isEmpty)
+        #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0").count == 2)
+        #expect(flipped.checkInvariants().isEmpty)
+        flipped.remove(owner.key)
+        #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0").isEmpty)
+        #expect(flipped.records(named: "_http._tcp.local.", on: "eth0").count == 999)
+        #expect(flipped.checkInvariants().isEmpty)
+    }
 }

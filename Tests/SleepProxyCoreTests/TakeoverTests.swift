@@ -572,4 +572,44 @@ struct TakeoverTests {
         bad[14 + 7] = 64
         #expect(H.frames(h.receive(bad)).isEmpty)
     }
+
+    /// The timer heap (`Takeover.HostTable`) against a walk over every host, after every step of a mixed run:
+    /// hosts registering at staggered times, owners answering, wakes, removals and re-registrations.
+    @Test func timersStayInStepWithTheHostsWhateverHappens() {
+        var h = H()
+        var generator = SplitMix64(seed: 0x5EED)
+        var keys: [OwnerKey] = []
+        func walked(_ takeover: Takeover) -> Timestamp? {
+            takeover.hosts.values.flatMap { [$0.next, $0.wake?.next] }.compactMap { $0 }.min()
+        }
+        for step in 0..<400 {
+            h.now = h.now + .milliseconds(Int64(generator.next() % 700))
+            let n = Int(generator.next() % 40)
+            let mac = MACAddress(rawValue: 0x0253_5000_2000 + UInt64(n))
+            let key = OwnerKey(interface: "eth0", primaryMAC: mac)
+            switch generator.next() % 6 {
+            case 0, 1:
+                let outcome = h.registrar.handle(
+                    datagram: Lab.registration(
+                        id: UInt16(step), mac: mac, host: try! DNSName(parsing: "h\(n).local."),
+                        addresses: [.v4(IPv4Address(rawValue: 0xC000_0240 + UInt32(n)))]
+                    ).encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: h.now)
+                if case .accepted(let acceptance) = outcome {
+                    _ = h.takeover.registered(acceptance.registration, now: h.now)
+                    keys.append(key)
+                }
+            case 2: _ = h.takeover.ownerActive(key, now: h.now)
+            case 3: _ = h.takeover.wake(key, trigger: .administrator, now: h.now)
+            case 4: _ = h.takeover.removed(key, reason: .expired, wake: generator.next() % 2 == 0, now: h.now)
+            default:
+                if let deadline = h.takeover.nextDeadline(), deadline <= h.now { _ = h.takeover.tick(now: h.now) }
+            }
+            #expect(h.takeover.nextDeadline() == walked(h.takeover), "step \(step)")
+        }
+        // Run everything out: nothing due is ever left behind.
+        _ = h.run(for: .seconds(120))
+        #expect(!h.takeover.hosts.values.contains { $0.next.map { $0 <= h.now } ?? false }, "a due host was skipped")
+        #expect(h.takeover.nextDeadline() == walked(h.takeover))
+        #expect(!keys.isEmpty)
+    }
 }

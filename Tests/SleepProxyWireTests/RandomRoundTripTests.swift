@@ -1,3 +1,4 @@
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyWire

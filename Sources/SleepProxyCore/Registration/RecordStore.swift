@@ -10,9 +10,27 @@ public struct RecordStore: Sendable {
     public private(set) var owners: [OwnerKey: OwnerRegistration] = [:]
     public private(set) var recordCount = 0
     /// Name (compared case-insensitively, as `DNSName` is) → the owners with records at that name.
-    /// A set, not a list: names such as `_services._dns-sd._udp.local.` are registered by every host, and
+    /// Sets, not lists: names such as `_services._dns-sd._udp.local.` are registered by every host, and
     /// removing one host from a list of thousands made each registration O(hosts).
-    private var nameIndex: [DNSName: Set<OwnerKey>] = [:]
+    private var nameIndex: [DNSName: Holders] = [:]
+
+    /// The owners of one name, split by whether they hold a unique (cache-flush) record there. Conflict checks
+    /// look at unique records only (RFC 6762 §9: shared records never conflict), so a response naming a shared
+    /// name such as a service type, held by every host, costs one lookup instead of a walk over every host.
+    /// Most names are one host's own, with an empty (allocation-free) `shared` set.
+    struct Holders: Sendable {
+        var unique: Set<OwnerKey> = []
+        var shared: Set<OwnerKey> = []
+
+        var isEmpty: Bool { self.unique.isEmpty && self.shared.isEmpty }
+
+        mutating func remove(_ key: OwnerKey) {
+            self.unique.remove(key)
+            self.shared.remove(key)
+        }
+
+        func contains(_ key: OwnerKey) -> Bool { self.unique.contains(key) || self.shared.contains(key) }
+    }
     /// Claimed address on an interface → its owner.
     private var addressIndex: [InterfaceAddress: OwnerKey] = [:]
     private var expiryHeap = Heap<ExpiryEntry>()
@@ -48,14 +66,21 @@ public struct RecordStore: Sendable {
         self.addressIndex[InterfaceAddress(interface: interface, address: address)]
     }
 
-    /// Records named `name` (case-insensitively) registered on `interface`, with their owners.
-    public func records(named name: DNSName, on interface: String) -> [(OwnerKey, ProxiedRecord)] {
-        guard let keys = self.nameIndex[name] else { return [] }
+    /// Records named `name` (case-insensitively) registered on `interface`, with their owners. With `uniqueOnly`,
+    /// only the records of owners holding a unique record at that name (all of their records there).
+    public func records(named name: DNSName, on interface: String, uniqueOnly: Bool = false) -> [(
+        OwnerKey, ProxiedRecord
+    )] {
+        guard let holders = self.nameIndex[name] else { return [] }
         var result: [(OwnerKey, ProxiedRecord)] = []
-        for key in keys where key.interface == interface {
-            guard let owner = self.owners[key] else { continue }
-            for record in owner.records where record.record.name == name { result.append((key, record)) }
+        func collect(_ keys: Set<OwnerKey>) {
+            for key in keys where key.interface == interface {
+                guard let owner = self.owners[key] else { continue }
+                for record in owner.records where record.record.name == name { result.append((key, record)) }
+            }
         }
+        collect(holders.unique)
+        if !uniqueOnly { collect(holders.shared) }
         return result
     }
 
@@ -65,10 +90,12 @@ public struct RecordStore: Sendable {
         self.version = Version()
         if let existing = self.owners[key], existing.addresses == registration.addresses,
             existing.records.count == registration.records.count,
-            zip(existing.records, registration.records).allSatisfy({ $0.record.name == $1.record.name })
+            zip(existing.records, registration.records).allSatisfy({
+                $0.record.name == $1.record.name && $0.record.cacheFlush == $1.record.cacheFlush
+            })
         {
             // A renewal or a retransmission (Apple's client sends each registration up to three times): the same
-            // names and addresses, so the indexes already hold it; only the host and its expiry change.
+            // names (unique or shared alike) and addresses, so the indexes already hold it; only the host and its expiry change.
             self.owners[key] = registration
             if existing.leaseExpiry != registration.leaseExpiry {
                 self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
@@ -78,8 +105,15 @@ public struct RecordStore: Sendable {
         self.remove(key)
         self.owners[key] = registration
         self.recordCount += registration.records.count
+        var unique: Set<DNSName> = []
+        for record in registration.records where record.record.cacheFlush { unique.insert(record.record.name) }
         for record in registration.records {
-            self.nameIndex[record.record.name, default: []].insert(key)
+            let name = record.record.name
+            if unique.contains(name) {
+                self.nameIndex[name, default: Holders()].unique.insert(key)
+            } else {
+                self.nameIndex[name, default: Holders()].shared.insert(key)
+            }
         }
         for address in registration.addresses {
             self.addressIndex[InterfaceAddress(interface: key.interface, address: address)] = key
@@ -95,9 +129,9 @@ public struct RecordStore: Sendable {
         self.recordCount -= registration.records.count
         for record in registration.records {
             let name = record.record.name
-            guard var owners = self.nameIndex.removeValue(forKey: name) else { continue }
-            owners.remove(key)
-            if !owners.isEmpty { self.nameIndex[name] = owners }
+            guard var holders = self.nameIndex.removeValue(forKey: name) else { continue }
+            holders.remove(key)
+            if !holders.isEmpty { self.nameIndex[name] = holders }
         }
         for address in registration.addresses {
             let slot = InterfaceAddress(interface: key.interface, address: address)
@@ -141,9 +175,18 @@ public struct RecordStore: Sendable {
         var problems: [String] = []
         let count = self.owners.values.reduce(0) { $0 + $1.records.count }
         if count != self.recordCount { problems.append("recordCount \(self.recordCount) != \(count)") }
-        for (name, keys) in self.nameIndex {
-            for key in keys where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
+        for (name, holders) in self.nameIndex {
+            for key in holders.unique.union(holders.shared)
+            where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
                 problems.append("name index \(name) -> \(key) is stale")
+            }
+            for key in holders.unique.intersection(holders.shared) {
+                problems.append("name index \(name) -> \(key) is both unique and shared")
+            }
+            for key in holders.unique
+            where self.owners[key]?.records.contains(where: { $0.record.name == name && $0.record.cacheFlush }) != true
+            {
+                problems.append("name index \(name) -> \(key) is filed as unique without a unique record")
             }
         }
         for (slot, key) in self.addressIndex where self.owners[key]?.addresses.contains(slot.address) != true {

@@ -404,8 +404,11 @@ public struct Responder: Sendable {
                 }
             }
             guard record.ttl > 0 else { continue }  // A goodbye claims nothing.
+            // RFC 6762 §9: only unique records can conflict, so only hosts holding a unique record at the name are
+            // looked at: a response for a shared name (a service type every host registers) costs one lookup.
             let held = self.heldRecords(
-                named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true)
+                named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true,
+                uniqueOnly: true)
             // RFC 6762 §9: identical is no conflict.
             if held.isEmpty || held.contains(where: { $0.record.isIdentical(to: record) }) { continue }
             for answer in held

@@ -3,14 +3,15 @@ import SleepProxyWire
 /// Finding answers, their additional records and negative answers, and packing them into packets.
 extension Responder {
     /// Every record held at `name` on the interface: the sleeping hosts' (except `excluded` owners) and the
-    /// proxy's own (only once probing has finished, unless `includeUnverified`).
+    /// proxy's own (only once probing has finished, unless `includeUnverified`). `uniqueOnly` leaves out hosts
+    /// that hold only shared records there (`RecordStore.Holders`).
     func heldRecords(
         named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>,
-        includeUnverified: Bool, includeSilenced: Bool = false
+        includeUnverified: Bool, includeSilenced: Bool = false, uniqueOnly: Bool = false
     ) -> [Answer] {
         var result: [Answer] = []
         let silenced = includeSilenced ? [] : self.silenced
-        for (owner, record) in store.records(named: name, on: context.name)
+        for (owner, record) in store.records(named: name, on: context.name, uniqueOnly: uniqueOnly)
         where (excluded.isEmpty || !excluded.contains(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
             result.append(Answer(record: record.record, owner: owner))
         }

@@ -1,0 +1,150 @@
+import CSleepProxyLinux
+import Foundation
+import SleepProxyCore
+import SleepProxyTestSupport
+import SleepProxyWire
+
+/// The composed engine in process, with as many hosts as a campus VLAN holds: what one registration, one
+/// response inspection and one timer pass cost with 100, 1,000 and 10,000 hosts held. The engine's own mDNS
+/// transmissions are fed back to it, as the kernel loops them back to the daemon's socket.
+enum ScaleBenchmarks {
+    static let proxyInterface = InterfaceContext(
+        name: "eth0", index: 2, macAddress: MACAddress("02:53:50:00:00:01")!,
+        prefixes: [IPPrefix("169.254.0.1/16")!, IPPrefix("fe80::1/64")!]
+    )
+    static let proxyAddress = IPAddress("169.254.0.1")!
+
+    /// A typical Mac (issue 16): five services, one IPv4 link-local and one fe80 address, 24 records.
+    static func host(_ n: Int, id: UInt16 = 1) -> (message: DNSMessage, source: IPAddress) {
+        let v4 = self.address(n)
+        let v6 = IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0253_50FF_FE00_0000 + UInt64(n)))
+        let services = ["_svc0._tcp", "_svc1._tcp", "_svc2._tcp", "_svc3._tcp", "_svc4._tcp"].enumerated().map {
+            ("Host \(n).\($0.element)", UInt16(8000 + $0.offset))
+        }
+        let message = SampleRegistration.message(
+            id: id, mac: Self.mac(n), host: try! DNSName(parsing: "host\(n).local."), addresses: [v4, v6],
+            services: services)
+        precondition(message.updates.count == 24, "\(message.updates.count) records")
+        return (message, v4)
+    }
+
+    static func mac(_ n: Int) -> MACAddress { MACAddress(rawValue: 0x0253_5001_0000 + UInt64(n)) }
+
+    /// 169.254.1.0 on: one address per host, as the lab gives each simulated host its own.
+    static func address(_ n: Int) -> IPAddress { .v4(IPv4Address(rawValue: 0xA9FE_0100 + UInt32(n))) }
+
+    static func makeEngine(maximumHosts: Int) -> ProxyEngine {
+        var configuration = RegistrationConfiguration()
+        configuration.maximumHosts = maximumHosts
+        configuration.maximumRecords = maximumHosts * 25
+        configuration.rateLimitBurst = 1 << 30
+        configuration.rateLimitPerSecond = 1 << 30
+        let responder = Responder(
+            configuration: ResponderConfiguration(
+                instanceLabel: "20-40-10-65.0 Bench", hostLabel: "bench", registrationPort: 5599, seed: 7))
+        return ProxyEngine(
+            registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover())
+    }
+
+    /// Registers `count` hosts at `rate` per second of engine time, running timers and feeding the engine's own
+    /// multicast back to it as a daemon's loop would; returns the CPU time per registration of the last
+    /// `window` registrations (all of the engine's work in that span, timers and loopback included).
+    static func storm(engine: inout ProxyEngine, from first: Int, count: Int, now: inout Timestamp, window: Int)
+        -> (perRegistration: Duration, loopback: Int)
+    {
+        let clock = ContinuousClock()
+        var loopback = 0
+        var measured = Duration.zero
+        for n in first..<(first + count) {
+            let (message, source) = self.host(n)
+            let bytes = message.encoded(options: .appleUpdate)
+            let start = clock.now
+            now = now + .milliseconds(1)
+            var actions = engine.receiveRegistration(bytes, from: source, on: self.proxyInterface, now: now).actions
+            while let deadline = engine.nextDeadline(), deadline <= now { actions += engine.tick(now: now) }
+            for action in actions {
+                guard case .transmit(let transmission) = action, case .multicast = transmission.destination else {
+                    continue
+                }
+                loopback += 1
+                actions += engine.receiveMDNS(
+                    transmission.bytes, from: self.proxyAddress, port: 5353, destination: .v4(.mdnsGroup),
+                    interfaceIndex: self.proxyInterface.index, now: now)
+            }
+            if n >= first + count - window { measured += clock.now - start }
+        }
+        return (measured / window, loopback)
+    }
+
+    static func run() {
+        print("Scale: the composed engine with many hosts held (24 records each, 1,000 registrations/s of engine time)")
+        var perRegistration: [Int: Duration] = [:]
+        for size in [100, 1_000, 10_000] {
+            var engine = self.makeEngine(maximumHosts: size)
+            var now = Timestamp.seconds(100)
+            _ = engine.setInterfaces([self.proxyInterface], now: now)
+            let heapBefore = csp_heap_bytes_in_use()
+            let window = min(size, 1_000)
+            let (cost, loopback) = self.storm(engine: &engine, from: 0, count: size, now: &now, window: window)
+            perRegistration[size] = cost
+            // Let every host fall asleep and be announced, then time what stays per packet.
+            let settle = now + .seconds(15)
+            var timerPasses = 0
+            while let deadline = engine.nextDeadline(), deadline <= settle {
+                now = max(now, deadline)
+                _ = engine.tick(now: now)
+                timerPasses += 1
+            }
+            let heapAfter = csp_heap_bytes_in_use()
+            precondition(engine.registrar.store.hostCount == size, "held \(engine.registrar.store.hostCount)")
+            let asleep = engine.hostsByState[.asleep] ?? 0
+            print(
+                "  \(format(Double(size))) hosts: \(format(cost.nanoseconds / 1000)) µs per registration (last \(window), \(loopback) own packets looped back); \(asleep) asleep after settling; engine heap \(format(Double(Int(heapAfter) - Int(heapBefore)) / Double(size))) bytes/host"
+            )
+            // One legacy SRV query for one host's service, and one response from elsewhere for a shared name.
+            let query = DNSMessage(
+                id: 7,
+                questions: [DNSQuestion(name: try! DNSName(parsing: "Host \(size / 2)._svc0._tcp.local."), type: .srv)]
+            ).encoded(options: .mdns)
+            _ = measure("  legacy SRV query with \(size) hosts held", iterations: 20_000) {
+                engine.receiveMDNS(
+                    query, from: IPAddress("169.254.200.1")!, port: 40_000, destination: .v4(.mdnsGroup),
+                    interfaceIndex: self.proxyInterface.index, now: now
+                ).count
+            }
+            let shared = DNSMessage(
+                id: 0, flags: DNSHeaderFlags(response: true, authoritative: true),
+                answers: [
+                    DNSResourceRecord(
+                        name: "_svc0._tcp.local.", ttl: 4500,
+                        rdata: .ptr(PTRRecord(target: try! DNSName(parsing: "Other._svc0._tcp.local."))))
+                ]
+            ).encoded(options: .mdns)
+            _ = measure("  response for a shared name, \(size) hosts held", iterations: 20_000) {
+                engine.receiveMDNS(
+                    shared, from: IPAddress("169.254.200.2")!, port: 5353, destination: .v4(.mdnsGroup),
+                    interfaceIndex: self.proxyInterface.index, now: now
+                ).count
+            }
+            let clock = ContinuousClock()
+            let start = clock.now
+            for _ in 0..<1_000 { _ = engine.nextDeadline() }
+            print(
+                "    next deadline with \(size) hosts held: \(format((clock.now - start).nanoseconds / 1000)) ns (after \(timerPasses) timer passes to settle)"
+            )
+        }
+        if let small = perRegistration[100], let large = perRegistration[10_000] {
+            let ratio = large.nanoseconds / small.nanoseconds
+            print(
+                String(
+                    format: "  per-registration CPU at 10,000 hosts / at 100: %.2f×  target ≤ 1.5×: %@", ratio,
+                    ratio <= 1.5 ? "met" : "NOT MET"))
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Double {
+        Double(self.components.seconds) * 1e9 + Double(self.components.attoseconds) / 1e9
+    }
+}
