@@ -46,69 +46,88 @@ enum ScaleBenchmarks {
             registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover())
     }
 
-    /// Registers `count` hosts at `rate` per second of engine time, running timers and feeding the engine's own
-    /// multicast back to it as a daemon's loop would; returns the CPU time per registration of the last
-    /// `window` registrations (all of the engine's work in that span, timers and loopback included).
-    static func storm(engine: inout ProxyEngine, from first: Int, count: Int, now: inout Timestamp, window: Int)
-        -> (perRegistration: Duration, loopback: Int)
-    {
+    /// Registers `count` hosts, one per millisecond of engine time, running timers and feeding the engine's own
+    /// multicast back to it as a daemon's loop would; returns the CPU time the engine spent.
+    static func storm(engine: inout ProxyEngine, from first: Int, count: Int, now: inout Timestamp) -> (
+        cpu: Duration, loopback: Int
+    ) {
         let clock = ContinuousClock()
         var loopback = 0
-        var measured = Duration.zero
+        var spent = Duration.zero
         for n in first..<(first + count) {
             let (message, source) = self.host(n)
             let bytes = message.encoded(options: .appleUpdate)
             let start = clock.now
             now = now + .milliseconds(1)
-            var actions = engine.receiveRegistration(bytes, from: source, on: self.proxyInterface, now: now).actions
-            while let deadline = engine.nextDeadline(), deadline <= now { actions += engine.tick(now: now) }
-            for action in actions {
-                guard case .transmit(let transmission) = action, case .multicast = transmission.destination else {
-                    continue
-                }
-                loopback += 1
-                actions += engine.receiveMDNS(
-                    transmission.bytes, from: self.proxyAddress, port: 5353, destination: .v4(.mdnsGroup),
-                    interfaceIndex: self.proxyInterface.index, now: now)
-            }
-            if n >= first + count - window { measured += clock.now - start }
+            let actions = engine.receiveRegistration(bytes, from: source, on: self.proxyInterface, now: now).actions
+            loopback += self.drain(actions, engine: &engine, now: now)
+            spent += clock.now - start
         }
-        return (measured / window, loopback)
+        return (spent, loopback)
+    }
+
+    /// Runs every timer due by `now` and loops the engine's multicast back to it; returns the packets looped.
+    static func drain(_ initial: [EngineAction], engine: inout ProxyEngine, now: Timestamp) -> Int {
+        var actions = initial
+        while let deadline = engine.nextDeadline(), deadline <= now { actions += engine.tick(now: now) }
+        var looped = 0
+        var index = 0
+        while index < actions.count {
+            defer { index += 1 }
+            guard case .transmit(let transmission) = actions[index], case .multicast = transmission.destination else {
+                continue
+            }
+            looped += 1
+            actions += engine.receiveMDNS(
+                transmission.bytes, from: self.proxyAddress, port: 5353, destination: .v4(.mdnsGroup),
+                interfaceIndex: self.proxyInterface.index, now: now)
+        }
+        return looped
     }
 
     static func run() {
         print("Scale: the composed engine with many hosts held (24 records each, 1,000 registrations/s of engine time)")
         var perRegistration: [Int: Duration] = [:]
-        for size in [100, 1_000, 10_000] {
+        let sizes =
+            ProcessInfo.processInfo.environment["BENCH_SCALE_SIZES"].map {
+                $0.split(separator: ",").compactMap { Int($0) }
+            } ?? [100, 1_000, 10_000]
+        for size in sizes {
             var engine = self.makeEngine(maximumHosts: size)
             var now = Timestamp.seconds(100)
             _ = engine.setInterfaces([self.proxyInterface], now: now)
             let heapBefore = csp_heap_bytes_in_use()
-            let window = min(size, 1_000)
-            let (cost, loopback) = self.storm(engine: &engine, from: 0, count: size, now: &now, window: window)
-            perRegistration[size] = cost
-            // Let every host fall asleep and be announced, then time what stays per packet.
+            let (stormCPU, stormLoopback) = self.storm(engine: &engine, from: 0, count: size, now: &now)
+            // Let every host fall asleep and be announced (all of it work the registrations caused), a millisecond
+            // deadline at a time, as the daemon's loop wakes for its timers.
+            let clock = ContinuousClock()
+            let settleStart = clock.now
+            var settleLoopback = 0
             let settle = now + .seconds(15)
-            var timerPasses = 0
             while let deadline = engine.nextDeadline(), deadline <= settle {
                 now = max(now, deadline)
-                _ = engine.tick(now: now)
-                timerPasses += 1
+                settleLoopback += self.drain([], engine: &engine, now: now)
             }
+            now = settle
+            let settleCPU = clock.now - settleStart
+            let cost = (stormCPU + settleCPU) / size
+            perRegistration[size] = cost
             let heapAfter = csp_heap_bytes_in_use()
             precondition(engine.registrar.store.hostCount == size, "held \(engine.registrar.store.hostCount)")
             let asleep = engine.hostsByState[.asleep] ?? 0
             print(
-                "  \(format(Double(size))) hosts: \(format(cost.nanoseconds / 1000)) µs per registration (last \(window), \(loopback) own packets looped back); \(asleep) asleep after settling; engine heap \(format(Double(Int(heapAfter) - Int(heapBefore)) / Double(size))) bytes/host"
+                "  \(format(Double(size))) hosts: \(format(cost.nanoseconds / 1000)) µs of engine CPU per registration, all it causes included (storm \(stormCPU.formattedMilliseconds), then 15 s of timers \(settleCPU.formattedMilliseconds); \(stormLoopback + settleLoopback) own packets looped back); \(asleep) asleep; engine heap \(format(Double(Int(heapAfter) - Int(heapBefore)) / Double(size))) bytes/host"
             )
             // One legacy SRV query for one host's service, and one response from elsewhere for a shared name.
             let query = DNSMessage(
                 id: 7,
                 questions: [DNSQuestion(name: try! DNSName(parsing: "Host \(size / 2)._svc0._tcp.local."), type: .srv)]
             ).encoded(options: .mdns)
+            let querier = IPAddress("169.254.200.1")!
+            let responder = IPAddress("169.254.200.2")!
             _ = measure("  legacy SRV query with \(size) hosts held", iterations: 20_000) {
                 engine.receiveMDNS(
-                    query, from: IPAddress("169.254.200.1")!, port: 40_000, destination: .v4(.mdnsGroup),
+                    query, from: querier, port: 40_000, destination: .v4(.mdnsGroup),
                     interfaceIndex: self.proxyInterface.index, now: now
                 ).count
             }
@@ -122,16 +141,13 @@ enum ScaleBenchmarks {
             ).encoded(options: .mdns)
             _ = measure("  response for a shared name, \(size) hosts held", iterations: 20_000) {
                 engine.receiveMDNS(
-                    shared, from: IPAddress("169.254.200.2")!, port: 5353, destination: .v4(.mdnsGroup),
+                    shared, from: responder, port: 5353, destination: .v4(.mdnsGroup),
                     interfaceIndex: self.proxyInterface.index, now: now
                 ).count
             }
-            let clock = ContinuousClock()
             let start = clock.now
             for _ in 0..<1_000 { _ = engine.nextDeadline() }
-            print(
-                "    next deadline with \(size) hosts held: \(format((clock.now - start).nanoseconds / 1000)) ns (after \(timerPasses) timer passes to settle)"
-            )
+            print("    next deadline with \(size) hosts held: \(format((clock.now - start).nanoseconds / 1000)) ns")
         }
         if let small = perRegistration[100], let large = perRegistration[10_000] {
             let ratio = large.nanoseconds / small.nanoseconds

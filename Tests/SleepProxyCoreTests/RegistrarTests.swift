@@ -476,7 +476,7 @@ struct RegistrarTests {
 
     /// The store files each owner of a name as unique or shared, so conflict checks (unique records only, RFC 6762
     /// §9) look at one host for a host's own names and at none for a service type that a thousand hosts share.
-    @Test func namesAreFiledByUniqueAndSharedOwners() {
+    @Test func namesAreFiledByUniqueAndSharedOwners() throws {
         var registrar = Registrar(
             configuration: RegistrationConfiguration(
                 maximumRecords: 100_000, maximumHosts: 10_000, requireSourceAmongClaimedAddresses: false,
@@ -513,7 +513,18 @@ struct RegistrarTests {
         #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0", uniqueOnly: true).isEmpty)
         #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0").count == 2)
         #expect(flipped.checkInvariants().isEmpty)
+        let services = DNSResourceRecord(
+            name: "_services._dns-sd._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "_http._tcp.local.")))
+        let seven = DNSResourceRecord(
+            name: "_http._tcp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: "Host 7._http._tcp.local.")))
+        #expect(flipped.holdsIdentical(services, on: "eth0") && flipped.holdsIdentical(seven, on: "eth0"))
+        #expect(!flipped.holdsIdentical(services, on: "eth1"))
+        let eight = try #require(flipped.records(named: "h8.local.", on: "eth0").first?.1.record)
+        var notEight = eight
+        notEight.rdata = .a(ARecord(address: IPv4Address(192, 0, 2, 99)))
+        #expect(flipped.holdsIdentical(eight, on: "eth0") && !flipped.holdsIdentical(notEight, on: "eth0"))
         flipped.remove(owner.key)
+        #expect(!flipped.holdsIdentical(seven, on: "eth0") && flipped.holdsIdentical(services, on: "eth0"))
         #expect(flipped.records(named: "Host 7._http._tcp.local.", on: "eth0").isEmpty)
         #expect(flipped.records(named: "_http._tcp.local.", on: "eth0").count == 999)
         #expect(flipped.checkInvariants().isEmpty)

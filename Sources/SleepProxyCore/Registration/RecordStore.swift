@@ -21,6 +21,9 @@ public struct RecordStore: Sendable {
     struct Holders: Sendable {
         var unique: Set<OwnerKey> = []
         var shared: Set<OwnerKey> = []
+        /// How many `shared` owners hold each record at this name, so "does anyone still hold this record" (a
+        /// goodbye must not flush a record another host holds) is one lookup, not a walk over every host.
+        var sharedRecords: [SharedRecord: Int] = [:]
 
         var isEmpty: Bool { self.unique.isEmpty && self.shared.isEmpty }
 
@@ -42,6 +45,12 @@ public struct RecordStore: Sendable {
     /// An identity token; compare with `===`.
     public final class Version: Sendable {
         init() {}
+    }
+
+    struct SharedRecord: Hashable, Sendable {
+        var interface: String
+        var rrclass: DNSClass
+        var rdata: DNSRData
     }
 
     public struct InterfaceAddress: Hashable, Sendable {
@@ -84,6 +93,21 @@ public struct RecordStore: Sendable {
         return result
     }
 
+    /// True when some host holds a record identical to `record` (name, class and data) on `interface`: one lookup
+    /// for shared records, a look at the few hosts owning the name uniquely otherwise.
+    public func holdsIdentical(_ record: DNSResourceRecord, on interface: String) -> Bool {
+        guard let holders = self.nameIndex[record.name] else { return false }
+        if holders.sharedRecords[Self.shared(record, on: interface)] != nil { return true }
+        for key in holders.unique where key.interface == interface {
+            if self.owners[key]?.records.contains(where: { $0.isIdentical(to: record) }) == true { return true }
+        }
+        return false
+    }
+
+    static func shared(_ record: DNSResourceRecord, on interface: String) -> SharedRecord {
+        SharedRecord(interface: interface, rrclass: record.rrclass, rdata: record.rdata)
+    }
+
     /// Adds or replaces one host's registration.
     public mutating func upsert(_ registration: OwnerRegistration) {
         let key = registration.key
@@ -92,10 +116,12 @@ public struct RecordStore: Sendable {
             existing.records.count == registration.records.count,
             zip(existing.records, registration.records).allSatisfy({
                 $0.record.name == $1.record.name && $0.record.cacheFlush == $1.record.cacheFlush
+                    && ($0.record.cacheFlush
+                        || ($0.record.rrclass == $1.record.rrclass && $0.record.rdata == $1.record.rdata))
             })
         {
             // A renewal or a retransmission (Apple's client sends each registration up to three times): the same
-            // names (unique or shared alike) and addresses, so the indexes already hold it; only the host and its expiry change.
+            // names (unique or shared alike), shared records and addresses, so the indexes already hold it; only the host and its expiry change.
             self.owners[key] = registration
             if existing.leaseExpiry != registration.leaseExpiry {
                 self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
@@ -113,6 +139,7 @@ public struct RecordStore: Sendable {
                 self.nameIndex[name, default: Holders()].unique.insert(key)
             } else {
                 self.nameIndex[name, default: Holders()].shared.insert(key)
+                self.nameIndex[name]!.sharedRecords[Self.shared(record.record, on: key.interface), default: 0] += 1
             }
         }
         for address in registration.addresses {
@@ -127,6 +154,12 @@ public struct RecordStore: Sendable {
         guard let registration = self.owners.removeValue(forKey: key) else { return nil }
         self.version = Version()
         self.recordCount -= registration.records.count
+        // Counts first, while the owner is still filed under each name; then the owner itself.
+        for record in registration.records where self.nameIndex[record.record.name]?.shared.contains(key) == true {
+            let shared = Self.shared(record.record, on: key.interface)
+            let count = (self.nameIndex[record.record.name]!.sharedRecords[shared] ?? 0) - 1
+            self.nameIndex[record.record.name]!.sharedRecords[shared] = count > 0 ? count : nil
+        }
         for record in registration.records {
             let name = record.record.name
             guard var holders = self.nameIndex.removeValue(forKey: name) else { continue }
@@ -180,6 +213,13 @@ public struct RecordStore: Sendable {
             where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
                 problems.append("name index \(name) -> \(key) is stale")
             }
+            var counted: [SharedRecord: Int] = [:]
+            for key in holders.shared {
+                for record in self.owners[key]?.records ?? [] where record.record.name == name {
+                    counted[Self.shared(record.record, on: key.interface), default: 0] += 1
+                }
+            }
+            if counted != holders.sharedRecords { problems.append("name index \(name): shared record counts are off") }
             for key in holders.unique.intersection(holders.shared) {
                 problems.append("name index \(name) -> \(key) is both unique and shared")
             }

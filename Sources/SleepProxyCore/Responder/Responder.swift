@@ -31,8 +31,10 @@ public struct Responder: Sendable {
     var heldBytes = 0
     /// When each record was last multicast on each interface and family (RFC 6762 §5.4, §6.2).
     var lastMulticast: [MulticastKey: Timestamp] = [:]
-    var announcements: [Announcement] = []
-    var goodbyes: [Goodbye] = []
+    /// Announcements of proxied records, up to two per host (shared records at once, unique ones later).
+    var announcements = TimerQueue<AnnouncementKey, Announcement>()
+    /// Goodbyes of proxied records, one queue entry per host.
+    var goodbyes = TimerQueue<OwnerKey, Goodbye>()
     /// Conflict times of the proxy's own names, for RFC 6762 §8.1's rename-storm back-off.
     var recentConflicts: [Timestamp] = []
     /// Size of `lastMulticast` after its last sweep.
@@ -79,6 +81,11 @@ public struct Responder: Sendable {
         var destination: IPAddress
     }
 
+    struct AnnouncementKey: Hashable, Sendable {
+        var owner: OwnerKey
+        var unique: Bool
+    }
+
     struct Announcement: Sendable {
         var owner: OwnerKey
         var interfaceIndex: Int
@@ -88,7 +95,7 @@ public struct Responder: Sendable {
     }
 
     struct Goodbye: Sendable {
-        var owner: OwnerKey?
+        var owner: OwnerKey
         var interfaceIndex: Int
         var records: [DNSResourceRecord]
         var next: Timestamp
@@ -112,8 +119,8 @@ public struct Responder: Sendable {
             self.pending = self.pending.filter { $0.key.interfaceIndex != index }
             self.held = self.held.filter { $0.key.interfaceIndex != index }
             self.heldBytes = self.held.values.reduce(0) { $0 + $1.bytes }
-            self.announcements.removeAll { $0.interfaceIndex == index }
-            self.goodbyes.removeAll { $0.interfaceIndex == index }
+            self.announcements.removeAll { $1.interfaceIndex == index }
+            self.goodbyes.removeAll { $1.interfaceIndex == index }
         }
         for context in contexts {
             let records = OwnAdvertisement.records(
@@ -150,7 +157,7 @@ public struct Responder: Sendable {
     /// records at once, unique ones after Apple's silent probing). Reverse-mapping PTRs are never announced.
     public mutating func registered(_ registration: OwnerRegistration, previous: OwnerRegistration?, now: Timestamp) {
         // The host back under the proxy's wing: goodbyes still queued for its earlier records are moot.
-        self.goodbyes.removeAll { $0.owner == registration.key }
+        self.goodbyes.remove(registration.key)
         guard !self.silenced.contains(registration.key) else { return }
         guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
         let fresh = registration.records.map(\.record).filter { record in
@@ -159,15 +166,14 @@ public struct Responder: Sendable {
             }
             return !(previous?.records.contains { $0.record.isIdentical(to: record) } ?? false)
         }
-        self.announcements.removeAll { $0.owner == registration.key }
+        self.cancelAnnouncements(of: registration.key)
         let shared = fresh.filter { !$0.cacheFlush }
         let unique = fresh.filter(\.cacheFlush)
         if !shared.isEmpty {
-            self.announcements.append(
-                Announcement(owner: registration.key, interfaceIndex: index, records: shared, next: now))
+            self.schedule(Announcement(owner: registration.key, interfaceIndex: index, records: shared, next: now))
         }
         if !unique.isEmpty {
-            self.announcements.append(
+            self.schedule(
                 Announcement(
                     owner: registration.key, interfaceIndex: index, records: unique,
                     next: now + MDNSRules.proxiedUniqueAnnouncementDelay))
@@ -179,7 +185,7 @@ public struct Responder: Sendable {
     public mutating func silence(_ key: OwnerKey) {
         guard !self.silenced.contains(key) else { return }
         self.silenced.insert(key)
-        self.announcements.removeAll { $0.owner == key }
+        self.cancelAnnouncements(of: key)
         for channel in Array(self.pending.keys) {
             self.pending[channel]?.answers.removeAll { $0.owner == key }
             self.pending[channel]?.negatives.removeAll { $0.owner == key }
@@ -191,15 +197,15 @@ public struct Responder: Sendable {
     /// already been shown to be asleep, so there is nothing left to wait for.
     public mutating func speak(for registration: OwnerRegistration, now: Timestamp) {
         guard self.silenced.remove(registration.key) != nil else { return }
-        self.goodbyes.removeAll { $0.owner == registration.key }
-        self.announcements.removeAll { $0.owner == registration.key }
+        self.goodbyes.remove(registration.key)
+        self.cancelAnnouncements(of: registration.key)
         guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
         let records = registration.records.map(\.record).filter { record in
             !Self.isReverseMapping(record) && !ProxiedRecord(record: record, registeredAt: now).isKeepalive
         }
         guard !records.isEmpty else { return }
-        self.announcements.append(
-            Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
+        // One announcement of everything, filed as unique (it replaces both kinds).
+        self.schedule(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
     }
 
     /// A host's records are no longer proxied. Hand-back is silent (docs/protocol.md §5.1); expiry and an
@@ -207,8 +213,8 @@ public struct Responder: Sendable {
     /// that someone else still holds.
     public mutating func removed(_ registration: OwnerRegistration, reason: RemovalReason, now: Timestamp) {
         let key = registration.key
-        self.announcements.removeAll { $0.owner == key }
-        self.goodbyes.removeAll { $0.owner == key }
+        self.cancelAnnouncements(of: key)
+        self.goodbyes.remove(key)
         for channel in Array(self.pending.keys) {
             self.pending[channel]?.answers.removeAll { $0.owner == key }
             self.pending[channel]?.negatives.removeAll { $0.owner == key }
@@ -222,7 +228,8 @@ public struct Responder: Sendable {
             !ProxiedRecord(record: $0, registeredAt: now).isKeepalive
         }
         if !records.isEmpty {
-            self.goodbyes.append(Goodbye(owner: key, interfaceIndex: index, records: records, next: now))
+            self.goodbyes.schedule(
+                Goodbye(owner: key, interfaceIndex: index, records: records, next: now), for: key, at: now)
         }
     }
 
@@ -246,7 +253,7 @@ public struct Responder: Sendable {
 
     // MARK: - Timers
 
-    public func nextDeadline() -> Timestamp? {
+    public mutating func nextDeadline() -> Timestamp? {
         var deadline: Timestamp? = nil
         func consider(_ time: Timestamp?) {
             guard let time else { return }
@@ -257,8 +264,8 @@ public struct Responder: Sendable {
         }
         for query in self.held.values { consider(query.deadline) }
         for advertisement in self.own.values { consider(advertisement.next) }
-        for announcement in self.announcements { consider(announcement.next) }
-        for goodbye in self.goodbyes { consider(goodbye.next) }
+        consider(self.announcements.nextDeadline())
+        consider(self.goodbyes.nextDeadline())
         return deadline
     }
 
@@ -465,12 +472,7 @@ public struct Responder: Sendable {
 
     private mutating func runAnnouncements(store: RecordStore, now: Timestamp) -> [ResponderAction] {
         var actions: [ResponderAction] = []
-        var remaining: [Announcement] = []
-        for var announcement in self.announcements {
-            guard announcement.next <= now else {
-                remaining.append(announcement)
-                continue
-            }
+        for (key, var announcement) in self.announcements.takeDue(now: now) {
             guard let context = self.own[announcement.interfaceIndex]?.context,
                 let registration = store[announcement.owner]
             else { continue }
@@ -491,30 +493,35 @@ public struct Responder: Sendable {
             if announcement.sent < MDNSRules.announcementCount {
                 announcement.next = now + MDNSRules.announcementInterval
                 announcement.records = current
-                remaining.append(announcement)
+                self.announcements.schedule(announcement, for: key, at: announcement.next)
             }
         }
-        self.announcements = remaining
         return actions
+    }
+
+    private mutating func schedule(_ announcement: Announcement) {
+        let unique = announcement.records.contains(where: \.cacheFlush)
+        self.announcements.schedule(
+            announcement, for: AnnouncementKey(owner: announcement.owner, unique: unique), at: announcement.next)
+    }
+
+    private mutating func cancelAnnouncements(of key: OwnerKey) {
+        self.announcements.remove(AnnouncementKey(owner: key, unique: false))
+        self.announcements.remove(AnnouncementKey(owner: key, unique: true))
     }
 
     private mutating func runGoodbyes(store: RecordStore, now: Timestamp) -> [ResponderAction] {
         var actions: [ResponderAction] = []
-        var remaining: [Goodbye] = []
-        for var goodbye in self.goodbyes {
-            guard goodbye.next <= now else {
-                remaining.append(goodbye)
-                continue
-            }
+        for (key, var goodbye) in self.goodbyes.takeDue(now: now) {
             guard let context = self.own[goodbye.interfaceIndex]?.context else { continue }
             // A record another host (or the proxy itself) still holds must not be flushed from caches: the
             // `_services._dns-sd._udp` PTRs most hosts register are the usual case.
+            let own = self.own[goodbye.interfaceIndex]?.records ?? []
             let withdrawn = goodbye.records.filter { record in
-                !self.heldRecords(
-                    named: record.name, context: context, store: store, excluded: [], includeUnverified: true,
-                    includeSilenced: true
-                )
-                .contains { $0.record.isIdentical(to: record) }
+                !store.holdsIdentical(record, on: context.name)
+                    && !own.contains {
+                        $0.name == record.name && $0.rrclass == record.rrclass && $0.rdata == record.rdata
+                    }
             }
             if !withdrawn.isEmpty {
                 actions += self.transmitEverywhere(
@@ -524,10 +531,9 @@ public struct Responder: Sendable {
             goodbye.records = withdrawn
             if goodbye.sent < MDNSRules.goodbyeCount, !withdrawn.isEmpty {
                 goodbye.next = now + MDNSRules.goodbyeInterval
-                remaining.append(goodbye)
+                self.goodbyes.schedule(goodbye, for: key, at: goodbye.next)
             }
         }
-        self.goodbyes = remaining
         return actions
     }
 
