@@ -1,0 +1,42 @@
+import SleepProxyTestSupport
+import Testing
+
+@testable import SleepProxyCore
+
+@Suite("Timer queue")
+struct TimerQueueTests {
+    /// Against a plain dictionary walked in full: random scheduling, replacing, cancelling and taking what is due,
+    /// with many items due at the same instant (taken in the order they were scheduled).
+    @Test func behavesLikeAWalkOverEveryItem() {
+        var queue = TimerQueue<Int, Int>()
+        var model: [Int: (value: Int, due: Timestamp, order: Int)] = [:]
+        var generator = SplitMix64(seed: 42)
+        var now = Timestamp.seconds(10)
+        var order = 0
+        for step in 0..<5_000 {
+            let key = Int(generator.next() % 300)
+            switch generator.next() % 4 {
+            case 0, 1:
+                let due = now + .milliseconds(Int64(generator.next() % 50) * 10)
+                order += 1
+                queue.schedule(step, for: key, at: due)
+                model[key] = (step, due, order)
+            case 2:
+                #expect(queue.remove(key) == model.removeValue(forKey: key)?.value)
+            default:
+                now = now + .milliseconds(Int64(generator.next() % 40) * 10)
+                let expected = model.filter { $0.value.due <= now }.sorted {
+                    ($0.value.due, $0.value.order) < ($1.value.due, $1.value.order)
+                }
+                let taken = queue.takeDue(now: now)
+                #expect(taken.map(\.key) == expected.map(\.key), "step \(step)")
+                #expect(taken.map(\.value) == expected.map(\.value.value))
+                for (key, _) in expected { model[key] = nil }
+            }
+            #expect(queue.count == model.count)
+            #expect(queue.nextDeadline() == model.values.map(\.due).min(), "step \(step)")
+        }
+        queue.removeAll { key, _ in key % 2 == 0 }
+        #expect(queue.values.count == model.keys.filter { $0 % 2 != 0 }.count)
+    }
+}
