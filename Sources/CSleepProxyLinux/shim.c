@@ -16,6 +16,10 @@ int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
 
 size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 
+void csp_malloc_limit_arenas(void) { mallopt(M_ARENA_MAX, 2); }
+
+void csp_malloc_trim(void) { malloc_trim(0); }
+
 void csp_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 
 int csp_raise_permitted_capabilities(void) {

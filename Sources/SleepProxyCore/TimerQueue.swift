@@ -65,10 +65,11 @@ struct TimerQueue<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return self.heap.min?.due
     }
 
-    /// Takes out every item due at or before `now`, earliest first (in scheduling order when due together).
-    mutating func takeDue(now: Timestamp) -> [(key: Key, value: Value)] {
+    /// Takes out the items due at or before `now`, earliest first (in scheduling order when due together), at
+    /// most `limit` of them: the rest stay due, and the next deadline says so.
+    mutating func takeDue(now: Timestamp, limit: Int = .max) -> [(key: Key, value: Value)] {
         var due: [(key: Key, value: Value)] = []
-        while true {
+        while due.count < limit {
             self.dropStale()
             guard let first = self.heap.min, first.due <= now else { break }
             self.heap.removeMin()

@@ -35,6 +35,10 @@ public final class PacketLinks: @unchecked Sendable {
         let sendFD: Int32
         var datagramFD: Int32 = -1
         var joined: Set<MACAddress> = []
+        /// Every multicast group joined at once (more IPv6 addresses than the filter holds).
+        var allMulticast = false
+        /// The capture filter attached now.
+        var program: [CaptureFilter.Instruction] = []
         let stopped = NIOLockedFlag()
         let finished = DispatchSemaphore(value: 0)
 
@@ -172,30 +176,65 @@ public final class PacketLinks: @unchecked Sendable {
     }
 
     /// Replaces the capture filter and the solicited-node multicast memberships (RFC 4861 §7.2.1: an NS for a
-    /// proxied IPv6 address goes to its solicited-node group, which a real NIC filters out unless joined).
-    public func watch(_ addresses: [IPAddress], interfaceIndex: Int) {
+    /// proxied IPv6 address goes to its solicited-node group, which a real NIC filters out unless joined). A nil
+    /// family is watched whole: its frames all pass the filter, and for IPv6 the link joins every multicast group
+    /// at once (PACKET_MR_ALLMULTI) instead of one group per address, which the kernel keeps in a list it walks
+    /// on each change. Nothing is done when nothing changed: with thousands of hosts the list stays "whole".
+    public func watch(v4: [IPv4Address]?, v6: [IPv6Address]?, interfaceIndex: Int) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
-        do {
-            try Self.attach(CaptureFilter.program(addresses: addresses), to: link.receiveFD)
-        } catch {
-            self.logger.error("packets: cannot update the capture filter on \(link.name): \(error)")
+        let program = CaptureFilter.program(v4: v4, v6: v6)
+        if program != link.program {
+            do {
+                try Self.attach(program, to: link.receiveFD)
+                link.program = program
+            } catch {
+                self.logger.error("packets: cannot update the capture filter on \(link.name): \(error)")
+            }
         }
-        var groups: Set<MACAddress> = []
-        for case .v6(let address) in addresses { groups.insert(address.solicitedNodeMulticast.multicastMAC) }
         self.lock.withLock {
+            guard let v6 else {
+                if !link.allMulticast {
+                    Self.membership(PACKET_ADD_MEMBERSHIP, nil, link)
+                    link.allMulticast = true
+                }
+                for mac in link.joined { Self.membership(PACKET_DROP_MEMBERSHIP, mac, link) }
+                link.joined = []
+                return
+            }
+            let groups = Set(v6.map(\.solicitedNodeMulticast.multicastMAC))
             for mac in groups.subtracting(link.joined) { Self.membership(PACKET_ADD_MEMBERSHIP, mac, link) }
             for mac in link.joined.subtracting(groups) { Self.membership(PACKET_DROP_MEMBERSHIP, mac, link) }
             link.joined = groups
+            if link.allMulticast {
+                Self.membership(PACKET_DROP_MEMBERSHIP, nil, link)
+                link.allMulticast = false
+            }
         }
     }
 
-    private static func membership(_ option: Int32, _ mac: MACAddress, _ link: Link) {
+    /// Watches exactly `addresses`.
+    public func watch(_ addresses: [IPAddress], interfaceIndex: Int) {
+        var v4: [IPv4Address] = []
+        var v6: [IPv6Address] = []
+        for address in addresses {
+            switch address {
+            case .v4(let a): v4.append(a)
+            case .v6(let a): v6.append(a)
+            }
+        }
+        self.watch(v4: v4, v6: v6, interfaceIndex: interfaceIndex)
+    }
+
+    /// Joins or leaves one multicast group, or every group when `mac` is nil.
+    private static func membership(_ option: Int32, _ mac: MACAddress?, _ link: Link) {
         var request = packet_mreq()
         request.mr_ifindex = Int32(link.index)
-        request.mr_type = UInt16(PACKET_MR_MULTICAST)
-        request.mr_alen = 6
-        withUnsafeMutableBytes(of: &request.mr_address) { raw in
-            for (i, byte) in mac.bytes.enumerated() { raw[i] = byte }
+        request.mr_type = UInt16(mac == nil ? PACKET_MR_ALLMULTI : PACKET_MR_MULTICAST)
+        if let mac {
+            request.mr_alen = 6
+            withUnsafeMutableBytes(of: &request.mr_address) { raw in
+                for (i, byte) in mac.bytes.enumerated() { raw[i] = byte }
+            }
         }
         _ = setsockopt(link.receiveFD, SOL_PACKET, option, &request, socklen_t(MemoryLayout<packet_mreq>.size))
     }

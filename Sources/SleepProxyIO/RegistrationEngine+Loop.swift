@@ -11,6 +11,8 @@ extension RegistrationEngine {
     // MARK: - The engine thread
 
     func run() {
+        // The journal's replay (a decoded copy of every registration) is gone by now.
+        MemoryTuning.trim()
         self.refreshInventory(now: SystemClock.now())
         while true {
             self.applyPendingWatches()
@@ -30,6 +32,14 @@ extension RegistrationEngine {
                 self.monitor?.stop()
                 self.packets?.close()
                 break
+            }
+            // Quiet after a burst (a registration storm, a wave of hosts falling asleep): the packets and copies it
+            // allocated are free now, so give them back instead of keeping the peak for good.
+            self.eventsSinceTrim += events.count
+            if self.eventsSinceTrim >= RegistrationEngine.trimAfterEvents, events.count <= RegistrationEngine.quietBatch
+            {
+                MemoryTuning.trim()
+                self.eventsSinceTrim = 0
             }
             if events.isEmpty {
                 self.process([])
@@ -128,6 +138,7 @@ extension RegistrationEngine {
             do {
                 try self.journal.compact(
                     Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+                MemoryTuning.trim()
             } catch {
                 self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
             }
@@ -184,7 +195,8 @@ extension RegistrationEngine {
         defer { self.pendingWatches.removeAll() }
         guard let takeover = self.engine.takeover else { return }
         for index in self.pendingWatches.sorted() {
-            self.packets?.watch(takeover.watchedAddresses(interfaceIndex: index), interfaceIndex: index)
+            let list = takeover.watchList(interfaceIndex: index)
+            self.packets?.watch(v4: list.v4, v6: list.v6, interfaceIndex: index)
         }
     }
 

@@ -35,6 +35,8 @@ public final class RegistrationEngine: @unchecked Sendable {
     var servedContexts: [InterfaceContext] = []
     var inventory: InterfaceInventory
     var inventoryReadAt: Timestamp
+    /// Events handled since the allocator last gave free memory back (`MemoryTuning.trim`).
+    var eventsSinceTrim = 0
     let journal: JournalFile
     let statusLock = NSLock()
     var status = Status()

@@ -53,3 +53,13 @@ public enum ProcessCapabilities {
         try retryingSyscall("capset") { csp_raise_permitted_capabilities() }
     }
 }
+
+/// The allocator's settings for a long-running daemon on a small box.
+public enum MemoryTuning {
+    /// Two malloc arenas instead of one per thread (call before threads start; docs/threads.md).
+    public static func limitArenas() { csp_malloc_limit_arenas() }
+
+    /// Gives freed heap back to the system after a restore or a journal compaction, which build and drop a copy
+    /// of every registration.
+    public static func trim() { csp_malloc_trim() }
+}

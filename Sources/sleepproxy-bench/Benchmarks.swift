@@ -41,6 +41,11 @@ enum Benchmarks {
                 try RegistrationBenchmarks.runLab(daemon: daemon, flood: true)
             case "scale-local":
                 ScaleBenchmarks.run()
+            case "scale":
+                ScaleBenchmarks.run()
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try ScaleLabBenchmark.run(daemon: daemon)
             case "takeover":
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
@@ -54,7 +59,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale-local, takeover"
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, takeover"
                 )
                 exit(2)
             }

@@ -195,6 +195,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     static func main() async {
         // First, on the main thread before any other exists: capabilities belong to threads, and each thread
         // starts with those of the thread that created it.
+        MemoryTuning.limitArenas()
         do {
             try ProcessCapabilities.raisePermitted()
         } catch {

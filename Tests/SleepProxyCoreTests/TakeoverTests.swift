@@ -612,4 +612,64 @@ struct TakeoverTests {
         #expect(h.takeover.nextDeadline() == walked(h.takeover))
         #expect(!keys.isEmpty)
     }
+
+    /// The capture filter's watch list: each family listed up to the limit, "the whole family" past it (N and
+    /// N+1), counted as hosts come and go rather than by walking them.
+    @Test func theWatchListNamesAddressesUpToTheLimitAndTheWholeFamilyPastIt() {
+        var h = H()
+        let limit = 3
+        func register(_ n: Int) -> OwnerKey {
+            let mac = MACAddress(rawValue: 0x0253_5000_4000 + UInt64(n))
+            let outcome = h.registrar.handle(
+                datagram: Lab.registration(
+                    id: UInt16(n), mac: mac, host: try! DNSName(parsing: "w\(n).local."),
+                    addresses: [
+                        .v4(IPv4Address(rawValue: 0xC000_0250 + UInt32(n))),
+                        .v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x4000 + UInt64(n))),
+                    ]
+                ).encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: h.now)
+            guard case .accepted(let acceptance) = outcome else { fatalError("\(outcome)") }
+            _ = h.takeover.registered(acceptance.registration, now: h.now)
+            return acceptance.registration.key
+        }
+        var keys: [OwnerKey] = []
+        for n in 0..<limit { keys.append(register(n)) }
+        var list = h.takeover.watchList(interfaceIndex: Lab.eth0.index, limit: limit)
+        #expect(list.v4?.count == limit && list.v6?.count == limit)
+        #expect(h.takeover.watchedAddresses(interfaceIndex: Lab.eth0.index).count == 2 * limit)
+        keys.append(register(limit))
+        list = h.takeover.watchList(interfaceIndex: Lab.eth0.index, limit: limit)
+        #expect(list.v4 == nil && list.v6 == nil)
+        h.takeover.forget(keys.removeLast())
+        list = h.takeover.watchList(interfaceIndex: Lab.eth0.index, limit: limit)
+        #expect(list.v4?.count == limit && list.v6?.count == limit)
+        #expect(h.takeover.watchList(interfaceIndex: 99, limit: limit).v4 == [])
+    }
+
+    /// One timer pass steps at most `maximumHostsPerTick` hosts (N and N+1); the others stay due for the next.
+    @Test func aTimerPassStepsAtMostItsLimitOfHosts() {
+        let limit = TakeoverRules.maximumHostsPerTick
+        for count in [limit, limit + 1] {
+            var h = H()
+            h.registrar = Registrar(
+                configuration: RegistrationConfiguration(
+                    maximumHosts: 1_000, requireSourceAmongClaimedAddresses: false, rateLimitBurst: 1 << 30,
+                    rateLimitPerSecond: 1 << 30))
+            for n in 0..<count {
+                let outcome = h.registrar.handle(
+                    datagram: Lab.registration(
+                        id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_5000 + UInt64(n)),
+                        host: try! DNSName(parsing: "t\(n).local."),
+                        addresses: [.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x5000 + UInt64(n)))]
+                    ).encoded(options: .appleUpdate), from: Lab.hostV4, on: Lab.eth0, now: h.now)
+                guard case .accepted(let acceptance) = outcome else { fatalError("\(outcome)") }
+                _ = h.takeover.registered(acceptance.registration, now: h.now)
+            }
+            let due = h.takeover.nextDeadline()!
+            let first = H.frames(h.takeover.tick(now: due))
+            #expect(first.count == limit, "one probe per stepped host")
+            #expect(h.takeover.nextDeadline() == (count > limit ? due : due + TakeoverRules.probeInterval))
+            if count > limit { #expect(H.frames(h.takeover.tick(now: due)).count == 1) }
+        }
+    }
 }

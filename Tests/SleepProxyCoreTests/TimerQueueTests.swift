@@ -39,4 +39,18 @@ struct TimerQueueTests {
         queue.removeAll { key, _ in key % 2 == 0 }
         #expect(queue.values.count == model.keys.filter { $0 % 2 != 0 }.count)
     }
+
+    /// A pass takes at most its limit (the responder's announcements per tick, N and N+1); the rest stay due.
+    @Test func aPassTakesAtMostItsLimit() {
+        let limit = MDNSRules.maximumAnnouncementsPerTick
+        for count in [limit, limit + 1] {
+            var queue = TimerQueue<Int, Int>()
+            let due = Timestamp.seconds(5)
+            for n in 0..<count { queue.schedule(n, for: n, at: due) }
+            let first = queue.takeDue(now: due, limit: limit)
+            #expect(first.map(\.key) == Array(0..<limit))
+            #expect(queue.nextDeadline() == (count > limit ? due : nil))
+            #expect(queue.takeDue(now: due, limit: limit).map(\.key) == Array(limit..<count))
+        }
+    }
 }

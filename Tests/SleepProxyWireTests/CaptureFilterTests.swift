@@ -133,4 +133,18 @@ struct CaptureFilterTests {
             #expect(Self.run(program, Array(Self.ip(watched[0]).prefix(length))) == 0, "a \(length)-byte runt")
         }
     }
+
+    /// "The whole family" (nil), as the takeover says it past the limit without listing the addresses, is the
+    /// program that one address too many makes.
+    @Test func aWholeFamilyIsTheProgramOfOneAddressTooMany() {
+        let many = (0...F.maximumAddresses).map { IPv4Address(rawValue: 0xC633_6400 + UInt32($0)) }
+        let few = [IPv6Address(high: 0x2001_0DB8_0000_0000, low: 2)]
+        #expect(F.program(v4: nil, v6: few) == F.program(addresses: many.map(IPAddress.v4) + few.map(IPAddress.v6)))
+        #expect(
+            F.program(v4: [], v6: nil)
+                == F.program(
+                    addresses: (0...F.maximumAddresses).map {
+                        IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: UInt64($0)))
+                    }))
+    }
 }

@@ -18,6 +18,14 @@ int csp_setns_net(int fd);
 /// Bytes of heap in use (glibc mallinfo2().uordblks), for memory benchmarks.
 size_t csp_heap_bytes_in_use(void);
 
+/// glibc's allocator: at most two arenas (M_ARENA_MAX). By default every thread that allocates may get an arena
+/// of its own, each keeping freed memory for itself; the daemon's threads pass packets between each other, so
+/// most of that memory is freed in another arena than it came from.
+void csp_malloc_limit_arenas(void);
+
+/// Returns free heap memory to the system (malloc_trim(0)), after a large transient allocation.
+void csp_malloc_trim(void);
+
 /// Makes stdout line-buffered so that log lines reach journald or a pipe as they happen
 /// (Swift 6 cannot touch the global `stdout` directly).
 void csp_line_buffer_stdout(void);

@@ -55,11 +55,12 @@ extension Takeover {
             return self.timers.min?.time
         }
 
-        /// Every host with something due at or before `now`, each once, earliest first.
-        mutating func due(now: Timestamp) -> [OwnerKey] {
+        /// The hosts with something due at or before `now`, each once, earliest first, at most `limit` of them
+        /// (the others stay due).
+        mutating func due(now: Timestamp, limit: Int = .max) -> [OwnerKey] {
             var keys: [OwnerKey] = []
             var seen: Set<OwnerKey> = []
-            while true {
+            while keys.count < limit {
                 self.dropStale()
                 guard let first = self.timers.min, first.time <= now else { break }
                 self.timers.removeMin()

@@ -72,8 +72,15 @@ public struct Takeover: Sendable {
 
     var interfaces: [Int: InterfaceContext] = [:]
     var hosts = HostTable()
-    /// Watched address on an interface (by name) → its host.
-    var addressOwners: [InterfaceAddressKey: OwnerKey] = [:]
+    /// Watched address on an interface (by name) → its host. Changed only through `setOwner`.
+    private(set) var addressOwners: [InterfaceAddressKey: OwnerKey] = [:]
+    /// How many addresses of each family `addressOwners` holds per interface.
+    private var watchedCounts: [String: WatchedCount] = [:]
+
+    struct WatchedCount: Sendable {
+        var v4 = 0
+        var v6 = 0
+    }
     /// When an ignored connection to (host, port) was last logged.
     var ignoredLogged: [IgnoredKey: Timestamp] = [:]
 
@@ -183,8 +190,40 @@ public struct Takeover: Sendable {
 
     /// Addresses whose traffic the capture filter must pass on the interface.
     public func watchedAddresses(interfaceIndex: Int) -> [IPAddress] {
-        guard let name = self.interfaces[interfaceIndex]?.name else { return [] }
-        return self.hosts.values.filter { $0.key.interface == name && $0.registered }.flatMap(\.addresses).sorted()
+        let list = self.watchList(interfaceIndex: interfaceIndex, limit: .max)
+        return ((list.v4 ?? []).map(IPAddress.v4) + (list.v6 ?? []).map(IPAddress.v6)).sorted()
+    }
+
+    /// The watched addresses of each family on the interface, or nil for a family with more than `limit` of them
+    /// (the capture filter then passes the family whole): found in O(1) then, because a proxy holding
+    /// thousands of hosts is asked after every batch that brought a new one.
+    public func watchList(interfaceIndex: Int, limit: Int = CaptureFilter.maximumAddresses) -> (
+        v4: [IPv4Address]?, v6: [IPv6Address]?
+    ) {
+        guard let name = self.interfaces[interfaceIndex]?.name else { return ([], []) }
+        let counts = self.watchedCounts[name] ?? WatchedCount()
+        var v4: [IPv4Address]? = counts.v4 > limit ? nil : []
+        var v6: [IPv6Address]? = counts.v6 > limit ? nil : []
+        guard v4 != nil || v6 != nil else { return (nil, nil) }
+        for slot in self.addressOwners.keys where slot.interface == name {
+            switch slot.address {
+            case .v4(let address): v4?.append(address)
+            case .v6(let address): v6?.append(address)
+            }
+        }
+        return (v4?.sorted { $0.rawValue < $1.rawValue }, v6?.sorted { ($0.high, $0.low) < ($1.high, $1.low) })
+    }
+
+    /// Files `address` on `interface` as `key`'s, keeping the per-family counts in step.
+    mutating func setOwner(_ key: OwnerKey?, of address: IPAddress, on interface: String) {
+        let slot = InterfaceAddressKey(interface: interface, address: address)
+        let had = self.addressOwners[slot] != nil
+        self.addressOwners[slot] = key
+        let delta = (key != nil ? 1 : 0) - (had ? 1 : 0)
+        guard delta != 0 else { return }
+        var counts = self.watchedCounts[interface] ?? WatchedCount()
+        if case .v4 = address { counts.v4 += delta } else { counts.v6 += delta }
+        self.watchedCounts[interface] = counts
     }
 
     public var hostCount: Int { self.hosts.count }
@@ -250,7 +289,7 @@ public struct Takeover: Sendable {
             }
             host.states[address] = nil
             if self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
-                self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
+                self.setOwner(nil, of: address, on: key.interface)
             }
         }
         for address in host.addresses where host.states[address] == nil {
@@ -258,7 +297,7 @@ public struct Takeover: Sendable {
         }
         host.refreshNext()
         for address in host.addresses {
-            self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = key
+            self.setOwner(key, of: address, on: key.interface)
         }
         self.hosts[key] = host
         if oldAddresses != host.addresses || isNew, let index {
@@ -298,7 +337,7 @@ public struct Takeover: Sendable {
         guard let host = self.hosts.removeValue(forKey: key) else { return }
         for address in host.addresses
         where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
-            self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] = nil
+            self.setOwner(nil, of: address, on: key.interface)
         }
     }
 
@@ -394,7 +433,7 @@ public struct Takeover: Sendable {
 
     public mutating func tick(now: Timestamp) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
-        let due = self.hosts.due(now: now)
+        let due = self.hosts.due(now: now, limit: TakeoverRules.maximumHostsPerTick)
         for key in due {
             guard var host = self.hosts[key] else { continue }
             if let wake = host.wake, wake.next <= now {

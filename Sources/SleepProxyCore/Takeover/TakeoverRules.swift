@@ -13,6 +13,11 @@ public enum TakeoverRules {
     public static let restartDelayAfterAnnouncing: Duration = .seconds(10)
     public static let restartDelayBeforeAnnouncing: Duration = .seconds(1)
     public static let maximumProbeRestarts = 20
+    /// Ours (issue 16): hosts stepped in one timer pass at most. Thousands of hosts registered in one second come
+    /// due together a second later; stepping them all at once would hold every query behind a pass of tens of
+    /// milliseconds. The rest stay due and are stepped in the next pass, after the packets that came meanwhile.
+    /// 64 hosts are about a millisecond of work (sleepproxy-bench scale-local).
+    public static let maximumHostsPerTick = 64
     /// docs/protocol.md §4.6: one burst of magic packets per host every 2 s, 15 bursts at most.
     public static let wakeInterval: Duration = .seconds(2)
     public static let maximumWakeAttempts = 15

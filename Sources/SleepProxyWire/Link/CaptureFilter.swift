@@ -35,19 +35,25 @@ public enum CaptureFilter {
     public static let ld: UInt16 = 0x20, ldh: UInt16 = 0x28, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
 
     public static func program(addresses: [IPAddress]) -> [Instruction] {
-        var v4: [UInt32] = []
-        var v6: [UInt32] = []
+        var v4: [IPv4Address] = []
+        var v6: [IPv6Address] = []
         for address in addresses {
             switch address {
-            case .v4(let a): v4.append(a.rawValue)
-            case .v6(let a): v6.append(UInt32(truncatingIfNeeded: a.low))
+            case .v4(let a): v4.append(a)
+            case .v6(let a): v6.append(a)
             }
         }
-        v4 = Array(Set(v4)).sorted()
-        v6 = Array(Set(v6)).sorted()
+        return self.program(v4: v4, v6: v6)
+    }
+
+    /// The program for the addresses of each family; nil passes the whole family (more addresses than the
+    /// filter holds, known without listing them).
+    public static func program(v4 v4Addresses: [IPv4Address]?, v6 v6Addresses: [IPv6Address]?) -> [Instruction] {
+        let v4 = v4Addresses.map { Array(Set($0.map(\.rawValue))).sorted() }
+        let v6 = v6Addresses.map { Array(Set($0.map { UInt32(truncatingIfNeeded: $0.low) })).sorted() }
         // Each block: match its addresses, ending in "reject, accept".
-        func block(load: [Instruction], values: [UInt32]) -> [Instruction] {
-            if values.count > maximumAddresses { return [ins(ret, 0, 0, snapLength)] }
+        func block(load: [Instruction], values: [UInt32]?) -> [Instruction] {
+            guard let values, values.count <= maximumAddresses else { return [ins(ret, 0, 0, snapLength)] }
             var result = load
             for (i, value) in values.enumerated() {
                 // Jump to the final "accept": skip the remaining compares and the reject.
@@ -60,7 +66,7 @@ public enum CaptureFilter {
         let v4Block = block(load: [ins(ld, 0, 0, 30)], values: v4)
         // ICMPv6 (next header 58 right after the fixed header) passes; the accept is at the end of the block.
         var v6Block: [Instruction] = [ins(ret, 0, 0, snapLength)]
-        if v6.count <= maximumAddresses {
+        if let v6, v6.count <= maximumAddresses {
             // ldb [20]; jeq 58 → the block's final accept (past the load, the compares and the reject).
             v6Block =
                 [ins(ldb, 0, 0, 20), ins(jeq, UInt8(v6.count + 2), 0, 58)]

@@ -1,0 +1,427 @@
+import CSleepProxyLinux
+import Foundation
+import SleepProxyCore
+import SleepProxyTestSupport
+import SleepProxyWire
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The registration storm against the real daemon (issue 16): N simulated Macs (24 records each: five services,
+/// one IPv4 and one fe80 address) register Apple-format from their own 169.254/16 addresses, 20 in flight, while
+/// a third host asks legacy SRV queries for hosts that registered earlier; then the daemon is restarted and the
+/// time to its first answer is taken. The hosts' side answers no ARP (arp_ignore=8), so each host looks asleep to
+/// the takeover once registered, and the proxy's side has a static neighbour entry for each address.
+enum ScaleLabBenchmark {
+    static let inFlight = 20
+    static let retryAfter: UInt64 = 1_000_000_000
+    static let tries = 3
+    /// Queries go to hosts that registered at least this long ago: the proxy speaks for a host only once it is
+    /// shown asleep (its address probed, about 4 s; docs/coexistence.md).
+    static let queryAge: UInt64 = 8_000_000_000
+    static let queryInterval: useconds_t = 10_000
+
+    struct Figures {
+        var hosts: Int
+        var seconds: Double
+        var acknowledged: Int
+        var givenUp: Int
+        var rtts: [Double]
+        var queryRTTs: [Double]
+        var queriesMissed: Int
+        var restartToFirstAnswer: Double?
+        var rssIdle: Int
+        var rssHeld: Int
+        var rssRestarted: Int
+        var cpuSeconds: Double
+    }
+
+    static func run(daemon: URL) throws {
+        guard Command.canBuildNetworks else {
+            print("Scale storm: skipped (needs root, iproute2 and util-linux to build the lab)")
+            return
+        }
+        guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
+            print("Scale storm: skipped (\(daemon.path) not built; run swift build -c release)")
+            return
+        }
+        let sizes =
+            ProcessInfo.processInfo.environment["BENCH_SCALE_SIZES"].map {
+                $0.split(separator: ",").compactMap { Int($0) }
+            } ?? [100, 1_000, 10_000]
+        print(
+            "Scale storm in a lab: hosts of 24 records register from their own addresses, \(inFlight) in flight, legacy SRV queries alongside (daemon: \(daemon.path))"
+        )
+        var cpuPerRegistration: [Int: Double] = [:]
+        for size in sizes {
+            let figures = try self.storm(daemon: daemon, hosts: size)
+            cpuPerRegistration[size] = figures.cpuSeconds / Double(max(1, figures.acknowledged))
+            self.report(figures)
+        }
+        if let small = cpuPerRegistration[100], let large = cpuPerRegistration[10_000] {
+            let ratio = large / small
+            print(
+                String(
+                    format: "  daemon CPU per registration at 10,000 hosts / at 100: %.2f×  target ≤ 1.5×: %@", ratio,
+                    ratio <= 1.5 ? "met" : "NOT MET"))
+        }
+    }
+
+    static func report(_ f: Figures) {
+        func percentile(_ values: [Double], _ p: Double) -> Double {
+            let sorted = values.sorted()
+            return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+        }
+        let rate = Double(f.acknowledged) / f.seconds
+        let big = f.hosts >= 10_000
+        func verdict(_ met: Bool) -> String { big ? (met ? "met" : "NOT MET") : "-" }
+        print("  \(format(Double(f.hosts))) hosts:")
+        print(
+            String(
+                format:
+                    "    %d acknowledged in %.1f s: %.0f registrations/s (target at 10,000: ≥ 1,000: %@); %d given up after %d tries (target 0: %@)",
+                f.acknowledged, f.seconds, rate, verdict(rate >= 1_000), f.givenUp, tries, verdict(f.givenUp == 0)))
+        let p99 = percentile(f.rtts, 0.99)
+        print(
+            String(
+                format: "    round trip p50 %.2f ms, p99 %.2f ms (target ≤ 20 ms: %@)", percentile(f.rtts, 0.5), p99,
+                verdict(p99 <= 20)))
+        let queryP99 = percentile(f.queryRTTs, 0.99)
+        print(
+            String(
+                format:
+                    "    legacy SRV queries during the storm: %d answered, %d missed, p50 %.2f ms, p99 %.2f ms (target p99 ≤ 2 ms, none missed: %@)",
+                f.queryRTTs.count, f.queriesMissed, percentile(f.queryRTTs, 0.5), queryP99,
+                verdict(queryP99 <= 2 && f.queriesMissed == 0)))
+        if let restart = f.restartToFirstAnswer {
+            print(
+                String(
+                    format: "    restart to first answer for a restored host: %.2f s (target ≤ 1 s: %@)", restart,
+                    verdict(restart <= 1)))
+        } else {
+            print("    restart to first answer: no answer within 30 s")
+        }
+        let perHost = Double(f.rssHeld - f.rssIdle) / Double(f.hosts)
+        print(
+            "    RSS idle \(format(Double(f.rssIdle) / 1024)) KiB, holding \(format(Double(f.hosts))) hosts \(format(Double(f.rssHeld) / 1024)) KiB (\(format(perHost)) bytes per host, \(format(perHost / 24)) per record), after a restart \(format(Double(f.rssRestarted) / 1024)) KiB"
+        )
+        print(
+            String(
+                format: "    daemon CPU %.2f s: %.0f µs per registration", f.cpuSeconds,
+                f.cpuSeconds / Double(max(1, f.acknowledged)) * 1e6))
+    }
+
+    /// One storm of `hosts` registrations against a fresh daemon in a fresh lab.
+    static func storm(daemon: URL, hosts: Int) throws -> Figures {
+        let lab = try LabNetwork()
+        defer { lab.close() }
+        let proxy = try lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["169.254.0.1/16"])
+        let clients = try lab.addHost("clients", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["169.254.0.2/16"])
+        let querier = try lab.addHost("querier", mac: MACAddress("02:53:50:00:00:03")!, ipv4: ["169.254.250.1/16"])
+        // The simulated hosts' addresses; their side never answers ARP, so the takeover finds them asleep.
+        try clients.namespace.check([
+            "sysctl", "-qw", "net.ipv4.conf.all.arp_ignore=8", "net.ipv4.conf.eth0.arp_ignore=8",
+        ])
+        let addresses = lab.directory.appendingPathComponent("addresses")
+        try (0..<hosts).map { "address add \(ScaleBenchmarks.address($0))/16 dev eth0\n" }.joined().write(
+            to: addresses, atomically: true, encoding: .utf8)
+        try clients.namespace.check(["ip", "-batch", addresses.path], timeout: .seconds(300))
+        let neighbours = lab.directory.appendingPathComponent("neighbours")
+        try (0..<hosts).map {
+            "neigh replace \(ScaleBenchmarks.address($0)) lladdr \(clients.mac) dev eth0 nud permanent\n"
+        }.joined().write(to: neighbours, atomically: true, encoding: .utf8)
+        try proxy.namespace.check(["ip", "-batch", neighbours.path], timeout: .seconds(300))
+
+        let state = lab.directory.appendingPathComponent("state")
+        let arguments = [
+            daemon.path, "--interface", "eth0", "--state-directory", state.path, "--control-socket",
+            lab.directory.appendingPathComponent("control.sock").path, "--log-level", "warning", "--max-hosts", "10000",
+            "--max-records", "250000",
+        ]
+        var process = try proxy.spawn(arguments, logName: "scale")
+        defer { process.stop() }
+        try self.waitForControlSocket(lab.directory.appendingPathComponent("control.sock"))
+        usleep(500_000)
+        let rssIdle = Self.rss(process.pid)
+        let cpuBefore = Self.cpuSeconds(process.pid)
+
+        // The querier asks for hosts that registered long enough ago, while the storm runs.
+        let acknowledgedAt = AcknowledgedTimes(count: hosts)
+        let stop = StopFlag()
+        let queries = QueryLoad(in: querier, acknowledged: acknowledgedAt, stop: stop)
+        let start = monotonicNanoseconds()
+        let (rtts, givenUp) = try self.register(hosts: hosts, from: clients, acknowledged: acknowledgedAt)
+        let seconds = Double(monotonicNanoseconds() - start) / 1e9
+        // The queries go on until every host has had time to be spoken for, so late hosts are asked about too.
+        usleep(useconds_t(Self.queryAge / 1000 + 5_000_000))
+        stop.set()
+        let (queryRTTs, missed) = queries.wait()
+        let cpuSeconds = Self.cpuSeconds(process.pid) - cpuBefore
+        let rssHeld = Self.rss(process.pid)
+
+        // Restart: stop (every registration kept), start, and ask for a restored host until it is answered.
+        process.stop()
+        let restartStart = monotonicNanoseconds()
+        process = try proxy.spawn(arguments, logName: "scale-restarted")
+        let restart = try Self.firstAnswer(in: querier, host: hosts / 2, since: restartStart, timeout: 30)
+        let rssRestarted = Self.rss(process.pid)
+        return Figures(
+            hosts: hosts, seconds: seconds, acknowledged: rtts.count, givenUp: givenUp, rtts: rtts,
+            queryRTTs: queryRTTs, queriesMissed: missed, restartToFirstAnswer: restart, rssIdle: rssIdle,
+            rssHeld: rssHeld, rssRestarted: rssRestarted, cpuSeconds: cpuSeconds)
+    }
+
+    static func waitForControlSocket(_ path: URL) throws {
+        let deadline = monotonicNanoseconds() + 20_000_000_000
+        while !FileManager.default.fileExists(atPath: path.path) {
+            guard monotonicNanoseconds() < deadline else { throw CommandError("the daemon did not start") }
+            usleep(50_000)
+        }
+    }
+
+    /// Resident set size in bytes (VmRSS).
+    static func rss(_ pid: Int32) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let kib = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
+        else { return 0 }
+        return kib * 1024
+    }
+
+    /// User plus system CPU time of a process, in seconds.
+    static func cpuSeconds(_ pid: Int32) -> Double {
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 13, let user = Double(fields[11]), let system = Double(fields[12]) else { return 0 }
+        return (user + system) / Double(sysconf(Int32(_SC_CLK_TCK)))
+    }
+
+    /// Registers every host, `inFlight` at a time, each from its own address, resending after a second up to
+    /// `tries` times as Apple's client does; returns the round trips (ms) and how many were given up.
+    static func register(hosts: Int, from clients: LabHost, acknowledged: AcknowledgedTimes) throws -> (
+        [Double], Int
+    ) {
+        try clients.namespace.inside { () throws -> ([Double], Int) in
+            var sockets = [Int32](repeating: -1, count: hosts)
+            defer { for fd in sockets where fd >= 0 { close(fd) } }
+            for n in 0..<hosts {
+                let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+                guard fd >= 0 else { throw CommandError("socket: \(String(cString: strerror(errno)))") }
+                sockets[n] = fd
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                guard case .v4(let v4) = ScaleBenchmarks.address(n) else { fatalError() }
+                address.sin_addr.s_addr = v4.rawValue.bigEndian
+                let bound = withUnsafePointer(to: &address) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard bound == 0 else { throw CommandError("bind: \(String(cString: strerror(errno)))") }
+                var on: Int32 = 1
+                setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
+            }
+            var proxyAddress = sockaddr_in()
+            proxyAddress.sin_family = sa_family_t(AF_INET)
+            proxyAddress.sin_port = UInt16(5599).bigEndian
+            proxyAddress.sin_addr.s_addr = UInt32(0xA9FE_0001).bigEndian
+            func send(_ n: Int, _ bytes: [UInt8]) {
+                _ = bytes.withUnsafeBytes { raw in
+                    withUnsafePointer(to: &proxyAddress) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            sendto(
+                                sockets[n], raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)
+                            )
+                        }
+                    }
+                }
+            }
+            struct Outstanding {
+                var bytes: [UInt8]
+                var firstSent: UInt64
+                var lastSent: UInt64
+                var tries: Int
+            }
+            var outstanding: [Int: Outstanding] = [:]
+            var next = 0
+            var rtts: [Double] = []
+            var givenUp = 0
+            var buffer = [UInt8](repeating: 0, count: 2048)
+            // Bounded: every host is either answered or given up after `tries` seconds.
+            let deadline = monotonicNanoseconds() + UInt64(hosts) * 100_000_000 + 60_000_000_000
+            while (next < hosts || !outstanding.isEmpty) && monotonicNanoseconds() < deadline {
+                while outstanding.count < inFlight && next < hosts {
+                    let bytes = ScaleBenchmarks.host(next, id: UInt16(truncatingIfNeeded: next)).message.encoded(
+                        options: .appleUpdate)
+                    let now = realtimeNanoseconds()
+                    outstanding[next] = Outstanding(
+                        bytes: bytes, firstSent: now, lastSent: monotonicNanoseconds(), tries: 1)
+                    send(next, bytes)
+                    next += 1
+                }
+                let keys = Array(outstanding.keys)
+                var descriptors = keys.map { pollfd(fd: sockets[$0], events: Int16(POLLIN), revents: 0) }
+                _ = poll(&descriptors, nfds_t(descriptors.count), 50)
+                for (index, n) in keys.enumerated() where descriptors[index].revents & Int16(POLLIN) != 0 {
+                    guard let arrival = receiveWithTimestamp(sockets[n], &buffer), let entry = outstanding[n] else {
+                        continue
+                    }
+                    rtts.append(Double(arrival &- entry.firstSent) / 1e6)
+                    acknowledged.set(n, at: monotonicNanoseconds())
+                    outstanding[n] = nil
+                }
+                let now = monotonicNanoseconds()
+                for n in outstanding.keys {
+                    guard var entry = outstanding[n], now - entry.lastSent >= retryAfter else { continue }
+                    if entry.tries >= tries {
+                        givenUp += 1
+                        outstanding[n] = nil
+                        continue
+                    }
+                    entry.tries += 1
+                    entry.lastSent = now
+                    outstanding[n] = entry
+                    send(n, entry.bytes)
+                }
+            }
+            return (rtts, givenUp + outstanding.count)
+        }
+    }
+
+    /// Legacy queries for one restored host, every 20 ms, until one is answered; seconds since `since`.
+    static func firstAnswer(in querier: LabHost, host: Int, since: UInt64, timeout: Double) throws -> Double? {
+        try querier.namespace.inside { () throws -> Double? in
+            let fd = Self.querySocket()
+            defer { close(fd) }
+            let query = Self.query(host: host, id: 1)
+            var buffer = [UInt8](repeating: 0, count: 9000)
+            let deadline = since + UInt64(timeout * 1e9)
+            while monotonicNanoseconds() < deadline {
+                Self.sendQuery(fd, query)
+                var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                if poll(&descriptor, 1, 20) > 0, recv(fd, &buffer, buffer.count, 0) > 0 {
+                    return Double(monotonicNanoseconds() - since) / 1e9
+                }
+            }
+            return nil
+        }
+    }
+
+    static func querySocket() -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        var on: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
+        return fd
+    }
+
+    static func query(host: Int, id: UInt16) -> [UInt8] {
+        DNSMessage(
+            id: id, questions: [DNSQuestion(name: try! DNSName(parsing: "Host \(host)._svc0._tcp.local."), type: .srv)]
+        ).encoded(options: .mdns)
+    }
+
+    /// A legacy unicast query (from an ephemeral port) straight to the proxy's address.
+    static func sendQuery(_ fd: Int32, _ bytes: [UInt8]) {
+        var proxy = sockaddr_in()
+        proxy.sin_family = sa_family_t(AF_INET)
+        proxy.sin_port = UInt16(5353).bigEndian
+        proxy.sin_addr.s_addr = UInt32(0xA9FE_0001).bigEndian
+        _ = bytes.withUnsafeBytes { raw in
+            withUnsafePointer(to: &proxy) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+    }
+}
+
+/// When each host's registration was acknowledged (monotonic ns, 0 = not yet), shared with the query thread.
+final class AcknowledgedTimes: @unchecked Sendable {
+    // @unchecked: `order` is guarded by `lock`.
+    private let lock = NSLock()
+    /// (host, when) in the order acknowledged, so the times only grow.
+    private var order: [(host: Int, time: UInt64)] = []
+
+    init(count: Int) { self.order.reserveCapacity(count) }
+
+    func set(_ n: Int, at time: UInt64) { self.lock.withLock { self.order.append((n, time)) } }
+
+    /// A host acknowledged at least `age` ago, picked with `random`, if any.
+    func old(_ age: UInt64, random: UInt64) -> Int? {
+        let now = monotonicNanoseconds()
+        return self.lock.withLock {
+            // The acknowledged-early prefix, found by bisection.
+            var low = 0
+            var high = self.order.count
+            while low < high {
+                let middle = (low + high) / 2
+                if now - self.order[middle].time >= age { low = middle + 1 } else { high = middle }
+            }
+            return low == 0 ? nil : self.order[Int(random % UInt64(low))].host
+        }
+    }
+}
+
+final class StopFlag: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var stopped = false
+    func set() { self.lock.withLock { self.stopped = true } }
+    var isSet: Bool { self.lock.withLock { self.stopped } }
+}
+
+/// Legacy SRV queries from the querier host, one every `queryInterval`, for hosts acknowledged long enough ago;
+/// a query unanswered within half a second is a miss. Bounded: at most 100,000 queries.
+final class QueryLoad: @unchecked Sendable {
+    // @unchecked: the results are written by the thread and read after `done` is signalled.
+    private let done = DispatchSemaphore(value: 0)
+    private var rtts: [Double] = []
+    private var missed = 0
+
+    init(in querier: LabHost, acknowledged: AcknowledgedTimes, stop: StopFlag) {
+        let namespace = querier.namespace
+        Thread {
+            defer { self.done.signal() }
+            _ = try? namespace.inside { () throws -> Void in
+                let fd = ScaleLabBenchmark.querySocket()
+                defer { close(fd) }
+                var generator = SplitMix64(seed: 16)
+                var buffer = [UInt8](repeating: 0, count: 9000)
+                var id: UInt16 = 0
+                for _ in 0..<100_000 {
+                    if stop.isSet { break }
+                    usleep(ScaleLabBenchmark.queryInterval)
+                    guard let host = acknowledged.old(ScaleLabBenchmark.queryAge, random: generator.next()) else {
+                        continue
+                    }
+                    id &+= 1
+                    let sent = realtimeNanoseconds()
+                    ScaleLabBenchmark.sendQuery(fd, ScaleLabBenchmark.query(host: host, id: id))
+                    let deadline = monotonicNanoseconds() + 500_000_000
+                    var answered = false
+                    while !answered, monotonicNanoseconds() < deadline {
+                        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                        guard poll(&descriptor, 1, 50) > 0, let arrival = receiveWithTimestamp(fd, &buffer) else {
+                            continue
+                        }
+                        // Only the answer to this query counts (a late one to an earlier query is skipped).
+                        if buffer[0] == UInt8(id >> 8), buffer[1] == UInt8(id & 0xFF) {
+                            self.rtts.append(Double(arrival &- sent) / 1e6)
+                            answered = true
+                        }
+                    }
+                    if !answered { self.missed += 1 }
+                }
+            }
+        }.start()
+    }
+
+    func wait() -> ([Double], Int) {
+        self.done.wait()
+        return (self.rtts, self.missed)
+    }
+}
