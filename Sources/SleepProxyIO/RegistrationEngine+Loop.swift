@@ -14,6 +14,15 @@ extension RegistrationEngine {
         // The journal's replay (a decoded copy of every registration) is gone by now.
         MemoryTuning.trim()
         self.refreshInventory(now: SystemClock.now())
+        if let resumable = self.resumable {
+            self.resumable = nil
+            var batch = Batch()
+            self.perform(
+                self.engine.resumeSpeaking(
+                    for: resumable.keys, stoppedFor: resumable.stoppedFor, now: SystemClock.now()),
+                into: &batch)
+            self.mdns?.send(batch.transmissions)
+        }
         while true {
             self.applyPendingWatches()
             let timeout: TimeInterval
@@ -24,6 +33,15 @@ extension RegistrationEngine {
             }
             let (events, stopped) = self.mailbox.take(timeout: timeout)
             if stopped {
+                // For the next start: which hosts to speak for again at once (`SpokenForRecord`).
+                do {
+                    try SpokenForRecord.write(
+                        SpokenForRecord(keys: self.engine.spokenFor, stoppedAt: Date()),
+                        directory: self.journal.directory)
+                } catch {
+                    self.logger.warning(
+                        "state: cannot record the hosts spoken for (\(error)); they are probed first at the next start")
+                }
                 var batch = Batch()
                 self.perform(self.engine.shutdown(), into: &batch)
                 self.mdns?.sendAndWait(batch.transmissions)

@@ -35,6 +35,8 @@ public final class RegistrationEngine: @unchecked Sendable {
     var servedContexts: [InterfaceContext] = []
     var inventory: InterfaceInventory
     var inventoryReadAt: Timestamp
+    /// Hosts to speak for again at once, after a clean stop a moment ago (`ProxyEngine.resumeSpeaking`).
+    var resumable: (keys: [OwnerKey], stoppedFor: Duration)?
     /// Events handled since the allocator last gave free memory back (`MemoryTuning.trim`).
     var eventsSinceTrim = 0
     let journal: JournalFile
@@ -126,6 +128,16 @@ public final class RegistrationEngine: @unchecked Sendable {
             registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover)
         // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
         _ = self.engine.restore(replay.registrations, now: now)
+        if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
+            let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
+            if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
+                self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))
+            } else {
+                logger.info(
+                    "state: stopped \(Int(stoppedFor)) s ago, longer than \(EngineRules.resumeWindow.components.seconds) s: every restored host is probed before the proxy speaks for it"
+                )
+            }
+        }
         self.publishStatus()
     }
 

@@ -436,4 +436,33 @@ struct ProxyEngineTests {
         #expect(back.engine.state(of: back.key) == .starting && back.engine.takeover?.isWaking(back.key) == false)
         #expect(!H.frames(back.run(for: .seconds(3)).map(\.1)).contains(where: H.isMagic))
     }
+
+    /// After a clean stop a moment ago the hosts the proxy spoke for are answered at once (not after seconds of
+    /// probing); a restored host it did not speak for stays silent; and a sign of life still silences it.
+    @Test func afterACleanStopTheHostsSpokenForAreAnsweredAtOnceAndStillSilencedBySignsOfLife() throws {
+        var before = H()
+        before.register()
+        before.run(for: .seconds(12))
+        #expect(before.engine.state(of: before.key) == .asleep)
+        #expect(before.engine.spokenFor == [before.key])
+        let registration = try #require(before.engine.registrar.store[before.key])
+
+        // The next start: restored, so silent, until told the proxy spoke for it when it stopped.
+        var after = H()
+        _ = after.engine.restore([registration], now: after.now)
+        #expect(after.engine.state(of: after.key) == .starting && after.ask(H.http, .srv).isEmpty)
+        let resumed = after.engine.resumeSpeaking(
+            for: [after.key, OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:99")!)],
+            stoppedFor: .seconds(3), now: after.now)
+        #expect(H.logs(resumed).count == 1, "one line, for the host it holds")
+        #expect(after.engine.state(of: after.key) == .asleep)
+        #expect(after.ask(H.http, .srv).count == 1, "answered at once after the restart")
+        // Its addresses are still probed; a host that is up after all (it answers on its address) is awake: the
+        // proxy falls silent at once, sends nothing for it, and keeps its records (docs/coexistence.md).
+        let probes = after.run(for: .seconds(2)).map(\.1)
+        #expect(!H.frames(probes).isEmpty, "its addresses are probed again")
+        let up = after.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        #expect(after.engine.state(of: after.key) == .awake && H.hostRecordsSent(up).isEmpty)
+        #expect(after.ask(H.http, .srv).isEmpty, "silent once the host shows it is up")
+    }
 }

@@ -229,6 +229,34 @@ final class TakeoverLabTests {
         #expect(!(try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.contains("PERMANENT")))
     }
 
+    /// A clean restart (SIGTERM, then a start seconds later) answers for the sleeper at once; after a crash
+    /// (SIGKILL: no record of whom it spoke for) the sleeper is probed before the proxy speaks for it.
+    @Test func aCleanRestartAnswersAtOnceAndACrashProbesFirst() throws {
+        var daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.register()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        daemon.stop()
+        daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-restarted")
+        // Asked at once: no probing first.
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state, timeout: 1)
+                == .asleep, "\(daemon.output)")
+        let answers = try Queriers.dig(in: self.client, server: "192.0.2.1", name: "Web._http._tcp.local.", type: "SRV")
+        #expect(answers.contains { $0.type == "SRV" }, "no answer right after the restart")
+        #expect(daemon.output.contains("was asleep when the proxy stopped"), "\(daemon.output)")
+        daemon.stop(signal: SIGKILL)
+        daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-after-crash")
+        #expect(
+            Daemon.waitForHost(
+                "sleeper.local.", in: .starting, proxy: self.proxy, stateDirectory: self.state, timeout: 2)
+                == .starting, "after a crash the sleeper is probed first")
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+    }
+
     @Test func theProxyKeepsWatchingAfterItsLinkGoesDownAndUp() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }

@@ -63,4 +63,8 @@ public enum EngineRules {
     public static let quietProbeCount = 3
     public static let quietProbeInterval: Duration = .seconds(1)
     public static let quietStartDelay: Duration = .seconds(1)
+    /// A clean stop shorter than this (an upgrade, a restart) lets the proxy speak again at once for the hosts
+    /// it spoke for (`ProxyEngine.resumeSpeaking`). Longer, and nobody knows what the hosts did meanwhile: they
+    /// are probed first. A minute covers a restart and a package upgrade, not an outage.
+    public static let resumeWindow: Duration = .seconds(60)
 }

@@ -82,6 +82,40 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
+    /// The hosts the proxy speaks for now (asleep or being woken), for the record a clean stop leaves behind.
+    public var spokenFor: [OwnerKey] {
+        self.presence.compactMap { key, presence in
+            presence.takenOver && self.registrar.store[key] != nil ? key : nil
+        }.sorted()
+    }
+
+    /// After a clean stop a moment ago (an upgrade, `systemctl restart`): the hosts the proxy was speaking for
+    /// then are spoken for again at once, instead of vanishing from browsers for the seconds that probing them
+    /// again takes. Beyond Apple, whose proxy forgets everything when it stops (docs/coexistence.md). Their
+    /// addresses are still probed as for every restored host, and any sign of life from one hands it back
+    /// silently, as for a host that wakes. Call once the interfaces are set.
+    public mutating func resumeSpeaking(for keys: [OwnerKey], stoppedFor: Duration, now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        for key in keys {
+            guard var presence = self.presence[key], presence.state == .starting,
+                let registration = self.registrar.store[key]
+            else { continue }
+            presence.state = .asleep
+            presence.takenOver = true
+            presence.quietNext = nil
+            presence.quietProbes = 0
+            self.presence[key] = presence
+            self.quietChecks.remove(key)
+            self.responder?.speak(for: registration, now: now)
+            actions.append(
+                .log(
+                    .info,
+                    "\(Self.name(registration)) was asleep when the proxy stopped \(Self.seconds(stoppedFor)) s ago: the proxy answers for it again at once and probes its addresses"
+                ))
+        }
+        return actions
+    }
+
     public mutating func setInterfaces(_ contexts: [InterfaceContext], now: Timestamp) -> [EngineAction] {
         self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
         var actions: [EngineAction] = []

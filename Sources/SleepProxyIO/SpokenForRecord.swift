@@ -1,0 +1,49 @@
+import Foundation
+import SleepProxyCore
+import SleepProxyWire
+
+/// What a clean stop leaves in the state directory for the next start: the hosts the proxy was speaking for, and
+/// when it stopped (wall-clock seconds: the journal's boot-relative clock does not carry over a reboot). The next
+/// start takes the file away whatever it decides, so a crash later never finds an old one
+/// (`ProxyEngine.resumeSpeaking`, docs/coexistence.md).
+struct SpokenForRecord: Codable, Equatable {
+    static let fileName = "spoken-for.json"
+    /// The file is ours and small; anything larger is not (a host is about 40 bytes of it).
+    static let maximumBytes = 4 << 20
+
+    var stoppedAt: Double
+    var hosts: [Host]
+
+    struct Host: Codable, Equatable {
+        var interface: String
+        var mac: String
+    }
+
+    init(keys: [OwnerKey], stoppedAt: Date) {
+        self.stoppedAt = stoppedAt.timeIntervalSince1970
+        self.hosts = keys.map { Host(interface: $0.interface, mac: $0.primaryMAC.description) }
+    }
+
+    var keys: [OwnerKey] {
+        self.hosts.compactMap { host in MACAddress(host.mac).map { OwnerKey(interface: host.interface, primaryMAC: $0) }
+        }
+    }
+
+    /// Writes the record (a whole file or none: written aside, then renamed over).
+    static func write(_ record: SpokenForRecord, directory: URL) throws {
+        let data = try JSONEncoder().encode(record)
+        try data.write(to: directory.appendingPathComponent(self.fileName), options: .atomic)
+    }
+
+    /// Reads and removes the record; nil when there is none or it cannot be read (then the hosts are probed
+    /// first, which is always safe).
+    static func take(directory: URL) -> SpokenForRecord? {
+        let url = directory.appendingPathComponent(self.fileName)
+        defer { try? FileManager.default.removeItem(at: url) }
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+            let size = attributes[.size] as? Int, size <= self.maximumBytes,
+            let data = try? Data(contentsOf: url)
+        else { return nil }
+        return try? JSONDecoder().decode(SpokenForRecord.self, from: data)
+    }
+}
