@@ -10,8 +10,10 @@ import SleepProxyCore
 /// Owns `<state directory>/registrations.journal` and a lock file that keeps a second daemon from sharing the
 /// directory. Not thread-safe: the engine thread is its only user.
 public final class JournalFile {
-    /// Compact when the journal is this many times larger than it was right after the last compaction (about
-    /// one entry per live host), so its size stays proportional to what it holds.
+    /// Compact when the journal holds this many entries per live host, so its size stays proportional to what it
+    /// holds. Counted in entries, not against the size after the last compaction: a journal that grows only
+    /// with new hosts (a registration storm) holds nothing to drop, and rewriting it then stalled the engine for
+    /// a tenth of a second at a time (issue 16).
     public static let compactionRatio = 4
     /// …but never bother below this size.
     public static let compactionMinimumBytes = 1 << 20
@@ -21,7 +23,8 @@ public final class JournalFile {
     private let lockFD: Int32
     public private(set) var size: Int
     /// Bytes right after opening or the last compaction.
-    private var baseline = 0
+    /// Entries in the file: read at start, one per entry appended, one per live host after a compaction.
+    private(set) var entries = 0
 
     var path: String { self.directory.appendingPathComponent("registrations.journal").path }
 
@@ -77,7 +80,7 @@ public final class JournalFile {
         }
         let size = Int(lseek(fd, 0, SEEK_END))
         let journal = JournalFile(directory: directory, fd: fd, lockFD: lockFD, size: size)
-        journal.baseline = size
+        journal.entries = replay.entryCount
         return (journal, replay)
     }
 
@@ -129,17 +132,18 @@ public final class JournalFile {
             throw error
         }
         self.size += bytes.count
+        self.entries += entries.count
     }
 
-    /// Whether the journal has grown enough to be rewritten (best done while idle).
-    public var needsCompaction: Bool {
-        self.size > JournalFile.compactionMinimumBytes && self.size > JournalFile.compactionRatio * self.baseline
+    /// Whether the journal has grown enough to be rewritten (best done while idle), holding `liveHosts`.
+    public func needsCompaction(liveHosts: Int) -> Bool {
+        self.size > JournalFile.compactionMinimumBytes && self.entries > JournalFile.compactionRatio * max(1, liveHosts)
     }
 
     /// Whether it has grown so far that it must be rewritten now, busy or not.
-    public var mustCompact: Bool {
+    public func mustCompact(liveHosts: Int) -> Bool {
         self.size > 2 * JournalFile.compactionMinimumBytes
-            && self.size > 2 * JournalFile.compactionRatio * self.baseline
+            && self.entries > 2 * JournalFile.compactionRatio * max(1, liveHosts)
     }
 
     /// Rewrites the journal with one entry per live host: written to a new file, synced, renamed over the old
@@ -164,7 +168,7 @@ public final class JournalFile {
         self.fd = newFD
         _ = lseek(self.fd, 0, SEEK_END)
         self.size = bytes.count
-        self.baseline = bytes.count
+        self.entries = live.count
     }
 
     private func writeAll(_ bytes: [UInt8], to fd: Int32) throws {

@@ -54,6 +54,23 @@ final class Mailbox<Event>: @unchecked Sendable {
         return (taken, self.stopped)
     }
 
+    /// Takes the events of one lane queued now, without waiting; the other lanes' events stay, in their order.
+    /// The engine answers mDNS queries this way between the registrations of a long batch.
+    func take(lane: Int) -> [Event] {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        guard self.queued[lane] > 0 else { return [] }
+        var taken: [Event] = []
+        var kept: [Event] = []
+        kept.reserveCapacity(self.events.count)
+        for event in self.events {
+            if self.lane(event) == lane { taken.append(event) } else { kept.append(event) }
+        }
+        self.events = kept
+        self.queued[lane] = 0
+        return taken
+    }
+
     /// Events refused because their lane was full or the mailbox stopped, in all lanes.
     var dropped: Int {
         self.condition.lock()

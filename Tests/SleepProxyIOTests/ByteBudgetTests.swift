@@ -55,6 +55,26 @@ struct MailboxLaneTests {
         #expect(mailbox.post(.frame(0)), "the frame lane has room again")
     }
 
+    /// Taking one lane (the engine answering queries between registrations) leaves the others queued in their
+    /// order, and gives that lane its room back (N taken, then N more accepted).
+    @Test func takingOneLaneLeavesTheOthersInOrder() {
+        let capacity = 4
+        let mailbox = Self.mailbox(capacity: capacity)
+        for n in 0..<capacity {
+            mailbox.post(.registration(n))
+            #expect(mailbox.post(.mdns(n)))
+            mailbox.post(.frame(n))
+        }
+        #expect(!mailbox.post(.mdns(99)))
+        #expect(mailbox.take(lane: 1) == (0..<capacity).map { .mdns($0) })
+        #expect(mailbox.take(lane: 1).isEmpty)
+        for n in 0..<capacity { #expect(mailbox.post(.mdns(10 + n)), "room again in the mDNS lane") }
+        let rest = mailbox.take(timeout: 0).events
+        #expect(rest.filter { if case .mdns = $0 { false } else { true } }.count == 2 * capacity)
+        #expect(rest.prefix(3) == [.registration(0), .frame(0), .registration(1)])
+        #expect(rest.suffix(capacity) == (0..<capacity).map { .mdns(10 + $0) })
+    }
+
     /// The engine's own lane assignment: a flood of captured frames, then of mDNS packets, fills only its lane
     /// (N taken, N+1 refused); registrations and the admin side still get in.
     @Test func aFloodOfFramesOrMDNSLeavesRoomForTheRest() throws {

@@ -47,8 +47,8 @@ public enum MDNSRules {
     public static let proxiedUniqueAnnouncementDelay: Duration = .milliseconds(900)
     /// Ours (issue 16): announcements (and goodbyes) sent in one timer pass at most, so that queries are answered
     /// between the passes of a wave of thousands of hosts falling asleep together (RFC 6762 §8.3 asks for the
-    /// announcements, not for them all in one instant). About a millisecond of work.
-    public static let maximumAnnouncementsPerTick = 32
+    /// announcements, not for them all in one instant). 8 of a Mac-sized host's are about a millisecond of work.
+    public static let maximumAnnouncementsPerTick = 8
     /// docs/protocol.md §8: goodbyes for proxied records go out three times, two seconds apart.
     public static let goodbyeCount = 3
     public static let goodbyeInterval: Duration = .seconds(2)
