@@ -1,0 +1,55 @@
+import Foundation
+import SleepProxyCore
+import SleepProxyIO
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+@Suite("Journal file compaction")
+struct JournalFileTests {
+    /// Large hosts (30 services, about 4 KB an entry), each from its own address.
+    static func hosts(_ count: Int) throws -> [OwnerRegistration] {
+        var registrar = Registrar(
+            configuration: RegistrationConfiguration(
+                maximumRecords: 1_000_000, maximumHosts: 10_000, requireSourceAmongClaimedAddresses: false,
+                rateLimitBurst: 1 << 30, rateLimitPerSecond: 1 << 30))
+        let services = (0..<30).map { ("Service \($0) with a long descriptive name._http._tcp", UInt16(8000 + $0)) }
+        return try (0..<count).map { n in
+            let address = IPAddress.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 0x6000 + UInt64(n)))
+            let message = SampleRegistration.message(
+                id: UInt16(n), mac: MACAddress(rawValue: 0x0253_5000_6000 + UInt64(n)),
+                host: try DNSName(parsing: "j\(n).local."), addresses: [address], services: services)
+            guard
+                case .accepted(let acceptance) = registrar.handle(
+                    datagram: message.encoded(options: .appleUpdate), from: address,
+                    on: InterfaceContext(
+                        name: "eth0", index: 2, macAddress: MACAddress("02:53:50:00:00:01")!,
+                        prefixes: [IPPrefix("2001:db8::1/64")!]),
+                    now: SystemClock.now())
+            else { throw CancellationError() }
+            return acceptance.registration
+        }
+    }
+
+    /// A journal that grew only with new hosts holds nothing to drop and is not rewritten (a registration storm
+    /// would stall on it); one with more than four entries per live host is (N and N+1 around the ratio).
+    @Test func compactionCountsEntriesPerLiveHost() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "journal-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hosts = try Self.hosts(300)
+        let (journal, _) = try JournalFile.open(directory: directory, timeBase: SystemClock.timeBase())
+        try journal.append(hosts.map { .put($0) }, timeBase: SystemClock.timeBase())
+        #expect(journal.size > JournalFile.compactionMinimumBytes, "\(journal.size) bytes")
+        #expect(!journal.needsCompaction(liveHosts: 300), "every entry is a live host")
+        let ratio = JournalFile.compactionRatio
+        #expect(!journal.needsCompaction(liveHosts: 300 / ratio))
+        #expect(journal.needsCompaction(liveHosts: 300 / ratio - 1))
+        #expect(!journal.mustCompact(liveHosts: 1), "below twice the minimum size it can wait for a quiet moment")
+
+        // Compacted to the 10 hosts still held: one entry each, and read back it holds exactly those.
+        try journal.compact(Array(hosts.prefix(10)), timeBase: SystemClock.timeBase())
+        #expect(!journal.needsCompaction(liveHosts: 10) && journal.size < JournalFile.compactionMinimumBytes)
+        #expect(try journal.reread(timeBase: SystemClock.timeBase()).registrations.count == 10)
+    }
+}
