@@ -1,4 +1,5 @@
 import SleepProxyTestSupport
+import SleepProxyWire
 import Testing
 
 @testable import SleepProxyCore
@@ -51,6 +52,30 @@ struct TimerQueueTests {
             #expect(first.map(\.key) == Array(0..<limit))
             #expect(queue.nextDeadline() == (count > limit ? due : nil))
             #expect(queue.takeDue(now: due, limit: limit).map(\.key) == Array(limit..<count))
+        }
+    }
+}
+
+@Suite("Owner set")
+struct OwnerSetTests {
+    /// None, one, many and back: the same answers as a Set at every step.
+    @Test func behavesLikeASetWhateverItHolds() {
+        var owners = OwnerSet()
+        var model: Set<OwnerKey> = []
+        var generator = SplitMix64(seed: 7)
+        for step in 0..<2_000 {
+            let key = OwnerKey(
+                interface: "eth0", primaryMAC: MACAddress(rawValue: 0x0253_5000_7000 + generator.next() % 4))
+            if generator.next() % 2 == 0 {
+                owners.insert(key)
+                model.insert(key)
+            } else {
+                owners.remove(key)
+                model.remove(key)
+            }
+            #expect(
+                Set(owners) == model && owners.count == model.count && owners.isEmpty == model.isEmpty, "step \(step)")
+            #expect(owners.contains(key) == model.contains(key))
         }
     }
 }

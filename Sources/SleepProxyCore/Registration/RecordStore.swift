@@ -19,8 +19,8 @@ public struct RecordStore: Sendable {
     /// name such as a service type, held by every host, costs one lookup instead of a walk over every host.
     /// Most names are one host's own, with an empty (allocation-free) `shared` set.
     struct Holders: Sendable {
-        var unique: Set<OwnerKey> = []
-        var shared: Set<OwnerKey> = []
+        var unique = OwnerSet()
+        var shared = OwnerSet()
         /// How many `shared` owners hold each record at this name, so "does anyone still hold this record" (a
         /// goodbye must not flush a record another host holds) is one lookup, not a walk over every host.
         var sharedRecords: [SharedRecord: Int] = [:]
@@ -82,7 +82,7 @@ public struct RecordStore: Sendable {
     )] {
         guard let holders = self.nameIndex[name] else { return [] }
         var result: [(OwnerKey, ProxiedRecord)] = []
-        func collect(_ keys: Set<OwnerKey>) {
+        func collect(_ keys: OwnerSet) {
             for key in keys where key.interface == interface {
                 guard let owner = self.owners[key] else { continue }
                 for record in owner.records where record.record.name == name { result.append((key, record)) }
@@ -209,7 +209,7 @@ public struct RecordStore: Sendable {
         let count = self.owners.values.reduce(0) { $0 + $1.records.count }
         if count != self.recordCount { problems.append("recordCount \(self.recordCount) != \(count)") }
         for (name, holders) in self.nameIndex {
-            for key in holders.unique.union(holders.shared)
+            for key in Set(holders.unique).union(holders.shared)
             where self.owners[key]?.records.contains(where: { $0.record.name == name }) != true {
                 problems.append("name index \(name) -> \(key) is stale")
             }
@@ -220,7 +220,7 @@ public struct RecordStore: Sendable {
                 }
             }
             if counted != holders.sharedRecords { problems.append("name index \(name): shared record counts are off") }
-            for key in holders.unique.intersection(holders.shared) {
+            for key in Set(holders.unique).intersection(holders.shared) {
                 problems.append("name index \(name) -> \(key) is both unique and shared")
             }
             for key in holders.unique
