@@ -212,19 +212,6 @@ public final class PacketLinks: @unchecked Sendable {
         }
     }
 
-    /// Watches exactly `addresses`.
-    public func watch(_ addresses: [IPAddress], interfaceIndex: Int) {
-        var v4: [IPv4Address] = []
-        var v6: [IPv6Address] = []
-        for address in addresses {
-            switch address {
-            case .v4(let a): v4.append(a)
-            case .v6(let a): v6.append(a)
-            }
-        }
-        self.watch(v4: v4, v6: v6, interfaceIndex: interfaceIndex)
-    }
-
     /// Joins or leaves one multicast group, or every group when `mac` is nil.
     private static func membership(_ option: Int32, _ mac: MACAddress?, _ link: Link) {
         var request = packet_mreq()

@@ -35,6 +35,12 @@ public enum CaptureFilter {
     public static let ld: UInt16 = 0x20, ldh: UInt16 = 0x28, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
 
     public static func program(addresses: [IPAddress]) -> [Instruction] {
+        let (v4, v6) = self.byFamily(addresses)
+        return self.program(v4: v4, v6: v6)
+    }
+
+    /// The addresses of each family, in their order.
+    public static func byFamily(_ addresses: [IPAddress]) -> (v4: [IPv4Address], v6: [IPv6Address]) {
         var v4: [IPv4Address] = []
         var v6: [IPv6Address] = []
         for address in addresses {
@@ -43,7 +49,7 @@ public enum CaptureFilter {
             case .v6(let a): v6.append(a)
             }
         }
-        return self.program(v4: v4, v6: v6)
+        return (v4, v6)
     }
 
     /// The program for the addresses of each family; nil passes the whole family (more addresses than the
