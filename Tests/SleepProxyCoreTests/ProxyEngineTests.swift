@@ -446,6 +446,13 @@ struct ProxyEngineTests {
         #expect(before.engine.state(of: before.key) == .asleep)
         #expect(before.engine.spokenFor == [before.key])
         let registration = try #require(before.engine.registrar.store[before.key])
+        // A host that has since shown itself up on every address is awake, and is not recorded as spoken for.
+        var woke = before
+        woke.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        guard case .v6(let global) = H.hostGlobal else { return }
+        woke.frame(TestFrames.neighbourAdvertisement(from: Lab.hostMAC, for: global))
+        #expect(woke.engine.state(of: woke.key) == .awake)
+        #expect(woke.engine.spokenFor.isEmpty, "an awake host would be spoken for after a restart")
 
         // The next start: restored, so silent, until told the proxy spoke for it when it stopped.
         var after = H()

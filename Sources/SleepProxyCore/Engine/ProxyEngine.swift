@@ -82,10 +82,13 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
-    /// The hosts the proxy speaks for now (asleep or being woken), for the record a clean stop leaves behind.
+    /// The hosts the proxy speaks for now (asleep or being woken), for the record a clean stop leaves behind. Not
+    /// every host it ever spoke for: one that showed itself up on every address since is `awake`, and speaking for
+    /// it again after a restart would fight it (docs/coexistence.md).
     public var spokenFor: [OwnerKey] {
-        self.presence.compactMap { key, presence in
-            presence.takenOver && self.registrar.store[key] != nil ? key : nil
+        self.registrar.store.owners.keys.filter { key in
+            let state = self.state(of: key)
+            return state == .asleep || state == .waking
         }.sorted()
     }
 
