@@ -70,11 +70,29 @@ public enum Command {
             process.waitUntilExit()
             reaped.signal()
         }
-        if reaped.wait(timeout: .now() + 10) == .timedOut {
+        // Foundation learns that a child ended when a socket it handed down closes; a long-lived process started
+        // by another test at the same moment can inherit that socket and hold it open, and then the exit is never
+        // reported. The kernel knows: read the status without reaping (WNOWAIT), so Foundation still reaps it.
+        var ended: Int32? = nil
+        var reportedInTime = false
+        let reapDeadline = Date(timeIntervalSinceNow: 10)
+        repeat {
+            if reaped.wait(timeout: .now() + .milliseconds(20)) == .success {
+                reportedInTime = true
+                break
+            }
+            ended = Self.exitStatusWithoutReaping(process.processIdentifier)
+        } while ended == nil && Date() < reapDeadline
+        if !reportedInTime {
+            guard let ended else {
+                return CommandResult(
+                    status: -1, stdout: String(decoding: outData.get(), as: UTF8.self),
+                    stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)",
+                    timedOut: true)
+            }
             return CommandResult(
-                status: -1, stdout: String(decoding: outData.get(), as: UTF8.self),
-                stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)",
-                timedOut: true)
+                status: ended, stdout: String(decoding: outData.get(), as: UTF8.self),
+                stderr: String(decoding: errData.get(), as: UTF8.self), timedOut: timedOut)
         }
         return CommandResult(
             status: process.terminationStatus,
@@ -82,6 +100,17 @@ public enum Command {
             stderr: String(decoding: errData.get(), as: UTF8.self),
             timedOut: timedOut
         )
+    }
+
+    /// The exit status of a child that has ended, read without reaping it (waitid with WNOWAIT); nil while it runs.
+    /// A child killed by a signal reports 128 + the signal, as a shell would.
+    static func exitStatusWithoutReaping(_ pid: Int32) -> Int32? {
+        var info = siginfo_t()
+        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0,
+            info._sifields._sigchld.si_pid == pid
+        else { return nil }
+        let status = info._sifields._sigchld.si_status
+        return info.si_code == Int32(CLD_EXITED) ? status : 128 + status
     }
 
     /// Runs a command that must succeed.
