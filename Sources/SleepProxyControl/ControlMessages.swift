@@ -167,6 +167,36 @@ public struct HostDetail: Codable, Hashable, Sendable {
     /// Each address with the takeover's state for it (`answering`, `probing`, `starting`, `owner-seen`,
     /// `stopped`): the owner answering for one address holds back only that one.
     public var addressStates: [AddressState]?
+    /// What the host advertises over SSDP (UPnP devices and services), as the proxy answers for it while it sleeps
+    /// (docs/ssdp.md); nil when the daemon runs with `--no-ssdp`.
+    public var upnp: [UPnPEntry]?
+
+    public struct UPnPEntry: Codable, Hashable, Sendable {
+        /// The NT: `upnp:rootdevice`, `uuid:…`, or a device or service type.
+        public var type: String
+        public var usn: String
+        public var location: String
+        public var server: String?
+        public var maxAge: Int
+        public var bootID: UInt32?
+        public var configID: UInt32?
+        /// Seconds since the host itself last announced or answered it.
+        public var heardSecondsAgo: Double
+
+        public init(
+            type: String, usn: String, location: String, server: String?, maxAge: Int, bootID: UInt32?,
+            configID: UInt32?, heardSecondsAgo: Double
+        ) {
+            self.type = type
+            self.usn = usn
+            self.location = location
+            self.server = server
+            self.maxAge = maxAge
+            self.bootID = bootID
+            self.configID = configID
+            self.heardSecondsAgo = heardSecondsAgo
+        }
+    }
 
     public struct AddressState: Codable, Hashable, Sendable {
         /// The takeover's state for one address; the JSON keeps the words.
@@ -185,9 +215,10 @@ public struct HostDetail: Codable, Hashable, Sendable {
     public init(
         summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double,
         records: [Record], wakeHistory: [WakeLogEntry],
-        addressStates: [AddressState]? = nil
+        addressStates: [AddressState]? = nil, upnp: [UPnPEntry]? = nil
     ) {
         self.addressStates = addressStates
+        self.upnp = upnp
         self.summary = summary
         self.sequence = sequence
         self.wakeMAC = wakeMAC

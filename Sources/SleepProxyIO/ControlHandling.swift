@@ -124,6 +124,12 @@ extension RegistrationEngine {
             wakeHistory: self.wakeLog.recent.filter { $0.mac == mac },
             addressStates: self.engine.takeover?.state(of: registration.key)?.addresses.map {
                 HostDetail.AddressState(address: $0.0.description, state: HostDetail.AddressState.Phase($0.1))
+            },
+            upnp: self.engine.ssdp?.entries(of: registration.key).map { entry in
+                HostDetail.UPnPEntry(
+                    type: entry.notificationType, usn: entry.uniqueServiceName, location: entry.location,
+                    server: entry.server, maxAge: entry.maximumAge, bootID: entry.bootID, configID: entry.configID,
+                    heardSecondsAgo: Double((now - entry.refreshedAt).nanosecondsClamped) / 1e9)
             })
     }
 

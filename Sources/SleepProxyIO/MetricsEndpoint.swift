@@ -119,6 +119,24 @@ public final class MetricsEndpoint: @unchecked Sendable {
             ).record(status.hostsByState[state] ?? 0)
         }
         CoreMetrics.Gauge(label: "sleepproxy_records", dimensions: [], factory: self.factory).record(status.recordCount)
+        if let ssdp = status.ssdp {
+            // SSDP for sleeping UPnP/DLNA hosts (docs/ssdp.md); absent with --no-ssdp.
+            self.count("sleepproxy_parse_errors_total", ["reason": "ssdp_malformed"], ssdp.malformed)
+            self.count("sleepproxy_ssdp_searches_total", [:], ssdp.searches)
+            self.count("sleepproxy_ssdp_sent_total", ["kind": "response"], ssdp.responsesSent)
+            self.count("sleepproxy_ssdp_sent_total", ["kind": "alive"], ssdp.notifiesSent)
+            self.count("sleepproxy_ssdp_sent_total", ["kind": "byebye"], ssdp.byebyesSent)
+            self.count("sleepproxy_ssdp_sent_total", ["kind": "host_search"], ssdp.hostSearchesSent)
+            self.count("sleepproxy_ssdp_over_limit_total", [:], ssdp.overLimit)
+            CoreMetrics.Gauge(
+                label: "sleepproxy_ssdp_entries", dimensions: [("held", "registered")], factory: self.factory
+            )
+            .record(status.ssdpEntries)
+            CoreMetrics.Gauge(
+                label: "sleepproxy_ssdp_entries", dimensions: [("held", "unregistered")], factory: self.factory
+            )
+            .record(status.ssdpUnclaimedEntries)
+        }
         return self.registry.emitToBuffer()
     }
 

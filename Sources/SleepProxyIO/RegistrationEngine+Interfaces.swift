@@ -35,8 +35,9 @@ extension RegistrationEngine {
         self.servedContexts = served
         self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
         if self.engine.responder != nil { self.mdns?.serve(served) }
+        self.ssdpSockets?.serve(served)
         var batch = Batch()
         self.perform(self.engine.setInterfaces(served, now: now), into: &batch)
-        self.mdns?.send(batch.transmissions)
+        self.sendMulticast(&batch)
     }
 }

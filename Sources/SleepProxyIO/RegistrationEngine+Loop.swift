@@ -21,7 +21,7 @@ extension RegistrationEngine {
                 self.engine.resumeSpeaking(
                     for: resumable.keys, stoppedFor: resumable.stoppedFor, now: SystemClock.now()),
                 into: &batch)
-            self.mdns?.send(batch.transmissions)
+            self.sendMulticast(&batch)
         }
         while true {
             self.applyPendingWatches()
@@ -44,8 +44,9 @@ extension RegistrationEngine {
                 }
                 var batch = Batch()
                 self.perform(self.engine.shutdown(), into: &batch)
-                self.mdns?.sendAndWait(batch.transmissions)
+                self.mdns?.sendAndWait(batch.transmissions.map { ($0.destination, $0.bytes) })
                 self.mdns?.close()
+                self.ssdpSockets?.close()
                 self.neighbours?.flush()
                 self.monitor?.stop()
                 self.packets?.close()
@@ -96,6 +97,12 @@ extension RegistrationEngine {
                     self.engine.receiveMDNS(
                         bytes, from: source, port: UInt16(port), destination: destination,
                         interfaceIndex: interfaceIndex, now: now), into: &batch)
+            case .ssdp(let bytes, let remote, let interfaceIndex, let destination):
+                guard let source = IPAddress(remote), let port = remote.port else { continue }
+                self.perform(
+                    self.engine.receiveSSDP(
+                        bytes, from: source, port: UInt16(port), destination: destination,
+                        interfaceIndex: interfaceIndex, now: now), into: &batch)
             case .datagram(let bytes, let remote, let interfaceIndex, let channel):
                 guard let interface = self.servedInterface(index: interfaceIndex, now: now),
                     let source = IPAddress(remote)
@@ -114,8 +121,7 @@ extension RegistrationEngine {
         self.perform(self.engine.tick(now: now), into: &batch)
         // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
         // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
-        self.mdns?.send(batch.transmissions)
-        batch.transmissions.removeAll()
+        self.sendMulticast(&batch)
 
         if !batch.entries.isEmpty {
             do {
@@ -181,8 +187,7 @@ extension RegistrationEngine {
                     bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex,
                     now: now), into: &batch)
         }
-        self.mdns?.send(batch.transmissions)
-        batch.transmissions.removeAll()
+        self.sendMulticast(&batch)
     }
 
     /// Carries out the engine's decisions: frames at once (a magic packet or an ARP reply must not wait for a log
@@ -200,6 +205,8 @@ extension RegistrationEngine {
                 batch.entries.append(entry)
             case .transmit(let transmission):
                 batch.transmissions.append(transmission)
+            case .ssdp(let transmission):
+                batch.ssdp.append(transmission)
             case .packet(let packet):
                 switch packet {
                 case .sendFrame, .event, .claimed, .ownerSeen:
@@ -229,6 +236,18 @@ extension RegistrationEngine {
         }
     }
 
+    /// mDNS and SSDP output of the batch so far, sent now.
+    func sendMulticast(_ batch: inout Batch) {
+        if !batch.transmissions.isEmpty {
+            self.mdns?.send(batch.transmissions.map { ($0.destination, $0.bytes) })
+            batch.transmissions.removeAll()
+        }
+        if !batch.ssdp.isEmpty {
+            self.ssdpSockets?.send(batch.ssdp.map { ($0.destination, $0.bytes) })
+            batch.ssdp.removeAll()
+        }
+    }
+
     func applyPendingWatches() {
         guard !self.pendingWatches.isEmpty else { return }
         defer { self.pendingWatches.removeAll() }
@@ -251,7 +270,7 @@ extension RegistrationEngine {
         }
         var batch = Batch()
         self.perform(self.engine.reload(replay.registrations, now: now), into: &batch)
-        self.mdns?.send(batch.transmissions)
+        self.sendMulticast(&batch)
         self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
     }
 }

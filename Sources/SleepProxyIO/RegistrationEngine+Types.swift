@@ -17,17 +17,20 @@ extension RegistrationEngine {
         public var responder: ResponderConfiguration?
         /// Address takeover and wake; nil runs without the packet side.
         public var takeover: TakeoverConfiguration?
+        /// SSDP for sleeping UPnP/DLNA hosts (docs/ssdp.md); `--no-ssdp` turns it off.
+        public var ssdp: Bool
 
         public init(
             registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [],
             stateDirectory: URL,
-            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil
+            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil, ssdp: Bool = false
         ) {
             self.registration = registration
             self.interfaces = interfaces
             self.stateDirectory = stateDirectory
             self.responder = responder
             self.takeover = takeover
+            self.ssdp = ssdp
         }
     }
 
@@ -51,6 +54,7 @@ extension RegistrationEngine {
     enum Event {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
         case mdns(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
+        case ssdp(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
         case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
         /// Netlink saw a link or address change.
         case linksChanged
@@ -61,16 +65,18 @@ extension RegistrationEngine {
             takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
             refusalReply: RegistrationConfiguration.RefusalReply)
 
-        /// Mailbox lanes: registrations and the admin side, mDNS, captured frames. Each has its own bound, so a
-        /// flood of one kind cannot keep the others out.
-        static let lanes = 3
+        /// Mailbox lanes: registrations and the admin side, mDNS, captured frames, SSDP. Each has its own bound, so
+        /// a flood of one kind (an M-SEARCH storm) cannot keep the others out.
+        static let lanes = 4
         static let framesLane = 2
         static let mdnsLane = 1
+        static let ssdpLane = 3
 
         var lane: Int {
             switch self {
             case .frame: Self.framesLane
             case .mdns: Self.mdnsLane
+            case .ssdp: Self.ssdpLane
             case .datagram, .linksChanged, .control, .reconfigure: 0
             }
         }
@@ -94,6 +100,11 @@ extension RegistrationEngine {
         public var wakesByReason: [WakeLogEntry.Trigger.Kind: Int] = [:]
         /// Held hosts by state (docs/coexistence.md).
         public var hostsByState: [HostState: Int] = [:]
+        /// Nil with `--no-ssdp`.
+        public var ssdp: SSDPStatistics?
+        /// SSDP entries learned for registered hosts, and heard from addresses not registered.
+        public var ssdpEntries = 0
+        public var ssdpUnclaimedEntries = 0
     }
 
     /// Cuts what the mailbox held into batches of at most `maximumBatch` registrations (one fdatasync each) and
@@ -123,6 +134,7 @@ extension RegistrationEngine {
     struct Batch {
         var entries: [RegistrationJournal.Entry] = []
         var transmissions: [MDNSTransmission] = []
+        var ssdp: [SSDPTransmission] = []
         var replies: [(Channel, SocketAddress, [UInt8])] = []
         var controlReplies: [(ControlResponse, @Sendable (ControlResponse) -> Void)] = []
     }

@@ -24,7 +24,8 @@ public final class RegistrationEngine: @unchecked Sendable {
     let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
     /// Every rule and all host state (registrar, responder, takeover), pure; touched only on the engine thread.
     var engine: ProxyEngine
-    var mdns: MDNSSockets?
+    var mdns: MulticastSockets?
+    var ssdpSockets: MulticastSockets?
     var packets: PacketLinks?
     var neighbours: NeighbourTable?
     /// Interfaces whose capture filter must follow the takeover's addresses; rebuilt once per pass of the engine
@@ -122,10 +123,16 @@ public final class RegistrationEngine: @unchecked Sendable {
         var responder: Responder? = nil
         if let responderConfiguration = configuration.responder {
             responder = Responder(configuration: responderConfiguration)
-            self.mdns = MDNSSockets(logger: logger, sink: { [mailbox] event in mailbox.post(event) })
+            self.mdns = MulticastSockets(.mdns, logger: logger, sink: { [mailbox] event in mailbox.post(event) })
+        }
+        var ssdp: SSDPProxy? = nil
+        if configuration.ssdp {
+            ssdp = SSDPProxy(seed: UInt64.random(in: .min ... .max))
+            self.ssdpSockets = MulticastSockets(.ssdp, logger: logger, sink: { [mailbox] event in mailbox.post(event) })
         }
         self.engine = ProxyEngine(
-            registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover)
+            registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover,
+            ssdp: ssdp)
         // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
         _ = self.engine.restore(replay.registrations, now: now)
         if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
@@ -199,8 +206,10 @@ public final class RegistrationEngine: @unchecked Sendable {
         let statistics = self.engine.registrar.statistics
         let now = SystemClock.now()
         var byState: [HostState: Int]? = nil
+        var ssdpEntries: (Int, Int)? = nil
         if self.hostsByStateAt.map({ now - $0 >= .seconds(1) }) ?? true {
             byState = self.engine.hostsByState
+            if let ssdp = self.engine.ssdp { ssdpEntries = (ssdp.entryCount, ssdp.unclaimedEntryCount) }
             self.hostsByStateAt = now
         }
         self.statusLock.withLock {
@@ -208,6 +217,11 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.status.recordCount = store.recordCount
             self.status.statistics = statistics
             if let byState { self.status.hostsByState = byState }
+            if let (held, unclaimed) = ssdpEntries {
+                self.status.ssdpEntries = held
+                self.status.ssdpUnclaimedEntries = unclaimed
+            }
+            self.status.ssdp = self.engine.ssdp?.statistics
             self.status.batches += 1
             if let responder = self.engine.responder {
                 self.status.responder = responder.statistics

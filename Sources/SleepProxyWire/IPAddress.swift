@@ -258,6 +258,13 @@ public enum IPAddress: Hashable, Sendable, Comparable, CustomStringConvertible {
         case .v6(let address): return address.isLinkLocal
         }
     }
+
+    public var isMulticast: Bool {
+        switch self {
+        case .v4(let address): return address.isMulticast
+        case .v6(let address): return address.isMulticast
+        }
+    }
 }
 
 extension ByteReader {

@@ -313,6 +313,19 @@ enum Client {
             ["NAME", "TYPE", "TTL", "DATA"],
             host.records.map { [$0.name, $0.type + ($0.unique ? "" : " (shared)"), "\($0.ttl)", $0.data] },
             indent: "    ")
+        if let upnp = host.upnp {
+            print("  UPnP (SSDP):")
+            if upnp.isEmpty { print("    none heard") }
+            for location in Array(Set(upnp.map(\.location))).sorted() {
+                let server = upnp.first { $0.location == location }?.server.map { "  \($0)" } ?? ""
+                print("    \(location)\(server)")
+                self.table(
+                    ["TYPE", "MAX-AGE", "HEARD"],
+                    upnp.filter { $0.location == location }.map {
+                        [$0.type, "\($0.maxAge) s", HumanDuration.format($0.heardSecondsAgo) + " ago"]
+                    }, indent: "      ")
+            }
+        }
         print("  wake history:")
         if host.wakeHistory.isEmpty { print("    none") }
         for event in host.wakeHistory { print("    " + self.eventLine(event)) }

@@ -108,6 +108,13 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Flag(name: .long, help: "Answer mDNS only: no address takeover, no wake (no CAP_NET_RAW needed).")
     var noTakeover = false
 
+    @Flag(
+        name: .long,
+        help:
+            "Do not keep sleeping UPnP/DLNA servers discoverable: no SSDP answers or announcements on their behalf, and their description ports do not wake them."
+    )
+    var noSSDP = false
+
     @Option(name: .long, help: "The admin socket sleepproxyctl talks to (mode 0660).")
     var controlSocket: String = "/run/sleep-proxy/control.sock"
 
@@ -140,7 +147,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single,
         "allow-transfers": .flag,
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
-        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "control-socket": .single,
+        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "no-ssdp": .flag,
+        "control-socket": .single,
         "control-group": .single, "prometheus-address": .single,
     ]
 
@@ -337,7 +345,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         ? nil
                         : TakeoverConfiguration(
                             policy: try self.wakePolicy(), appendZeroPassword: self.wakeZeroPassword,
-                            udpMagicPacket: self.wakeUDP)
+                            udpMagicPacket: self.wakeUDP),
+                    ssdp: !self.noSSDP
                 ),
                 logger: logger
             )

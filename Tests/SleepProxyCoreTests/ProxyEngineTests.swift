@@ -19,7 +19,7 @@ struct EngineHarness {
     /// Everything the engine asked for, with when.
     var log: [(Timestamp, EngineAction)] = []
 
-    init(takeover: Bool = true, expiryAction: RegistrationConfiguration.ExpiryAction = .wake) {
+    init(takeover: Bool = true, expiryAction: RegistrationConfiguration.ExpiryAction = .wake, ssdp: Bool = false) {
         var configuration = RegistrationConfiguration()
         configuration.requireSourceAmongClaimedAddresses = false
         configuration.expiryAction = expiryAction
@@ -28,7 +28,7 @@ struct EngineHarness {
                 instanceLabel: "20-40-10-65.0 Lab Proxy", hostLabel: "labproxy", registrationPort: 5599, seed: 7))
         self.engine = ProxyEngine(
             registrar: Registrar(configuration: configuration), responder: responder,
-            takeover: takeover ? Takeover() : nil)
+            takeover: takeover ? Takeover() : nil, ssdp: ssdp ? SSDPProxy(seed: 11) : nil)
         self.record(self.engine.setInterfaces([Lab.eth0], now: self.now))
         _ = self.run(for: .seconds(5))  // the proxy's own advertisement is probed and announced
     }

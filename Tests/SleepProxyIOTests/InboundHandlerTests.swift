@@ -47,7 +47,7 @@ struct InboundHandlerTests {
 
     @Test func mdnsPacketsNeedTheirPacketInfoAndABoundedSize() throws {
         let sink = Sink()
-        let channel = EmbeddedChannel(handler: MDNSInboundHandler(sink: { sink.post($0) }))
+        let channel = EmbeddedChannel(handler: MulticastInboundHandler(profile: .mdns, sink: { sink.post($0) }))
         try channel.connect(to: Self.remote).wait()
         try channel.writeInbound(Self.envelope(size: 100))
         try channel.writeInbound(Self.envelope(size: 100, metadata: nil))
@@ -62,5 +62,21 @@ struct InboundHandlerTests {
         channel.pipeline.fireErrorCaught(IOError(errnoCode: 111, reason: "recvmsg"))
         #expect(channel.isActive)
         try channel.throwIfErrorCaught()
+    }
+
+    @Test func ssdpDatagramsGoToTheirOwnLaneWithinTheirBound() throws {
+        let sink = Sink()
+        let channel = EmbeddedChannel(handler: MulticastInboundHandler(profile: .ssdp, sink: { sink.post($0) }))
+        try channel.connect(to: Self.remote).wait()
+        try channel.writeInbound(Self.envelope(size: SSDPMessage.maximumSize))
+        try channel.writeInbound(Self.envelope(size: SSDPMessage.maximumSize + 1))
+        let events = sink.events.withLockedValue { $0 }
+        #expect(events.count == 1, "one past SSDPMessage.maximumSize is dropped")
+        guard case .ssdp(let bytes, _, let index, _) = events.first else {
+            Issue.record("not an SSDP datagram: \(events)")
+            return
+        }
+        #expect(bytes.count == SSDPMessage.maximumSize && index == 3)
+        #expect(events.first!.lane == RegistrationEngine.Event.ssdpLane)
     }
 }

@@ -7,6 +7,8 @@ public enum EngineAction: Sendable {
     case journal(RegistrationJournal.Entry)
     /// An mDNS packet.
     case transmit(MDNSTransmission)
+    /// An SSDP datagram (docs/ssdp.md).
+    case ssdp(SSDPTransmission)
     /// A frame, a wake datagram, a neighbour-table change or a capture-filter change (never a decision: those
     /// are taken inside the engine).
     case packet(TakeoverAction)

@@ -15,6 +15,8 @@ public struct ProxyEngine: Sendable {
     public private(set) var responder: Responder?
     /// Nil runs without the packet side (`--no-takeover`).
     public private(set) var takeover: Takeover?
+    /// Nil runs without SSDP (`--no-ssdp`).
+    public private(set) var ssdp: SSDPProxy?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
     var presence: [OwnerKey: Presence] = [:]
     /// Hosts with an mDNS quiet check under way: the timers look at these only, not at every host (a proxy
@@ -32,10 +34,11 @@ public struct ProxyEngine: Sendable {
         var quietNext: Timestamp?
     }
 
-    public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil) {
+    public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil, ssdp: SSDPProxy? = nil) {
         self.registrar = registrar
         self.responder = responder
         self.takeover = takeover
+        self.ssdp = ssdp
     }
 
     // MARK: - Reading
@@ -61,7 +64,7 @@ public struct ProxyEngine: Sendable {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
-        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline()]
+        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline()]
             + self.quietChecks.map({ self.presence[$0]?.quietNext })
         {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
@@ -78,6 +81,7 @@ public struct ProxyEngine: Sendable {
         for registration in registrations {
             self.registrar.restore(registration)
             actions += self.startOver(registration, restart: true, now: now)
+            actions += self.ssdpRegistered(registration, search: false, now: now)
         }
         return actions
     }
@@ -110,6 +114,7 @@ public struct ProxyEngine: Sendable {
             self.presence[key] = presence
             self.quietChecks.remove(key)
             self.responder?.speak(for: registration, now: now)
+            self.ssdp?.speak(for: key, now: now)
             actions.append(
                 .log(
                     .info,
@@ -124,6 +129,7 @@ public struct ProxyEngine: Sendable {
         var actions: [EngineAction] = []
         if self.takeover != nil { actions += self.run(self.takeover!.setInterfaces(contexts), now: now) }
         if self.responder != nil { actions += self.run(self.responder!.setInterfaces(contexts, now: now), now: now) }
+        self.ssdp?.setInterfaces(contexts)
         return actions
     }
 
@@ -166,6 +172,8 @@ public struct ProxyEngine: Sendable {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
             if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, now: now), now: now) }
         }
+        // A new registration comes from a host that is awake: ask it what it advertises over SSDP.
+        actions += self.ssdpRegistered(registration, search: isNew, now: now)
         return (outcome, actions)
     }
 
@@ -180,6 +188,7 @@ public struct ProxyEngine: Sendable {
         self.presence[key] = presence
         if presence.quietNext != nil { self.quietChecks.insert(key) } else { self.quietChecks.remove(key) }
         self.responder?.silence(key)
+        self.ssdp?.silence(key)
         self.responder?.registered(registration, previous: previous, now: now)
         var actions: [EngineAction] = []
         if self.takeover != nil {
@@ -243,6 +252,49 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
+    // MARK: - SSDP
+
+    /// One SSDP datagram received on a served interface (docs/ssdp.md).
+    public mutating func receiveSSDP(
+        _ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int,
+        now: Timestamp
+    ) -> [EngineAction] {
+        guard self.ssdp != nil, let context = self.interfaces[interfaceIndex] else { return [] }
+        var actions: [EngineAction] = []
+        // Beyond Apple: a host's own SSDP (an announcement when its media server starts on resume, a search by its
+        // control point) is a sign that it is up, as its mDNS is (docs/coexistence.md).
+        if let key = self.registrar.store.owner(claiming: source, on: context.name) {
+            actions += self.ownerSpoke(key, AwakeSignal(what: "SSDP from \(source)", at: now), now: now)
+        } else if let key = self.takeover?.host(owning: source, interface: context.name) {
+            actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
+        }
+        // After a hand-back the host is no longer held: what it says is kept for its next registration.
+        let owner = self.registrar.store.owner(claiming: source, on: context.name)
+        actions += self.ssdp!.receive(
+            bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, owner: owner,
+            now: now
+        ).map(EngineAction.ssdp)
+        if let owner { self.syncWakePorts(owner) }
+        return actions
+    }
+
+    /// SSDP learns the host's addresses (and what was heard from them before), and with `search` asks it.
+    private mutating func ssdpRegistered(_ registration: OwnerRegistration, search: Bool, now: Timestamp)
+        -> [EngineAction]
+    {
+        guard self.ssdp != nil else { return [] }
+        let searches = self.ssdp!.registered(
+            registration.key, addresses: registration.addresses, search: search, now: now)
+        self.syncWakePorts(registration.key)
+        return searches.map(EngineAction.ssdp)
+    }
+
+    /// The TCP ports of a host's UPnP description URLs wake it, as its registered services do (docs/ssdp.md).
+    private mutating func syncWakePorts(_ key: OwnerKey) {
+        guard let ssdp = self.ssdp, self.takeover != nil else { return }
+        self.takeover!.setOtherWakePorts(Set(ssdp.wakePorts(of: key).map { WakePolicy.Port(.tcp, $0) }), for: key)
+    }
+
     // MARK: - Frames
 
     /// One frame captured on a served interface (`outgoing`: sent by the proxy machine itself).
@@ -270,6 +322,7 @@ public struct ProxyEngine: Sendable {
             let store = self.registrar.store
             actions += self.run(self.responder!.tick(store: store, now: now), now: now)
         }
+        if self.ssdp != nil { actions += self.ssdp!.tick(now: now).map(EngineAction.ssdp) }
         return actions
     }
 
@@ -329,6 +382,7 @@ public struct ProxyEngine: Sendable {
         self.presence[key] = presence
         self.quietChecks.remove(key)
         self.responder?.speak(for: registration, now: now)
+        self.ssdp?.speak(for: key, now: now)
         return [.log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now")]
     }
 
@@ -373,6 +427,7 @@ public struct ProxyEngine: Sendable {
         for registration in registrations {
             if self.presence[registration.key] == nil {
                 actions += self.startOver(registration, restart: false, now: now)
+                actions += self.ssdpRegistered(registration, search: false, now: now)
             } else if self.takeover != nil {
                 actions += self.run(self.takeover!.registered(registration, now: now), now: now)
             }
@@ -381,6 +436,7 @@ public struct ProxyEngine: Sendable {
             self.presence[key] = nil
             self.quietChecks.remove(key)
             self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
+            _ = self.ssdp?.removed(key, byebye: false)
             if self.takeover != nil {
                 actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now)
             }
@@ -452,6 +508,11 @@ public struct ProxyEngine: Sendable {
         }
         // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
         self.responder?.removed(registration, reason: reason, now: now)
+        // SSDP byebyes go with the mDNS goodbyes, never with a hand-back (docs/ssdp.md).
+        if self.ssdp != nil {
+            let byebye = reason == .expired || reason == .administrative
+            actions += self.ssdp!.removed(key, byebye: byebye).map(EngineAction.ssdp)
+        }
         if self.takeover != nil {
             let takeoverReason: RemovalReason
             switch removal {
@@ -536,6 +597,7 @@ public struct ProxyEngine: Sendable {
                     presence.state = .awake
                     self.presence[key] = presence
                     self.responder?.silence(key)
+                    self.ssdp?.silence(key)
                     result.append(
                         .log(
                             .info,

@@ -284,7 +284,8 @@ extension Takeover {
             self.statistics.malformedFrames += 1
             return []
         }
-        guard self.configuration.policy.wakes(port, macs: host.macs, registered: host.ports) else {
+        guard self.configuration.policy.wakes(port, macs: host.macs, registered: host.ports.union(host.otherPorts))
+        else {
             if connectionRequest { return self.logIgnored(host: host, port: port, trigger: trigger, now: now) }
             return []
         }

@@ -139,6 +139,9 @@ public struct Takeover: Sendable {
         var v4: [IPv4Address]
         var v6: [IPv6Address]
         var ports: Set<WakePolicy.Port>
+        /// Ports the host serves that its registration does not name: its UPnP description URLs (docs/ssdp.md).
+        /// Kept apart from `ports`, which every registration replaces.
+        var otherPorts: Set<WakePolicy.Port> = []
         var states: [IPAddress: AddressState] = [:]
         /// The earliest `next` of any address: kept in step by `refreshNext`, so finding due hosts stays one
         /// comparison per host.
@@ -368,6 +371,14 @@ public struct Takeover: Sendable {
         self.hosts[key] = host
         if !host.registered, host.wake == nil { self.forget(key) }
         return actions
+    }
+
+    /// Ports beyond the registered services whose connection requests wake the host, subject to the wake policy
+    /// as those are: the TCP ports of its UPnP description URLs (docs/ssdp.md).
+    public mutating func setOtherWakePorts(_ ports: Set<WakePolicy.Port>, for key: OwnerKey) {
+        guard var host = self.hosts[key], host.otherPorts != ports else { return }
+        host.otherPorts = ports
+        self.hosts[key] = host
     }
 
     /// Magic packets are going out for the host.

@@ -1,6 +1,6 @@
 /// One SSDP message (UPnP Device Architecture 1.1 §1, HTTP over UDP): a search (`M-SEARCH * HTTP/1.1`), a
 /// search response (`HTTP/1.1 200 OK`) or an announcement (`NOTIFY * HTTP/1.1`, with `NTS` alive, byebye or
-/// update). The codec only: nothing in the proxy speaks SSDP yet (issue 18).
+/// update). `SSDPProxy` (SleepProxyCore) speaks it on sleeping hosts' behalf (docs/ssdp.md).
 ///
 /// Decoding is strict, as for everything from the network: the start line must be one of the three, every line
 /// ends in CRLF, the header block ends in an empty line and nothing but an empty body follows, header names are
@@ -180,7 +180,8 @@ public struct SSDPMessage: Hashable, Sendable {
         }
     }
 
-    static func lowercased(_ text: String) -> String {
+    /// ASCII lower case, as HTTP compares header names and SSDP its targets.
+    public static func lowercased(_ text: String) -> String {
         String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 

@@ -9,26 +9,71 @@ import SleepProxyWire
     import Glibc
 #endif
 
-/// The mDNS sockets: one per served interface and address family, bound to port 5353 beside any avahi-daemon
-/// (SO_REUSEADDR + SO_REUSEPORT), each joined to its group on its own interface only (IP_MULTICAST_ALL off,
-/// docs/linux.md §1.5) and sending with TTL / hop limit 255 for multicast and unicast alike (RFC 6762 §11,
-/// docs/linux.md §1.6). Received packets go to the engine with the interface and destination from packet info.
-public final class MDNSSockets: Sendable {
+/// What differs between the multicast protocols the proxy speaks on every served interface.
+struct MulticastProfile: Sendable {
+    /// For log lines: "mdns", "ssdp".
+    var name: String
+    var port: UInt16
+    var group4: String
+    var group6: String
+    /// TTL / hop limit of multicast sends.
+    var multicastHops: CInt
+    /// TTL / hop limit of unicast sends; nil keeps the system's.
+    var unicastHops: CInt?
+    /// Larger datagrams are dropped on arrival.
+    var maximumSize: Int
+    /// Sends go out of a second socket on a port of the system's choosing, which also takes the unicast answers
+    /// to them: they must not go to another program bound to the well-known port on this machine.
+    var separateSender: Bool
+    var event:
+        @Sendable (_ bytes: [UInt8], _ remote: SocketAddress, _ interfaceIndex: Int, _ destination: IPAddress?)
+            -> RegistrationEngine.Event
+
+    /// RFC 6762: port 5353, TTL / hop limit 255 for multicast and unicast alike (§11, docs/linux.md §1.6), and
+    /// answers from port 5353.
+    static let mdns = MulticastProfile(
+        name: "mdns", port: MDNSRules.port, group4: "224.0.0.251", group6: "ff02::fb", multicastHops: 255,
+        unicastHops: 255, maximumSize: DNSMessage.maximumSize, separateSender: false,
+        event: { .mdns(bytes: $0, remote: $1, interfaceIndex: $2, destination: $3) })
+
+    /// UDA §1.1.2: port 1900, TTL 2 (docs/ssdp.md). A NAS running the proxy may run minidlna too, bound to port
+    /// 1900 as well: the proxy's searches and answers go out of a port of its own.
+    static let ssdp = MulticastProfile(
+        name: "ssdp", port: SSDPRules.port, group4: "239.255.255.250", group6: "ff02::c",
+        multicastHops: CInt(SSDPRules.multicastTTL), unicastHops: nil, maximumSize: SSDPMessage.maximumSize,
+        separateSender: true,
+        event: { .ssdp(bytes: $0, remote: $1, interfaceIndex: $2, destination: $3) })
+}
+
+/// The sockets of one multicast protocol (mDNS, SSDP): one per served interface and address family, bound to the
+/// protocol's port beside any other program using it (SO_REUSEADDR + SO_REUSEPORT: avahi-daemon, minidlna), each
+/// joined to its group on its own interface only (IP_MULTICAST_ALL off, docs/linux.md §1.5). Received packets go
+/// to the engine with the interface and destination from packet info.
+public final class MulticastSockets: Sendable {
     struct Key: Hashable, Sendable {
         var interfaceIndex: Int
         var family: IPFamily
     }
 
+    struct Channels: Sendable {
+        var listener: Channel
+        var sender: Channel?
+
+        var all: [Channel] { [self.listener] + (self.sender.map { [$0] } ?? []) }
+    }
+
     static let receiveBufferSize = 9216
-    private let channels: NIOLockedValueBox<[Key: Channel]> = NIOLockedValueBox([:])
+    private let channels: NIOLockedValueBox<[Key: Channels]> = NIOLockedValueBox([:])
     private let group: EventLoopGroup
     private let logger: Logger
+    private let profile: MulticastProfile
     private let sink: @Sendable (RegistrationEngine.Event) -> Void
 
     init(
-        group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
+        _ profile: MulticastProfile, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
         sink: @escaping @Sendable (RegistrationEngine.Event) -> Void
     ) {
+        self.profile = profile
         self.group = group
         self.logger = logger
         self.sink = sink
@@ -42,26 +87,42 @@ public final class MDNSSockets: Sendable {
                 Responder.families(of: context).map { Key(interfaceIndex: context.index, family: $0) }
             })
         let current = self.channels.withLockedValue { $0 }
-        for (key, channel) in current where !wanted.contains(key) {
-            _ = channel.close()
+        for (key, channels) in current where !wanted.contains(key) {
+            for channel in channels.all { _ = channel.close() }
             self.channels.withLockedValue { $0[key] = nil }
         }
         let devices = (try? System.enumerateDevices()) ?? []
         for context in interfaces {
             for family in Responder.families(of: context)
             where current[Key(interfaceIndex: context.index, family: family)] == nil {
+                let name = self.profile.name
                 do {
-                    let channel = try self.open(context: context, family: family, devices: devices)
-                    self.channels.withLockedValue { $0[Key(interfaceIndex: context.index, family: family)] = channel }
-                    self.logger.info("mdns: answering on \(context.name) over \(family)")
+                    let listener = try self.open(context: context, family: family, devices: devices, listening: true)
+                    var channels = Channels(listener: listener)
+                    if self.profile.separateSender {
+                        do {
+                            channels.sender = try self.open(
+                                context: context, family: family, devices: devices, listening: false)
+                        } catch {
+                            _ = try? listener.close().wait()
+                            throw error
+                        }
+                    }
+                    self.channels.withLockedValue { $0[Key(interfaceIndex: context.index, family: family)] = channels }
+                    self.logger.info("\(name): answering on \(context.name) over \(family)")
                 } catch {
-                    self.logger.warning("mdns: cannot use \(context.name) over \(family): \(error)")
+                    self.logger.warning("\(name): cannot use \(context.name) over \(family): \(error)")
                 }
             }
         }
     }
 
-    private func open(context: InterfaceContext, family: IPFamily, devices: [NIONetworkDevice]) throws -> Channel {
+    /// A listener is bound to the protocol's port and joined to its group; a sender to a port of the system's
+    /// choosing, joined to nothing.
+    private func open(context: InterfaceContext, family: IPFamily, devices: [NIONetworkDevice], listening: Bool)
+        throws -> Channel
+    {
+        let profile = self.profile
         let reusePort = ChannelOptions.Types.SocketOption(
             level: .socket, name: NIOBSDSocket.Option(rawValue: SO_REUSEPORT))
         var bootstrap = DatagramBootstrap(group: self.group)
@@ -69,7 +130,7 @@ public final class MDNSSockets: Sendable {
             .channelOption(reusePort, value: 1)
             .channelOption(.receivePacketInfo, value: true)
             .channelOption(
-                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MDNSSockets.receiveBufferSize)
+                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MulticastSockets.receiveBufferSize)
             )
             .channelOption(.maxMessagesPerRead, value: 16)
         if family == .v6 {
@@ -80,9 +141,9 @@ public final class MDNSSockets: Sendable {
         let sink = self.sink
         let channel = try bootstrap.channelInitializer { channel in
             channel.eventLoop.makeCompletedFuture {
-                try channel.pipeline.syncOperations.addHandler(MDNSInboundHandler(sink: sink))
+                try channel.pipeline.syncOperations.addHandler(MulticastInboundHandler(profile: profile, sink: sink))
             }
-        }.bind(host: family == .v4 ? "0.0.0.0" : "::", port: Int(MDNSRules.port)).wait()
+        }.bind(host: family == .v4 ? "0.0.0.0" : "::", port: listening ? Int(profile.port) : 0).wait()
         do {
             guard let multicast = channel as? MulticastChannel, let options = channel as? SocketOptionProvider else {
                 throw RegistrationEngineError(description: "the datagram channel offers no multicast options")
@@ -98,30 +159,38 @@ public final class MDNSSockets: Sendable {
                 _ = try options.unsafeSetSocketOption(
                     level: .ip, name: .init(rawValue: IP_MULTICAST_ALL), value: CInt(0)
                 ).wait()
-                try multicast.joinGroup(
-                    try SocketAddress(ipAddress: "224.0.0.251", port: Int(MDNSRules.port)), device: device
-                ).wait()
+                if listening {
+                    try multicast.joinGroup(
+                        try SocketAddress(ipAddress: profile.group4, port: Int(profile.port)), device: device
+                    ).wait()
+                }
                 guard case .v4(let v4) = device.address else {
                     throw RegistrationEngineError(description: "no IPv4 address on \(context.name)")
                 }
                 try options.setIPMulticastIF(v4.address.sin_addr).wait()
-                try options.setIPMulticastTTL(255).wait()
+                try options.setIPMulticastTTL(CUnsignedChar(profile.multicastHops)).wait()
                 try options.setIPMulticastLoop(1).wait()
-                _ = try options.unsafeSetSocketOption(level: .ip, name: .init(rawValue: IP_TTL), value: CInt(255))
-                    .wait()
+                if let hops = profile.unicastHops {
+                    _ = try options.unsafeSetSocketOption(level: .ip, name: .init(rawValue: IP_TTL), value: hops)
+                        .wait()
+                }
             } else {
                 _ = try options.unsafeSetSocketOption(
                     level: .ipv6, name: .init(rawValue: IPV6_MULTICAST_ALL), value: CInt(0)
                 ).wait()
-                try multicast.joinGroup(
-                    try SocketAddress(ipAddress: "ff02::fb", port: Int(MDNSRules.port)), device: device
-                ).wait()
+                if listening {
+                    try multicast.joinGroup(
+                        try SocketAddress(ipAddress: profile.group6, port: Int(profile.port)), device: device
+                    ).wait()
+                }
                 try options.setIPv6MulticastIF(CUnsignedInt(context.index)).wait()
-                try options.setIPv6MulticastHops(255).wait()
+                try options.setIPv6MulticastHops(profile.multicastHops).wait()
                 try options.setIPv6MulticastLoop(1).wait()
-                _ = try options.unsafeSetSocketOption(
-                    level: .ipv6, name: .init(rawValue: IPV6_UNICAST_HOPS), value: CInt(255)
-                ).wait()
+                if let hops = profile.unicastHops {
+                    _ = try options.unsafeSetSocketOption(
+                        level: .ipv6, name: .init(rawValue: IPV6_UNICAST_HOPS), value: hops
+                    ).wait()
+                }
             }
         } catch {
             _ = try? channel.close().wait()
@@ -130,8 +199,8 @@ public final class MDNSSockets: Sendable {
         return channel
     }
 
-    /// Queues transmissions on their sockets: one hop to each socket's event loop, one flush.
-    func send(_ transmissions: [MDNSTransmission]) {
+    /// Queues datagrams on their sockets: one hop to each socket's event loop, one flush.
+    func send(_ transmissions: [(destination: MDNSTransmission.Destination, bytes: [UInt8])]) {
         for (channel, envelopes) in self.route(transmissions) {
             channel.eventLoop.execute {
                 for envelope in envelopes { channel.write(envelope, promise: nil) }
@@ -142,7 +211,7 @@ public final class MDNSSockets: Sendable {
 
     /// Sends and waits until the kernel has the datagrams (at shutdown, so the goodbyes leave before the process
     /// does).
-    func sendAndWait(_ transmissions: [MDNSTransmission]) {
+    func sendAndWait(_ transmissions: [(destination: MDNSTransmission.Destination, bytes: [UInt8])]) {
         var futures: [EventLoopFuture<Void>] = []
         for (channel, envelopes) in self.route(transmissions) {
             for envelope in envelopes { futures.append(channel.write(envelope)) }
@@ -151,7 +220,9 @@ public final class MDNSSockets: Sendable {
         for future in futures { try? future.wait() }
     }
 
-    private func route(_ transmissions: [MDNSTransmission]) -> [(Channel, [AddressedEnvelope<ByteBuffer>])] {
+    private func route(_ transmissions: [(destination: MDNSTransmission.Destination, bytes: [UInt8])]) -> [(
+        Channel, [AddressedEnvelope<ByteBuffer>]
+    )] {
         guard !transmissions.isEmpty else { return [] }
         let channels = self.channels.withLockedValue { $0 }
         var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
@@ -161,12 +232,13 @@ public final class MDNSSockets: Sendable {
             switch transmission.destination {
             case .multicast(let index, let family):
                 key = Key(interfaceIndex: index, family: family)
-                remote = family == .v4 ? Self.group4 : Self.group6
+                remote = family == .v4 ? self.groupAddress4 : self.groupAddress6
             case .unicast(let address, let port, let index):
                 key = Key(interfaceIndex: index, family: IPFamily(address))
                 remote = Self.socketAddress(address, port: port, scope: index)
             }
-            guard let channel = channels[key] else { continue }
+            guard let found = channels[key] else { continue }
+            let channel = found.sender ?? found.listener
             byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(
                 AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: transmission.bytes)))
         }
@@ -176,13 +248,17 @@ public final class MDNSSockets: Sendable {
     func close() {
         let channels = self.channels.withLockedValue { channels in
             defer { channels.removeAll() }
-            return Array(channels.values)
+            return channels.values.flatMap(\.all)
         }
         for channel in channels { try? channel.close().wait() }
     }
 
-    static let group4 = try! SocketAddress(ipAddress: "224.0.0.251", port: Int(MDNSRules.port))
-    static let group6 = try! SocketAddress(ipAddress: "ff02::fb", port: Int(MDNSRules.port))
+    private var groupAddress4: SocketAddress {
+        try! SocketAddress(ipAddress: self.profile.group4, port: Int(self.profile.port))
+    }
+    private var groupAddress6: SocketAddress {
+        try! SocketAddress(ipAddress: self.profile.group6, port: Int(self.profile.port))
+    }
 
     /// A socket address; IPv6 link-local destinations carry the interface as their scope.
     static func socketAddress(_ address: IPAddress, port: UInt16, scope: Int) -> SocketAddress {
@@ -206,22 +282,26 @@ public final class MDNSSockets: Sendable {
     }
 }
 
-final class MDNSInboundHandler: ChannelInboundHandler, Sendable {
+final class MulticastInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
+    private let profile: MulticastProfile
     private let sink: @Sendable (RegistrationEngine.Event) -> Void
 
-    init(sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) { self.sink = sink }
+    init(profile: MulticastProfile, sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) {
+        self.profile = profile
+        self.sink = sink
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)
-        guard envelope.data.readableBytes <= DNSMessage.maximumSize, let info = envelope.metadata?.packetInfo else {
+        guard envelope.data.readableBytes <= self.profile.maximumSize, let info = envelope.metadata?.packetInfo else {
             return
         }
         self.sink(
-            .mdns(
-                bytes: Array(envelope.data.readableBytesView), remote: envelope.remoteAddress,
-                interfaceIndex: Int(info.interfaceIndex), destination: IPAddress(info.destinationAddress)))
+            self.profile.event(
+                Array(envelope.data.readableBytesView), envelope.remoteAddress, Int(info.interfaceIndex),
+                IPAddress(info.destinationAddress)))
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

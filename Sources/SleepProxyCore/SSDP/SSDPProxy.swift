@@ -1,0 +1,537 @@
+import SleepProxyWire
+
+/// SSDP on behalf of sleeping hosts (docs/ssdp.md), as a pure state machine: it learns what each host the
+/// proxy holds advertises over SSDP while it is awake, and while the host sleeps answers searches for it and keeps
+/// its announcements going, so that TVs and media players keep it in their lists. Beyond Apple, whose proxy
+/// speaks only mDNS.
+///
+/// Which host a packet is from, and whether a host sleeps, is the engine's to say (`owner:`, `speak(for:)`,
+/// `silence(_:)`): the rules that tie SSDP to registration and takeover live in `ProxyEngine`.
+public struct SSDPProxy: Sendable {
+    public internal(set) var statistics = SSDPStatistics()
+
+    var interfaces: [Int: InterfaceContext] = [:]
+    var hosts: [OwnerKey: Host] = [:]
+    /// Hosts spoken for, by interface name: a search looks at these only, not at every host held.
+    var speaking: [String: Set<OwnerKey>] = [:]
+    /// Announcements heard from addresses no registration claims (yet).
+    var unclaimed: [Source: Learned] = [:]
+    /// The next set of announcements of each host spoken for.
+    var announcements = TimerQueue<OwnerKey, Bool>()
+    /// Search responses waiting for their random delay (UDA §1.3.2).
+    var pending = TimerQueue<PendingKey, PendingResponse>()
+    /// Group searches waiting for `SSDPRules.groupSearchInterval` to pass, by interface name.
+    var groupSearches = TimerQueue<String, Bool>()
+    /// When each interface last had a group search.
+    var lastGroupSearch: [String: Timestamp] = [:]
+    var jitter: Jitter
+
+    struct Host: Sendable {
+        var interface: String
+        var addresses: [IPAddress]
+        var learned = Learned()
+        var speaking = false
+    }
+
+    /// Entries with their cost, for the bounds of `SSDPRules`.
+    struct Learned: Sendable {
+        var entries: [SSDPEntryKey: SSDPEntry] = [:]
+        var bytes = 0
+        var heardAt = Timestamp(nanoseconds: 0)
+    }
+
+    struct Source: Hashable, Sendable {
+        var interface: String
+        var address: IPAddress
+    }
+
+    struct PendingKey: Hashable, Sendable {
+        var destination: SSDPTransmission.Destination
+        var uniqueServiceName: String
+        var searchTarget: String
+    }
+
+    struct PendingResponse: Sendable {
+        var owner: OwnerKey
+        var transmission: SSDPTransmission
+    }
+
+    public init(seed: UInt64) {
+        self.jitter = Jitter(state: seed)
+    }
+
+    // MARK: - Reading
+
+    /// What the proxy knows the host advertises, in a stable order.
+    public func entries(of key: OwnerKey) -> [SSDPEntry] {
+        (self.hosts[key]?.learned.entries.values).map { entries in
+            entries.sorted {
+                ($0.family == .v4 ? 0 : 1, $0.uniqueServiceName) < ($1.family == .v4 ? 0 : 1, $1.uniqueServiceName)
+            }
+        } ?? []
+    }
+
+    /// The TCP ports of the host's description URLs: a control point opening the server connects there.
+    public func wakePorts(of key: OwnerKey) -> Set<UInt16> {
+        guard let host = self.hosts[key] else { return [] }
+        return Set(host.learned.entries.values.compactMap { $0.locationPort(on: host.addresses) })
+    }
+
+    /// Entries held for registered hosts, and for addresses not registered.
+    public var entryCount: Int { self.hosts.values.reduce(0) { $0 + $1.learned.entries.count } }
+    public var unclaimedEntryCount: Int { self.unclaimed.values.reduce(0) { $0 + $1.entries.count } }
+
+    public func isSpeaking(for key: OwnerKey) -> Bool { self.hosts[key]?.speaking ?? false }
+
+    public mutating func nextDeadline() -> Timestamp? {
+        let candidates = [
+            self.announcements.nextDeadline(), self.pending.nextDeadline(), self.groupSearches.nextDeadline(),
+        ].compactMap { $0 }
+        return candidates.min()
+    }
+
+    // MARK: - Interfaces and hosts
+
+    public mutating func setInterfaces(_ contexts: [InterfaceContext]) {
+        self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// A registration was accepted (or restored): what was heard from its addresses before is now the host's.
+    /// With `search`, the host is also asked for everything it advertises (an `ssdp:all` search to its address,
+    /// UDA §1.3.2, and one through the group, `SSDPRules.groupSearchInterval`), so that a host whose last
+    /// announcement predates the proxy is known too: real hosts register seconds before they sleep, and minidlna
+    /// announces every 15 minutes.
+    public mutating func registered(
+        _ key: OwnerKey, addresses: [IPAddress], search: Bool, now: Timestamp
+    ) -> [SSDPTransmission] {
+        var host = self.hosts[key] ?? Host(interface: key.interface, addresses: addresses)
+        host.addresses = addresses
+        for address in addresses {
+            guard let heard = self.unclaimed.removeValue(forKey: Source(interface: key.interface, address: address))
+            else { continue }
+            for entry in heard.entries.values where entry.family == IPFamily(address) {
+                if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
+            }
+        }
+        self.hosts[key] = host
+        guard search, let context = self.context(named: key.interface) else { return [] }
+        var searches: [SSDPTransmission] = []
+        for family in Responder.families(of: context) {
+            guard let address = addresses.first(where: { IPFamily($0) == family }) else { continue }
+            let hostHeader = family == .v4 ? "\(address):\(SSDPRules.port)" : "[\(address)]:\(SSDPRules.port)"
+            searches.append(
+                SSDPTransmission(
+                    destination: .unicast(address: address, port: SSDPRules.port, interfaceIndex: context.index),
+                    bytes: Self.search(host: hostHeader)))
+            self.statistics.hostSearchesSent += 1
+        }
+        if self.groupSearches[context.name] == nil {
+            let due = self.lastGroupSearch[context.name].map { $0 + SSDPRules.groupSearchInterval } ?? now
+            if due <= now {
+                searches += self.groupSearch(on: context, now: now)
+            } else {
+                self.groupSearches.schedule(true, for: context.name, at: due)
+            }
+        }
+        return searches
+    }
+
+    /// An `ssdp:all` search through the group of each family the interface has.
+    private mutating func groupSearch(on context: InterfaceContext, now: Timestamp) -> [SSDPTransmission] {
+        self.lastGroupSearch[context.name] = now
+        return Responder.families(of: context).map { family in
+            self.statistics.hostSearchesSent += 1
+            return SSDPTransmission(
+                destination: .multicast(interfaceIndex: context.index, family: family),
+                bytes: Self.search(
+                    host: family == .v4 ? "239.255.255.250:\(SSDPRules.port)" : "[FF02::C]:\(SSDPRules.port)"))
+        }
+    }
+
+    static func search(host: String) -> [UInt8] {
+        SSDPMessage(
+            kind: .search,
+            headers: [
+                .init("HOST", host), .init("MAN", "\"ssdp:discover\""),
+                .init("MX", "\(SSDPRules.registrationSearchWait)"), .init("ST", "ssdp:all"),
+            ]
+        ).encoded()
+    }
+
+    /// The host sleeps: answer for it and announce it from now on, at its own cadence.
+    public mutating func speak(for key: OwnerKey, now: Timestamp) {
+        guard var host = self.hosts[key], !host.speaking else { return }
+        // Entries the host stopped announcing while it was awake (its server went away) are not brought back.
+        let stale = host.learned.entries.values.filter { now - $0.refreshedAt > .seconds($0.maximumAge) }
+        for entry in stale { Self.remove(entry.key, from: &host.learned) }
+        host.speaking = true
+        self.hosts[key] = host
+        self.speaking[host.interface, default: []].insert(key)
+        guard !host.learned.entries.isEmpty else { return }
+        // The host's own schedule continues where it left off; when it is already past, a set goes out soon.
+        let last = host.learned.entries.values.map(\.refreshedAt).max()!
+        let due = last + Self.cadence(host.learned)
+        let soon = now + self.jitter.milliseconds(SSDPRules.firstAnnouncementDelay)
+        self.announcements.schedule(true, for: key, at: due > soon ? due : soon)
+    }
+
+    /// The host is awake (or not yet shown asleep): it speaks for itself.
+    public mutating func silence(_ key: OwnerKey) {
+        guard var host = self.hosts[key], host.speaking else { return }
+        host.speaking = false
+        self.hosts[key] = host
+        self.speaking[host.interface]?.remove(key)
+        self.announcements.remove(key)
+    }
+
+    /// The registration ended. With `byebye` (a lease that ran out, `forget --goodbyes`), a host the proxy spoke
+    /// for is withdrawn as its mDNS records are, with `ssdp:byebye`; never for a hand-back, when the host speaks
+    /// again itself and a byebye would make control points drop it. Entries not withdrawn are kept as heard from
+    /// its addresses, for its next registration.
+    public mutating func removed(_ key: OwnerKey, byebye: Bool) -> [SSDPTransmission] {
+        let wasSpeaking = self.hosts[key]?.speaking ?? false
+        self.silence(key)
+        guard let host = self.hosts.removeValue(forKey: key) else { return [] }
+        if byebye, wasSpeaking, let context = self.context(named: host.interface) {
+            let entries = host.learned.entries.values.sorted { $0.uniqueServiceName < $1.uniqueServiceName }
+            self.statistics.byebyesSent += entries.count
+            return entries.map { entry in
+                SSDPTransmission(
+                    destination: .multicast(interfaceIndex: context.index, family: entry.family),
+                    bytes: Self.announcement(entry, byebye: true).encoded())
+            }
+        }
+        if !byebye {
+            for entry in host.learned.entries.values {
+                guard let address = host.addresses.first(where: { IPFamily($0) == entry.family }) else { continue }
+                let source = Source(interface: host.interface, address: address)
+                var heard = self.unclaimedSlot(source)
+                if Self.merge(entry, into: &heard) { self.unclaimed[source] = heard }
+            }
+        }
+        return []
+    }
+
+    // MARK: - Packets
+
+    /// One datagram on an SSDP socket of a served interface. `owner` is the registered host whose address
+    /// `source` is, if any; `destination` tells a multicast search from a unicast one.
+    public mutating func receive(
+        _ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int,
+        owner: OwnerKey?, now: Timestamp
+    ) -> [SSDPTransmission] {
+        self.statistics.received += 1
+        guard let context = self.interfaces[interfaceIndex], context.isOnLink(source), !context.isOwnAddress(source),
+            port != 0
+        else {
+            self.statistics.ignored += 1
+            return []
+        }
+        let message: SSDPMessage
+        do {
+            message = try SSDPMessage(decoding: bytes)
+        } catch {
+            self.statistics.malformed += 1
+            return []
+        }
+        switch message.kind {
+        case .search:
+            let multicast = destination.map { $0.isMulticast } ?? true
+            return self.answer(message, from: source, port: port, multicast: multicast, context: context, now: now)
+        case .notify:
+            self.learnAnnouncement(message, from: source, interface: context.name, owner: owner, now: now)
+        case .response:
+            // Only a response to the proxy's own search arrives unicast; one sent to a group is not SSDP.
+            guard destination.map({ !$0.isMulticast }) ?? true else {
+                self.statistics.malformed += 1
+                return []
+            }
+            self.learn(
+                message, type: message.searchTarget, from: source, interface: context.name, owner: owner,
+                announcement: false, now: now)
+        }
+        return []
+    }
+
+    // MARK: - Time
+
+    /// Announcements and delayed search responses that are due.
+    public mutating func tick(now: Timestamp) -> [SSDPTransmission] {
+        var out: [SSDPTransmission] = []
+        for (key, _) in self.announcements.takeDue(now: now) {
+            guard let host = self.hosts[key], host.speaking, let context = self.context(named: host.interface) else {
+                continue
+            }
+            for entry in host.learned.entries.values.sorted(by: { $0.uniqueServiceName < $1.uniqueServiceName }) {
+                out.append(
+                    SSDPTransmission(
+                        destination: .multicast(interfaceIndex: context.index, family: entry.family),
+                        bytes: Self.announcement(entry, byebye: false).encoded()))
+            }
+            self.statistics.notifiesSent += host.learned.entries.count
+            if !host.learned.entries.isEmpty {
+                self.announcements.schedule(true, for: key, at: now + Self.cadence(host.learned))
+            }
+        }
+        for (name, _) in self.groupSearches.takeDue(now: now) {
+            guard let context = self.context(named: name) else { continue }
+            out += self.groupSearch(on: context, now: now)
+        }
+        for (_, response) in self.pending.takeDue(now: now) where self.hosts[response.owner]?.speaking == true {
+            out.append(response.transmission)
+            self.statistics.responsesSent += 1
+        }
+        return out
+    }
+
+    // MARK: - Answering
+
+    private mutating func answer(
+        _ search: SSDPMessage, from source: IPAddress, port: UInt16, multicast: Bool, context: InterfaceContext,
+        now: Timestamp
+    ) -> [SSDPTransmission] {
+        self.statistics.searches += 1
+        guard search.isDiscover, let target = search.searchTarget, !target.isEmpty else {
+            self.statistics.malformed += 1
+            return []
+        }
+        var wait = 0
+        if multicast {
+            guard let mx = search.maximumWait, mx >= SSDPRules.minimumSearchWait else {
+                self.statistics.malformed += 1
+                return []
+            }
+            wait = mx
+        }
+        guard let keys = self.speaking[context.name], !keys.isEmpty else { return [] }
+        let family = IPFamily(source)
+        let destination = SSDPTransmission.Destination.unicast(
+            address: source, port: port, interfaceIndex: context.index)
+        var immediate: [SSDPTransmission] = []
+        for key in keys {
+            guard let host = self.hosts[key] else { continue }
+            for entry in host.learned.entries.values where entry.family == family {
+                guard let (searchTarget, usn) = Self.match(target, entry) else { continue }
+                let transmission = SSDPTransmission(
+                    destination: destination,
+                    bytes: Self.response(entry, searchTarget: searchTarget, uniqueServiceName: usn).encoded())
+                if wait == 0 {
+                    immediate.append(transmission)
+                    self.statistics.responsesSent += 1
+                    continue
+                }
+                // A control point repeating its search within the delay gets one response per entry, not one per
+                // search: an M-SEARCH flood costs at most the entries times the searchers.
+                let pendingKey = PendingKey(
+                    destination: destination, uniqueServiceName: usn, searchTarget: searchTarget)
+                guard self.pending[pendingKey] == nil else { continue }
+                guard self.pending.count < SSDPRules.maximumPendingResponses else {
+                    self.statistics.overLimit += 1
+                    continue
+                }
+                let delay = self.jitter.milliseconds(0...Int64(wait) * 1_000)
+                self.pending.schedule(
+                    PendingResponse(owner: key, transmission: transmission), for: pendingKey, at: now + delay)
+            }
+        }
+        return immediate
+    }
+
+    /// Whether an entry answers a search target (UDA §1.3.2), and with which ST and USN: `ssdp:all` every entry
+    /// with its own; `upnp:rootdevice`, a `uuid:` or a type the same; a type of a lower version than the entry's
+    /// too, answered with the version searched for (a device of version 2 is also one of version 1).
+    static func match(_ target: String, _ entry: SSDPEntry) -> (String, String)? {
+        let wanted = SSDPMessage.lowercased(target)
+        if wanted == "ssdp:all" { return (entry.notificationType, entry.uniqueServiceName) }
+        if wanted == SSDPMessage.lowercased(entry.notificationType) { return (target, entry.uniqueServiceName) }
+        guard wanted.hasPrefix("urn:"), let (base, version) = Self.splitVersion(target),
+            let (entryBase, entryVersion) = Self.splitVersion(entry.notificationType),
+            SSDPMessage.lowercased(String(base)) == SSDPMessage.lowercased(String(entryBase)), entryVersion >= version
+        else { return nil }
+        let usn = entry.uniqueServiceName
+        let device = usn.utf8.firstRange(of: "::".utf8).map { String(usn[..<$0.lowerBound]) } ?? usn
+        return (target, "\(device)::\(target)")
+    }
+
+    static func splitVersion(_ type: String) -> (Substring, Int)? {
+        guard let colon = type.lastIndex(of: ":"), let version = Int(type[type.index(after: colon)...]), version > 0
+        else { return nil }
+        return (type[..<colon], version)
+    }
+
+    // MARK: - Learning
+
+    private mutating func learnAnnouncement(
+        _ message: SSDPMessage, from source: IPAddress, interface: String, owner: OwnerKey?, now: Timestamp
+    ) {
+        switch message.notificationSubtype.map(SSDPMessage.lowercased) {
+        case "ssdp:alive":
+            self.learn(
+                message, type: message.notificationType, from: source, interface: interface, owner: owner,
+                announcement: true, now: now)
+        case "ssdp:byebye":
+            guard let usn = message.uniqueServiceName else {
+                self.statistics.malformed += 1
+                return
+            }
+            let key = SSDPEntryKey(family: IPFamily(source), uniqueServiceName: usn)
+            self.update(owner: owner, source: Source(interface: interface, address: source)) { learned in
+                Self.remove(key, from: &learned)
+                return true
+            }
+        case "ssdp:update":
+            // UDA §1.2.4: the device's BOOTID moves to NEXTBOOTID; the rest of the entry is as announced.
+            guard let next = message["NEXTBOOTID.UPNP.ORG"].flatMap({ UInt32($0) }) else {
+                self.statistics.malformed += 1
+                return
+            }
+            var updated = message
+            updated.headers.removeAll { SSDPMessage.lowercased($0.name) == "bootid.upnp.org" }
+            updated.headers.append(.init("BOOTID.UPNP.ORG", "\(next)"))
+            self.learn(
+                updated, type: message.notificationType, from: source, interface: interface, owner: owner,
+                announcement: false, now: now)
+        default:
+            self.statistics.malformed += 1
+        }
+    }
+
+    private mutating func learn(
+        _ message: SSDPMessage, type: String?, from source: IPAddress, interface: String, owner: OwnerKey?,
+        announcement: Bool, now: Timestamp
+    ) {
+        guard let type, Self.isValidType(type), let usn = message.uniqueServiceName,
+            SSDPMessage.lowercased(usn).hasPrefix("uuid:"), let location = message.location,
+            SSDPLocation(location) != nil
+        else {
+            self.statistics.malformed += 1
+            return
+        }
+        let age = min(
+            max(message.maxAge ?? SSDPRules.defaultMaximumAge, SSDPRules.maximumAgeRange.lowerBound),
+            SSDPRules.maximumAgeRange.upperBound)
+        let entry = SSDPEntry(
+            family: IPFamily(source), notificationType: type, uniqueServiceName: usn, location: location,
+            server: message.server, maximumAge: age, bootID: message.bootID, configID: message.configID,
+            refreshedAt: now)
+        self.update(owner: owner, source: Source(interface: interface, address: source)) { learned in
+            Self.merge(entry, into: &learned, announcement: announcement)
+        }
+    }
+
+    /// Changes what is known of a registered host, or of an address not registered.
+    /// `change` returns false when a bound refused it.
+    private mutating func update(owner: OwnerKey?, source: Source, _ change: (inout Learned) -> Bool) {
+        if let owner, var host = self.hosts[owner] {
+            if !change(&host.learned) { self.statistics.overLimit += 1 }
+            self.hosts[owner] = host
+        } else {
+            var heard = self.unclaimedSlot(source)
+            if !change(&heard) { self.statistics.overLimit += 1 }
+            heard.heardAt = max(heard.heardAt, self.latest(heard))
+            if heard.entries.isEmpty {
+                self.unclaimed[source] = nil
+            } else {
+                self.unclaimed[source] = heard
+            }
+        }
+    }
+
+    private func latest(_ learned: Learned) -> Timestamp {
+        learned.entries.values.map(\.refreshedAt).max() ?? learned.heardAt
+    }
+
+    /// The unclaimed slot of `source`, making room for it (the address heard from longest ago goes) when it is new.
+    private mutating func unclaimedSlot(_ source: Source) -> Learned {
+        if let heard = self.unclaimed[source] { return heard }
+        if self.unclaimed.count >= SSDPRules.maximumUnclaimedSources,
+            let oldest = self.unclaimed.min(by: { $0.value.heardAt < $1.value.heardAt })?.key
+        {
+            self.unclaimed[oldest] = nil
+            self.statistics.overLimit += 1
+        }
+        return Learned()
+    }
+
+    /// Adds or refreshes an entry; false (and nothing changed) when that would break a bound.
+    private static func merge(_ entry: SSDPEntry, into learned: inout Learned, announcement: Bool = false) -> Bool {
+        var entry = entry
+        let old = learned.entries[entry.key]
+        if let old {
+            let gap = entry.refreshedAt - old.refreshedAt
+            entry.interval = announcement && gap >= SSDPRules.minimumObservedInterval ? gap : old.interval
+        }
+        let bytes = learned.bytes - (old?.byteCount ?? 0) + entry.byteCount
+        guard bytes <= SSDPRules.maximumBytesPerHost,
+            old != nil || learned.entries.count < SSDPRules.maximumEntriesPerHost
+        else { return false }
+        learned.entries[entry.key] = entry
+        learned.bytes = bytes
+        learned.heardAt = max(learned.heardAt, entry.refreshedAt)
+        return true
+    }
+
+    private static func remove(_ key: SSDPEntryKey, from learned: inout Learned) {
+        guard let old = learned.entries.removeValue(forKey: key) else { return }
+        learned.bytes -= old.byteCount
+    }
+
+    // MARK: - Messages
+
+    /// The host's own response, as UDA §1.3.3 lays it out, with what it said of itself.
+    static func response(_ entry: SSDPEntry, searchTarget: String, uniqueServiceName: String) -> SSDPMessage {
+        var headers: [SSDPMessage.Header] = [
+            .init("CACHE-CONTROL", "max-age=\(entry.maximumAge)"), .init("EXT", ""),
+            .init("LOCATION", entry.location),
+        ]
+        if let server = entry.server { headers.append(.init("SERVER", server)) }
+        headers += [.init("ST", searchTarget), .init("USN", uniqueServiceName)]
+        headers += Self.identity(entry)
+        return SSDPMessage(kind: .response, headers: headers)
+    }
+
+    /// The host's announcement (UDA §1.2.2) or its withdrawal (§1.2.3). The same BOOTID, CONFIGID and LOCATION as
+    /// the host's own: a control point that knows the device takes it as a refresh and fetches nothing.
+    static func announcement(_ entry: SSDPEntry, byebye: Bool) -> SSDPMessage {
+        let host = entry.family == .v4 ? "239.255.255.250:\(SSDPRules.port)" : "[FF02::C]:\(SSDPRules.port)"
+        var headers: [SSDPMessage.Header] = [.init("HOST", host)]
+        if !byebye {
+            headers += [.init("CACHE-CONTROL", "max-age=\(entry.maximumAge)"), .init("LOCATION", entry.location)]
+        }
+        headers += [.init("NT", entry.notificationType), .init("NTS", byebye ? "ssdp:byebye" : "ssdp:alive")]
+        if !byebye, let server = entry.server { headers.append(.init("SERVER", server)) }
+        headers.append(.init("USN", entry.uniqueServiceName))
+        headers += Self.identity(entry)
+        return SSDPMessage(kind: .notify, headers: headers)
+    }
+
+    private static func identity(_ entry: SSDPEntry) -> [SSDPMessage.Header] {
+        var headers: [SSDPMessage.Header] = []
+        if let bootID = entry.bootID { headers.append(.init("BOOTID.UPNP.ORG", "\(bootID)")) }
+        if let configID = entry.configID { headers.append(.init("CONFIGID.UPNP.ORG", "\(configID)")) }
+        return headers
+    }
+
+    /// The host's interval between two sets of announcements: as seen, or a little under half the shortest
+    /// `max-age` (UDA §1.2.2), never shorter than `SSDPRules.minimumObservedInterval`.
+    static func cadence(_ learned: Learned) -> Duration {
+        var shortest: Duration? = nil
+        for entry in learned.entries.values {
+            let interval =
+                entry.interval
+                ?? .milliseconds(Int64(Double(entry.maximumAge) * 1_000 * SSDPRules.intervalShareOfMaximumAge))
+            if shortest == nil || interval < shortest! { shortest = interval }
+        }
+        return max(shortest ?? SSDPRules.minimumObservedInterval, SSDPRules.minimumObservedInterval)
+    }
+
+    /// NT and ST values a device advertises (UDA §1.2.2): `upnp:rootdevice`, `uuid:…`, `urn:…`.
+    static func isValidType(_ type: String) -> Bool {
+        let lower = SSDPMessage.lowercased(type)
+        return lower == "upnp:rootdevice" || lower.hasPrefix("uuid:") || lower.hasPrefix("urn:")
+    }
+
+    private func context(named name: String) -> InterfaceContext? {
+        self.interfaces.values.first { $0.name == name }
+    }
+}

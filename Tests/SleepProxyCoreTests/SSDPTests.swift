@@ -1,0 +1,491 @@
+import SleepProxyTestSupport
+import Testing
+
+@testable import SleepProxyCore
+@testable import SleepProxyWire
+
+/// What a minidlna server says of itself (its search response and announcements carry the same fields).
+enum MediaServer {
+    static let uuid = "uuid:4d696e69-444c-164e-9d41-b827eb000002"
+    static let location = "http://192.0.2.2:8200/rootDesc.xml"
+    static let server = "Debian DLNADOC/1.50 UPnP/1.0 MiniDLNA/1.3.0"
+    static let types = [
+        "upnp:rootdevice", uuid, "urn:schemas-upnp-org:device:MediaServer:1",
+        "urn:schemas-upnp-org:service:ContentDirectory:1", "urn:schemas-upnp-org:service:ConnectionManager:1",
+        "urn:microsoft.com:service:X_MS_MediaReceiverRegistrar:1",
+    ]
+
+    static func usn(_ type: String) -> String { type == uuid ? uuid : "\(uuid)::\(type)" }
+
+    static func headers(_ type: String, maxAge: Int = 1810, location: String = location) -> [SSDPMessage.Header] {
+        [
+            .init("CACHE-CONTROL", "max-age=\(maxAge)"), .init("LOCATION", location), .init("SERVER", server),
+            .init("USN", usn(type)), .init("BOOTID.UPNP.ORG", "7"), .init("CONFIGID.UPNP.ORG", "1337"),
+        ]
+    }
+
+    static func alive(_ type: String, maxAge: Int = 1810) -> [UInt8] {
+        SSDPMessage(
+            kind: .notify,
+            headers: [.init("HOST", "239.255.255.250:1900"), .init("NT", type), .init("NTS", "ssdp:alive")]
+                + headers(type, maxAge: maxAge)
+        ).encoded()
+    }
+
+    static func response(_ type: String) -> [UInt8] {
+        SSDPMessage(kind: .response, headers: [.init("ST", type), .init("EXT", "")] + headers(type)).encoded()
+    }
+
+    static func byebye(_ type: String) -> [UInt8] {
+        SSDPMessage(
+            kind: .notify,
+            headers: [
+                .init("HOST", "239.255.255.250:1900"), .init("NT", type), .init("NTS", "ssdp:byebye"),
+                .init("USN", usn(type)),
+            ]
+        ).encoded()
+    }
+
+    static func search(_ target: String, mx: String? = "2") -> [UInt8] {
+        var headers: [SSDPMessage.Header] = [
+            .init("HOST", "239.255.255.250:1900"), .init("MAN", "\"ssdp:discover\""), .init("ST", target),
+        ]
+        if let mx { headers.append(.init("MX", mx)) }
+        return SSDPMessage(kind: .search, headers: headers).encoded()
+    }
+}
+
+/// The SSDP machine alone: learning, answering, announcing, bounds.
+@Suite("SSDP on behalf of sleeping hosts")
+struct SSDPProxyTests {
+    static let key = OwnerKey(interface: "eth0", primaryMAC: Lab.hostMAC)
+    static let tv = IPAddress("192.0.2.30")!
+    static let group = IPAddress("239.255.255.250")!
+
+    /// A proxy that holds the media server, having heard everything it advertises.
+    static func learned(speaking: Bool = true, now: Timestamp = Lab.t0) -> SSDPProxy {
+        var proxy = SSDPProxy(seed: 3)
+        proxy.setInterfaces([Lab.eth0])
+        _ = proxy.registered(key, addresses: [Lab.hostV4, Lab.hostV6], search: false, now: now)
+        for type in MediaServer.types { Self.receive(&proxy, MediaServer.response(type), from: Lab.hostV4, now: now) }
+        if speaking { proxy.speak(for: key, now: now) }
+        return proxy
+    }
+
+    @discardableResult
+    static func receive(
+        _ proxy: inout SSDPProxy, _ bytes: [UInt8], from source: IPAddress, port: UInt16 = 1900,
+        destination: IPAddress? = IPAddress("192.0.2.1")!, owner: OwnerKey? = key, now: Timestamp
+    ) -> [SSDPTransmission] {
+        proxy.receive(
+            bytes, from: source, port: port, destination: destination, interfaceIndex: Lab.eth0.index, owner: owner,
+            now: now)
+    }
+
+    static func messages(_ transmissions: [SSDPTransmission]) -> [SSDPMessage] {
+        transmissions.compactMap { try? SSDPMessage(decoding: $0.bytes) }
+    }
+
+    /// Runs the machine's timers for `duration`, returning what it sent with when.
+    static func run(_ proxy: inout SSDPProxy, from start: Timestamp, for duration: Duration) -> [(
+        Timestamp, SSDPTransmission
+    )] {
+        var sent: [(Timestamp, SSDPTransmission)] = []
+        while let deadline = proxy.nextDeadline(), deadline <= start + duration {
+            sent += proxy.tick(now: deadline).map { (deadline, $0) }
+        }
+        return sent
+    }
+
+    @Test func aRegistrationAsksTheHostDirectlyForEverythingItAdvertises() throws {
+        var proxy = SSDPProxy(seed: 1)
+        proxy.setInterfaces([Lab.eth0])
+        let searches = proxy.registered(Self.key, addresses: [Lab.hostV4, Lab.hostV6], search: true, now: Lab.t0)
+        #expect(searches.map(\.destination).contains(.unicast(address: Lab.hostV4, port: 1900, interfaceIndex: 2)))
+        let search = try SSDPMessage(decoding: try #require(searches.first).bytes)
+        #expect(search.kind == .search && search.isDiscover && search.searchTarget == "ssdp:all")
+        #expect(search["HOST"] == "192.0.2.2:1900")
+        #expect(searches.filter { !$0.destination.isMulticast }.count == 2, "one per family the interface has")
+        // minidlna hears only searches sent to the group: one goes there too, per family...
+        let group = searches.filter(\.destination.isMulticast)
+        #expect(group.count == 2)
+        #expect(try SSDPMessage(decoding: group[0].bytes)["HOST"] == "239.255.255.250:1900")
+        // ...and a burst of registrations makes one more group search 10 s later, not one each.
+        let other = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:07")!)
+        for second in 1...5 {
+            let more = proxy.registered(
+                other, addresses: [IPAddress("192.0.2.7")!], search: true, now: Lab.t0 + .seconds(Int64(second)))
+            #expect(more.count == 1 && !more[0].destination.isMulticast)
+        }
+        #expect(proxy.nextDeadline() == Lab.t0 + SSDPRules.groupSearchInterval)
+        let later = proxy.tick(now: Lab.t0 + SSDPRules.groupSearchInterval)
+        #expect(later.count == 2 && later.allSatisfy(\.destination.isMulticast))
+        #expect(proxy.nextDeadline() == nil)
+    }
+
+    @Test func aSleepingHostsSearchResponsesAreItsOwnAfterARandomDelayWithinMX() throws {
+        var proxy = Self.learned()
+        let immediate = Self.receive(
+            &proxy, MediaServer.search("ssdp:all", mx: "2"), from: Self.tv, port: 41000, destination: Self.group,
+            owner: nil, now: Lab.t0)
+        #expect(immediate.isEmpty, "a multicast search waits for its random delay")
+        let sent = Self.run(&proxy, from: Lab.t0, for: .seconds(3)).filter {
+            $0.1.destination == .unicast(address: Self.tv, port: 41000, interfaceIndex: 2)
+        }
+        #expect(sent.count == MediaServer.types.count)
+        #expect(sent.allSatisfy { $0.0 - Lab.t0 <= .seconds(2) })
+        let responses = Self.messages(sent.map(\.1))
+        #expect(Set(responses.compactMap(\.searchTarget)) == Set(MediaServer.types))
+        for response in responses {
+            #expect(response.kind == .response)
+            #expect(response.location == MediaServer.location)
+            #expect(response.server == MediaServer.server)
+            #expect(response.uniqueServiceName == MediaServer.usn(response.searchTarget!))
+            #expect(response.bootID == 7 && response.configID == 1337 && response.maxAge == 1810)
+            #expect(response["EXT"] == "")
+        }
+    }
+
+    @Test func searchTargetsMatchAsUDASays() throws {
+        var proxy = Self.learned()
+        func answer(_ target: String) -> [SSDPMessage] {
+            // Unicast searches (no MX) are answered at once.
+            Self.messages(
+                Self.receive(
+                    &proxy, MediaServer.search(target, mx: nil), from: Self.tv, port: 41001, owner: nil, now: Lab.t0))
+        }
+        #expect(answer("upnp:rootdevice").map(\.uniqueServiceName) == [MediaServer.usn("upnp:rootdevice")])
+        #expect(answer(MediaServer.uuid).map(\.uniqueServiceName) == [MediaServer.uuid])
+        #expect(answer("URN:schemas-upnp-org:device:MediaServer:1").count == 1, "targets compare without case")
+        // A version 1 device answers a search for version 1 only; a search for a lower version of a newer type is
+        // answered with the version asked for.
+        #expect(answer("urn:schemas-upnp-org:device:MediaServer:2").isEmpty)
+        #expect(answer("urn:schemas-upnp-org:device:MediaRenderer:1").isEmpty)
+        #expect(answer("ssdp:all").count == MediaServer.types.count)
+        var v2 = SSDPProxy(seed: 2)
+        v2.setInterfaces([Lab.eth0])
+        _ = v2.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        Self.receive(
+            &v2, MediaServer.response("urn:schemas-upnp-org:device:MediaServer:2"), from: Lab.hostV4, now: Lab.t0)
+        v2.speak(for: Self.key, now: Lab.t0)
+        let older = Self.messages(
+            Self.receive(
+                &v2, MediaServer.search("urn:schemas-upnp-org:device:MediaServer:1", mx: nil), from: Self.tv,
+                port: 41002, owner: nil, now: Lab.t0))
+        #expect(older.map(\.searchTarget) == ["urn:schemas-upnp-org:device:MediaServer:1"])
+        #expect(older.map(\.uniqueServiceName) == ["\(MediaServer.uuid)::urn:schemas-upnp-org:device:MediaServer:1"])
+    }
+
+    @Test func nothingIsSaidForAHostThatIsNotAsleep() throws {
+        var proxy = Self.learned(speaking: false)
+        #expect(
+            Self.receive(
+                &proxy, MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41003, owner: nil, now: Lab.t0
+            ).isEmpty)
+        #expect(Self.run(&proxy, from: Lab.t0, for: .seconds(4000)).isEmpty, "no announcements for an awake host")
+        // Asleep, then awake again: responses queued while it slept are dropped.
+        proxy.speak(for: Self.key, now: Lab.t0)
+        Self.receive(
+            &proxy, MediaServer.search("ssdp:all", mx: "5"), from: Self.tv, port: 41003, destination: Self.group,
+            owner: nil, now: Lab.t0)
+        proxy.silence(Self.key)
+        #expect(Self.run(&proxy, from: Lab.t0, for: .seconds(4000)).isEmpty)
+    }
+
+    @Test func invalidSearchesAreNotAnswered() throws {
+        var proxy = Self.learned()
+        let before = proxy.statistics.malformed
+        // A multicast search without MX, with MX 0, or without MAN (UDA §1.3.2).
+        for bytes in [
+            MediaServer.search("ssdp:all", mx: nil), MediaServer.search("ssdp:all", mx: "0"),
+            SSDPMessage(kind: .search, headers: [.init("ST", "ssdp:all"), .init("MX", "1")]).encoded(),
+            Array("M-SEARCH * HTTP/1.1\r\nST: ssdp:all\r\n".utf8), Array(repeating: 0x41, count: 5000),
+        ] {
+            Self.receive(&proxy, bytes, from: Self.tv, port: 41004, destination: Self.group, owner: nil, now: Lab.t0)
+        }
+        #expect(proxy.statistics.malformed == before + 5)
+        #expect(Self.run(&proxy, from: Lab.t0, for: .seconds(6)).allSatisfy { $0.1.destination.isMulticast })
+        // From off the link, or from the proxy itself: ignored.
+        for source in [IPAddress("198.51.100.7")!, IPAddress("192.0.2.1")!] {
+            #expect(
+                Self.receive(
+                    &proxy, MediaServer.search("ssdp:all", mx: nil), from: source, port: 41004, owner: nil, now: Lab.t0
+                ).isEmpty)
+        }
+    }
+
+    @Test func aSearchFloodCostsOneResponsePerEntryAndSearcherAndIsBounded() throws {
+        var proxy = Self.learned()
+        for _ in 0..<500 {
+            Self.receive(
+                &proxy, MediaServer.search("ssdp:all", mx: "5"), from: Self.tv, port: 41005, destination: Self.group,
+                owner: nil, now: Lab.t0)
+        }
+        #expect(proxy.pending.count == MediaServer.types.count)
+        // Distinct searchers fill the queue to its bound exactly, then each further response is refused.
+        let searchers = SSDPRules.maximumPendingResponses / MediaServer.types.count + 1
+        for port in 0..<searchers {
+            Self.receive(
+                &proxy, MediaServer.search("ssdp:all", mx: "5"), from: Self.tv, port: UInt16(42000 + port),
+                destination: Self.group, owner: nil, now: Lab.t0)
+        }
+        #expect(proxy.pending.count == SSDPRules.maximumPendingResponses)
+        #expect(proxy.statistics.overLimit > 0)
+        let sent = Self.run(&proxy, from: Lab.t0, for: .seconds(6)).filter { !$0.1.destination.isMulticast }
+        #expect(sent.count == SSDPRules.maximumPendingResponses)
+        // Drained: room again.
+        Self.receive(
+            &proxy, MediaServer.search("ssdp:all", mx: "5"), from: Self.tv, port: 41005, destination: Self.group,
+            owner: nil, now: Lab.t0 + .seconds(10))
+        #expect(proxy.pending.count == MediaServer.types.count)
+    }
+
+    @Test func announcementsKeepTheHostsOwnCadence() throws {
+        var proxy = SSDPProxy(seed: 4)
+        proxy.setInterfaces([Lab.eth0])
+        _ = proxy.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        // The host announces at 0 s (three times, as UDA suggests, 100 ms apart) and again at 895 s.
+        for offset in [0, 100, 200] {
+            Self.receive(
+                &proxy, MediaServer.alive("upnp:rootdevice"), from: Lab.hostV4, destination: Self.group,
+                now: Lab.t0 + .milliseconds(Int64(offset)))
+        }
+        let second = Lab.t0 + .seconds(895)
+        Self.receive(
+            &proxy, MediaServer.alive("upnp:rootdevice"), from: Lab.hostV4, destination: Self.group, now: second)
+        proxy.speak(for: Self.key, now: second + .seconds(10))
+        let sent = Self.run(&proxy, from: second, for: .seconds(3000))
+        // Its next set is due about 895 s after its last (the interval runs from the last repeat of its first
+        // set), then every 895 s.
+        let times = sent.map { $0.0 - second }
+        #expect(times.count == 3)
+        #expect(times.enumerated().allSatisfy { abs(($1 - .seconds(895 * Int64($0 + 1))) / .seconds(1)) < 1 })
+        let alive = try #require(Self.messages(sent.map(\.1)).first)
+        #expect(alive.kind == .notify && alive.notificationSubtype == "ssdp:alive")
+        #expect(alive["HOST"] == "239.255.255.250:1900" && alive.notificationType == "upnp:rootdevice")
+        #expect(alive.location == MediaServer.location && alive.bootID == 7 && alive.configID == 1337)
+        #expect(sent.allSatisfy { $0.1.destination == .multicast(interfaceIndex: 2, family: .v4) })
+    }
+
+    @Test func withoutAnObservedIntervalAnnouncementsComeAtJustUnderHalfTheMaxAge() throws {
+        var proxy = SSDPProxy(seed: 5)
+        proxy.setInterfaces([Lab.eth0])
+        _ = proxy.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        Self.receive(&proxy, MediaServer.response("upnp:rootdevice"), from: Lab.hostV4, now: Lab.t0)
+        // Asleep long after the host last spoke: a first set soon, then every 0.45 × 1810 s.
+        let later = Lab.t0 + .seconds(1000)
+        proxy.speak(for: Self.key, now: later)
+        let sent = Self.run(&proxy, from: later, for: .seconds(2000)).map { $0.0 - later }
+        #expect(sent.count == 3)
+        #expect(sent[0] >= .seconds(1) && sent[0] <= .seconds(3))
+        #expect(sent[1] - sent[0] == .milliseconds(814_500))
+        // A max-age below the bound is clamped, and so is the cadence (never an announcement a second).
+        var short = SSDPProxy(seed: 6)
+        short.setInterfaces([Lab.eth0])
+        _ = short.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        Self.receive(&short, MediaServer.alive("upnp:rootdevice", maxAge: 1), from: Lab.hostV4, now: Lab.t0)
+        #expect(short.entries(of: Self.key).first?.maximumAge == SSDPRules.maximumAgeRange.lowerBound)
+        short.speak(for: Self.key, now: Lab.t0)
+        let times = Self.run(&short, from: Lab.t0, for: .seconds(300)).map(\.0)
+        #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 >= SSDPRules.minimumObservedInterval })
+    }
+
+    @Test func byebyeAndUpdateFromTheHostChangeWhatIsKept() throws {
+        var proxy = Self.learned(speaking: false)
+        Self.receive(
+            &proxy, MediaServer.byebye("upnp:rootdevice"), from: Lab.hostV4, destination: Self.group, now: Lab.t0)
+        #expect(proxy.entries(of: Self.key).count == MediaServer.types.count - 1)
+        let update = SSDPMessage(
+            kind: .notify,
+            headers: [
+                .init("HOST", "239.255.255.250:1900"), .init("NT", MediaServer.uuid), .init("NTS", "ssdp:update"),
+                .init("LOCATION", MediaServer.location), .init("USN", MediaServer.uuid),
+                .init("BOOTID.UPNP.ORG", "7"), .init("NEXTBOOTID.UPNP.ORG", "8"), .init("CONFIGID.UPNP.ORG", "1337"),
+            ])
+        Self.receive(&proxy, update.encoded(), from: Lab.hostV4, destination: Self.group, now: Lab.t0)
+        #expect(proxy.entries(of: Self.key).first { $0.uniqueServiceName == MediaServer.uuid }?.bootID == 8)
+    }
+
+    @Test func entriesPerHostAreBoundedAtTheLimit() throws {
+        var proxy = SSDPProxy(seed: 7)
+        proxy.setInterfaces([Lab.eth0])
+        _ = proxy.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        for index in 0...SSDPRules.maximumEntriesPerHost {
+            Self.receive(
+                &proxy, MediaServer.response("urn:example-org:service:Thing\(index):1"), from: Lab.hostV4, now: Lab.t0)
+        }
+        #expect(proxy.entries(of: Self.key).count == SSDPRules.maximumEntriesPerHost)
+        #expect(proxy.statistics.overLimit == 1)
+        // A known entry is still refreshed at the bound.
+        Self.receive(
+            &proxy, MediaServer.response("urn:example-org:service:Thing0:1"), from: Lab.hostV4,
+            now: Lab.t0 + .seconds(5))
+        #expect(proxy.statistics.overLimit == 1)
+    }
+
+    @Test func addressesNotRegisteredAreRememberedUpToTheLimitAndAdoptedOnRegistration() throws {
+        var proxy = SSDPProxy(seed: 8)
+        // 257 distinct on-link sources: IPv4 link-local, on the link through a 169.254 prefix.
+        var link = Lab.eth0
+        link.prefixes.append(IPPrefix("169.254.0.1/16")!)
+        proxy.setInterfaces([link])
+        for index in 0...SSDPRules.maximumUnclaimedSources {
+            let source = IPAddress.v4(IPv4Address(169, 254, UInt8(1 + index / 250), UInt8(1 + index % 250)))
+            Self.receive(
+                &proxy, MediaServer.alive("upnp:rootdevice"), from: source, destination: Self.group, owner: nil,
+                now: Lab.t0 + .milliseconds(Int64(index)))
+        }
+        #expect(proxy.unclaimed.count == SSDPRules.maximumUnclaimedSources)
+        #expect(proxy.unclaimed[.init(interface: "eth0", address: IPAddress("169.254.1.1")!)] == nil, "oldest gone")
+        // The last one registers: what it announced before is its own now.
+        let last = IPAddress.v4(
+            IPv4Address(
+                169, 254, UInt8(1 + SSDPRules.maximumUnclaimedSources / 250),
+                UInt8(1 + SSDPRules.maximumUnclaimedSources % 250)))
+        _ = proxy.registered(Self.key, addresses: [last], search: false, now: Lab.t0 + .seconds(1))
+        #expect(proxy.entries(of: Self.key).map(\.notificationType) == ["upnp:rootdevice"])
+        #expect(proxy.unclaimed.count == SSDPRules.maximumUnclaimedSources - 1)
+    }
+
+    @Test func theDescriptionPortIsAWakePortOnlyWhenTheURLIsTheHostsOwn() throws {
+        let proxy = Self.learned()
+        #expect(proxy.wakePorts(of: Self.key) == [8200])
+        var elsewhere = SSDPProxy(seed: 9)
+        elsewhere.setInterfaces([Lab.eth0])
+        _ = elsewhere.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        let foreign = SSDPMessage(
+            kind: .response,
+            headers: [.init("ST", "upnp:rootdevice")]
+                + MediaServer.headers("upnp:rootdevice", location: "http://192.0.2.99:49152/desc.xml")
+        ).encoded()
+        Self.receive(&elsewhere, foreign, from: Lab.hostV4, now: Lab.t0)
+        #expect(elsewhere.entries(of: Self.key).count == 1)
+        #expect(elsewhere.wakePorts(of: Self.key).isEmpty)
+    }
+
+    @Test func locationsParseStrictly() {
+        #expect(SSDPLocation("http://192.0.2.2:8200/rootDesc.xml") == SSDPLocation("HTTP://192.0.2.2:8200"))
+        #expect(SSDPLocation("http://192.0.2.2/desc")?.port == 80)
+        #expect(SSDPLocation("http://[fe80::2%25eth0]:49152/x")?.address == IPAddress("fe80::2"))
+        #expect(SSDPLocation("http://[fe80::2]:49152/x")?.port == 49152)
+        #expect(SSDPLocation("http://nas.local:8200/x")?.address == nil)
+        for bad in [
+            "ftp://192.0.2.2/x", "http://", "http://:80/x", "http://192.0.2.2:0/", "http://192.0.2.2:99999/",
+            "http://[fe80::2/x", "http://192.0.2.2:80a/",
+        ] {
+            #expect(SSDPLocation(bad) == nil, "\(bad)")
+        }
+    }
+}
+
+extension MDNSTransmission.Destination {
+    var isMulticast: Bool { if case .multicast = self { return true } else { return false } }
+}
+
+/// SSDP inside the composed engine: when the proxy speaks, what wakes the host, how it is handed back.
+@Suite("Composed engine: SSDP for sleeping hosts")
+struct EngineSSDPTests {
+    typealias H = EngineHarness
+    static let tv = IPAddress("192.0.2.30")!
+    static let tvMAC = MACAddress("02:53:50:00:00:30")!
+
+    static func ssdp(_ actions: [EngineAction]) -> [SSDPTransmission] {
+        actions.compactMap { if case .ssdp(let t) = $0 { return t } else { return nil } }
+    }
+
+    /// The media server registers while awake, answers the proxy's search, then sleeps.
+    static func asleep() -> H {
+        var h = H(ssdp: true)
+        h.register()
+        for type in MediaServer.types { h.ssdpIn(MediaServer.response(type), from: Lab.hostV4) }
+        h.run(for: .seconds(12))
+        return h
+    }
+
+    @Test func aRegisteringHostIsAskedAndItsAnswersAreNotTakenForASleepingHostsNeighbours() throws {
+        var h = H(ssdp: true)
+        let (_, actions) = h.register()
+        let searches = Self.ssdp(actions)
+        #expect(searches.contains { $0.destination == .unicast(address: Lab.hostV4, port: 1900, interfaceIndex: 2) })
+        // The host answers the search while still awake: learned, and the host is still not spoken for.
+        for type in MediaServer.types { h.ssdpIn(MediaServer.response(type), from: Lab.hostV4) }
+        #expect(h.engine.ssdp?.entries(of: h.key).count == MediaServer.types.count)
+        #expect(h.engine.state(of: h.key) == .starting)
+        #expect(Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000)).isEmpty)
+        h.run(for: .seconds(12))
+        #expect(h.engine.state(of: h.key) == .asleep)
+        let answers = Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000))
+        #expect(answers.count == MediaServer.types.count)
+    }
+
+    @Test func openingTheServerWakesItButItsAnnouncementsDoNot() throws {
+        var h = Self.asleep()
+        #expect(h.engine.state(of: h.key) == .asleep)
+        // The proxy's own announcements for the host, over an hour, wake nothing.
+        let hour = h.run(for: .seconds(3600))
+        #expect(Self.ssdp(hour.map(\.1)).count >= MediaServer.types.count)
+        #expect(H.wakeEvents(hour.map(\.1)).isEmpty)
+        // A control point fetching the description (port 8200, not a registered service) wakes it.
+        let syn = TestFrames.tcp(
+            from: Self.tvMAC, to: Lab.proxyMAC, source: Self.tv, destination: Lab.hostV4, sourcePort: 40100, port: 8200)
+        #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
+    }
+
+    @Test func withoutWhatSSDPLearnedTheDescriptionPortWakesNothing() throws {
+        var h = H(ssdp: true)
+        h.register()
+        h.run(for: .seconds(12))
+        let syn = TestFrames.tcp(
+            from: Self.tvMAC, to: Lab.proxyMAC, source: Self.tv, destination: Lab.hostV4, sourcePort: 40100, port: 8200)
+        #expect(H.wakeEvents(h.frame(syn)).allSatisfy { $0.kind == .ignored })
+    }
+
+    @Test func theHostsOwnAnnouncementOnResumeHandsItBackWithoutByebye() throws {
+        var h = Self.asleep()
+        let back = h.ssdpIn(
+            MediaServer.alive("upnp:rootdevice"), from: Lab.hostV4, destination: IPAddress("239.255.255.250")!)
+        #expect(H.journal(back) == [.remove(h.key)])
+        #expect(H.logs(back).contains { $0.contains("hand-back") && $0.contains("SSDP from 192.0.2.2") })
+        let after = back + h.run(for: .seconds(3600)).map(\.1)
+        #expect(Self.ssdp(after).isEmpty, "no byebye, no announcement, no answer for a host that is back")
+        #expect(Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000)).isEmpty)
+        // What it advertises is kept for its next registration, which needs no search answered.
+        h.register(Lab.registration(sequence: 1, addresses: [Lab.hostV4, H.hostGlobal]))
+        #expect(h.engine.ssdp?.entries(of: h.key).count == MediaServer.types.count)
+    }
+
+    @Test func expiryAndForgetWithGoodbyesSayByebyeAndASilentForgetDoesNot() throws {
+        for (name, end) in [
+            ("forget --goodbyes", { (h: inout H) in h.engine.forget(h.key, goodbyes: true, now: h.now) }),
+            ("forget", { (h: inout H) in h.engine.forget(h.key, goodbyes: false, now: h.now) }),
+        ] as [(String, (inout H) -> [EngineAction])] {
+            var h = Self.asleep()
+            let actions = end(&h)
+            let byebyes = H.ssdpMessages(actions).filter { $0.notificationSubtype == "ssdp:byebye" }
+            #expect(byebyes.count == (name == "forget" ? 0 : MediaServer.types.count), "\(name)")
+        }
+        var h = Self.asleep()
+        let expired = h.run(for: .seconds(7300)).map(\.1)
+        let byebyes = H.ssdpMessages(expired).filter { $0.notificationSubtype == "ssdp:byebye" }
+        #expect(Set(byebyes.compactMap(\.uniqueServiceName)) == Set(MediaServer.types.map(MediaServer.usn)))
+    }
+}
+
+extension EngineHarness {
+    @discardableResult
+    mutating func ssdpIn(
+        _ bytes: [UInt8], from source: IPAddress, port: UInt16 = 1900,
+        destination: IPAddress = IPAddress("192.0.2.1")!
+    ) -> [EngineAction] {
+        let actions = self.engine.receiveSSDP(
+            bytes, from: source, port: port, destination: destination, interfaceIndex: Lab.eth0.index, now: self.now)
+        self.record(actions)
+        return actions
+    }
+
+    static func ssdpMessages(_ actions: [EngineAction]) -> [SSDPMessage] {
+        actions.compactMap {
+            if case .ssdp(let t) = $0 { return try? SSDPMessage(decoding: t.bytes) } else { return nil }
+        }
+    }
+}
