@@ -50,6 +50,10 @@ enum Benchmarks {
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
                 try TakeoverBenchmarks.runLab(daemon: daemon)
+            case "ssdp":
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try SSDPBenchmarks.runLab(daemon: daemon)
             case "responder-local":
                 try ResponderBenchmarks.run()
             case "responder":
@@ -59,7 +63,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, takeover"
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, takeover"
                 )
                 exit(2)
             }

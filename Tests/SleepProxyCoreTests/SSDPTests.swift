@@ -290,6 +290,21 @@ struct SSDPProxyTests {
         #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 >= SSDPRules.minimumObservedInterval })
     }
 
+    @Test func aResumingServersMomentaryZeroLocationDoesNotReplaceItsRealOne() throws {
+        var proxy = Self.learned(speaking: false)
+        let before = proxy.statistics.malformed
+        let zero = SSDPMessage(
+            kind: .notify,
+            headers: [
+                .init("HOST", "239.255.255.250:1900"), .init("NT", "upnp:rootdevice"), .init("NTS", "ssdp:alive"),
+            ]
+                + MediaServer.headers("upnp:rootdevice", location: "http://0.0.0.0:8200/rootDesc.xml")
+        ).encoded()
+        Self.receive(&proxy, zero, from: Lab.hostV4, destination: Self.group, now: Lab.t0 + .seconds(1))
+        #expect(proxy.statistics.malformed == before + 1)
+        #expect(proxy.entries(of: Self.key).allSatisfy { $0.location == MediaServer.location })
+    }
+
     @Test func byebyeAndUpdateFromTheHostChangeWhatIsKept() throws {
         var proxy = Self.learned(speaking: false)
         Self.receive(
@@ -369,6 +384,13 @@ struct SSDPProxyTests {
         #expect(SSDPLocation("http://[fe80::2%25eth0]:49152/x")?.address == IPAddress("fe80::2"))
         #expect(SSDPLocation("http://[fe80::2]:49152/x")?.port == 49152)
         #expect(SSDPLocation("http://nas.local:8200/x")?.address == nil)
+        #expect(SSDPLocation("http://nas.local:8200/x")?.isUsable == true)
+        for unusable in [
+            "http://0.0.0.0:8200/x", "http://127.0.0.1:8200/", "http://[::]:80/", "http://[::1]/",
+            "http://239.255.255.250:1900/", "http://255.255.255.255/",
+        ] {
+            #expect(SSDPLocation(unusable)?.isUsable == false, "\(unusable)")
+        }
         for bad in [
             "ftp://192.0.2.2/x", "http://", "http://:80/x", "http://192.0.2.2:0/", "http://192.0.2.2:99999/",
             "http://[fe80::2/x", "http://192.0.2.2:80a/",

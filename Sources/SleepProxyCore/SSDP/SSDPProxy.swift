@@ -402,7 +402,7 @@ public struct SSDPProxy: Sendable {
     ) {
         guard let type, Self.isValidType(type), let usn = message.uniqueServiceName,
             SSDPMessage.lowercased(usn).hasPrefix("uuid:"), let location = message.location,
-            SSDPLocation(location) != nil
+            SSDPLocation(location)?.isUsable == true
         else {
             self.statistics.malformed += 1
             return

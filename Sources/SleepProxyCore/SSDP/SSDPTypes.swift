@@ -118,6 +118,20 @@ public struct SSDPLocation: Hashable, Sendable {
 
     /// The host as an address, when it is an address literal.
     public var address: IPAddress? { IPAddress(self.host) }
+
+    /// Whether a control point could fetch anything there: not 0.0.0.0, a loopback or a group address. minidlna
+    /// announces `http://0.0.0.0:8200/…` for a moment after its interface lost and regained its address (a
+    /// resume does that); kept, such an entry would replace the good one and send every TV nowhere.
+    public var isUsable: Bool {
+        switch self.address {
+        case nil: return true
+        case .v4(let address):
+            return address.rawValue != 0 && address.rawValue >> 24 != 127 && !address.isMulticast
+                && address != .broadcast
+        case .v6(let address):
+            return !(address.high == 0 && address.low <= 1) && !address.isMulticast
+        }
+    }
 }
 
 public struct SSDPStatistics: Hashable, Sendable {

@@ -1,0 +1,251 @@
+import Foundation
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// A sleeping minidlna server kept in a TV's list by sleepproxyd, end to end in the lab (issue 18 §5): minidlna
+/// (Debian) on the sleeper, and on a third host the control points a TV embeds: gssdp-discover (GUPnP, which
+/// Rhythmbox, Totem and GNOME use) and async-upnp-client (Home Assistant's), plus a plain M-SEARCH for timing.
+@Suite(
+    "SSDP for a sleeping media server in the lab", .ownThread, .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"),
+    .enabled(
+        if: MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover,
+        "needs minidlna and gupnp-tools (scripts/test installs them)"))
+final class SSDPLabTests {
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    let tv: LabHost
+    let state: URL
+    static let mediaServer = "urn:schemas-upnp-org:device:MediaServer:1"
+
+    init() throws {
+        let setup = try ThreeHostLab(thirdName: "tv")
+        (self.lab, self.proxy, self.sleeper, self.tv, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    struct Response: Decodable {
+        var t: Double
+        var from: String
+        var st: String?
+        var usn: String?
+        var location: String?
+        var bootid: String?
+    }
+
+    /// One M-SEARCH from the TV through the group, and what answered it within `seconds`.
+    func search(_ target: String, mx: Int = 1, seconds: Double = 2) throws -> [Response] {
+        let result = try self.tv.run(
+            ["/usr/bin/python3", "-c", SSDPControlPoint.searchScript, "192.0.2.20", target, "\(mx)", "\(seconds)"],
+            timeout: .seconds(Int64(seconds) + 10))
+        #expect(result.stdout.contains("done"), "the search script failed: \(result)")
+        return result.stdout.split(separator: "\n").compactMap {
+            try? JSONDecoder().decode(Response.self, from: Data($0.utf8))
+        }
+    }
+
+    /// gssdp-discover's view: the USNs and locations it lists for `target`.
+    func gssdpDiscover(_ target: String) throws -> (usns: Set<String>, locations: Set<String>, output: String) {
+        let result = try self.tv.run(
+            ["/usr/bin/gssdp-discover", "-i", "eth0", "-t", target, "-n", "3", "-m", "available"],
+            timeout: .seconds(15))
+        var usns: Set<String> = []
+        var locations: Set<String> = []
+        for line in result.stdout.split(separator: "\n") {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.hasPrefix("USN:") { usns.insert(text.dropFirst(4).trimmingCharacters(in: .whitespaces)) }
+            if text.hasPrefix("Location:") { locations.insert(text.dropFirst(9).trimmingCharacters(in: .whitespaces)) }
+        }
+        return (usns, locations, result.stdout + result.stderr)
+    }
+
+    func hostDetail() throws -> HostDetail? {
+        let socket = self.state.appendingPathComponent("control.sock").path
+        let result = try self.proxy.run([
+            Daemon.sibling("sleepproxyctl"), "host", "sleeper", "--socket", socket, "--json",
+        ])
+        guard let line = result.stdout.split(separator: "\n").first else { return nil }
+        return try? ControlProtocol.decode(ControlResponse.self, from: Array(line.utf8)).host
+    }
+
+    func register() throws {
+        // Like an avahi-based NAS: its web interface is registered, its media server is not (it is UPnP only).
+        let message = SampleRegistration.message(
+            id: 0x5200, mac: ThreeHostLab.sleeperMAC, host: "sleeper.local.",
+            addresses: [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!], services: [("NAS._http._tcp", 8080)])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
+            payloads: [message.encoded(options: .appleUpdate)])
+        #expect(replies.first??.prefix(2) == [0x52, 0x00], "registration not accepted: \(String(describing: replies))")
+    }
+
+    @Test func aSleepingMinidlnaServerStaysInTheTVsListAndOpeningItWakesIt() throws {
+        // minidlna announces every 10 s here: frozen for longer, it announces the moment it resumes, as one that
+        // slept past its interval does (its timer runs on the wall clock).
+        let minidlna = try MiniDLNA(
+            on: self.sleeper.host, address: "192.0.2.2", directory: self.lab.directory, notifyInterval: 10)
+        defer { minidlna.stop() }
+        let udn = try #require(minidlna.udn())
+        let usn = "\(udn)::\(Self.mediaServer)"
+
+        // Awake, the TV finds it directly.
+        let direct = try self.gssdpDiscover(Self.mediaServer)
+        #expect(direct.usns.contains(usn) && direct.locations.contains(minidlna.location), "\(direct.output)")
+
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.register()
+        // The proxy's search on registration taught it what the server advertises.
+        var upnp: [HostDetail.UPnPEntry] = []
+        let learnDeadline = Date(timeIntervalSinceNow: 10)
+        repeat {
+            upnp = (try self.hostDetail())?.upnp ?? []
+            if upnp.contains(where: { $0.type == Self.mediaServer }) { break }
+            usleep(200_000)
+        } while Date() < learnDeadline
+        #expect(upnp.first { $0.type == Self.mediaServer }?.location == minidlna.location, "\(upnp)")
+        #expect(upnp.count == 6, "rootdevice, uuid, MediaServer and its three services: \(upnp.map(\.type))")
+
+        // A control point that fetches a description whenever a device is new or changed (async-upnp-client's
+        // tracker, as Home Assistant runs it) watches throughout, searching every 3 s.
+        let pythonPath = SSDPControlPoint.asyncUPnPClientPath
+        #expect(
+            pythonPath != nil, "async-upnp-client is not installed (scripts/test installs it into .build/python-lab)")
+        let watcher = try pythonPath.map { path in
+            try self.tv.spawn(
+                [
+                    "env", "PYTHONPATH=\(path)", "/usr/bin/python3", "-c", SSDPControlPoint.listenScript, "192.0.2.20",
+                    "60",
+                ],
+                logName: "watcher")
+        }
+        defer { watcher?.stop() }
+        #expect(watcher?.waitForOutput(minidlna.location, timeout: 10) ?? true, "the watcher never saw the server")
+
+        // It sleeps: minidlna stops where it is and the addresses go.
+        let sleptAt = Date().timeIntervalSince1970
+        minidlna.freeze()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+
+        // gssdp-discover still lists it, with the same USN and location.
+        let proxied = try self.gssdpDiscover(Self.mediaServer)
+        #expect(proxied.usns.contains(usn) && proxied.locations.contains(minidlna.location), "\(proxied.output)")
+        // A plain search: the answers come from the proxy, within MX (1 s), as the server's own.
+        let responses = try self.search(Self.mediaServer, mx: 1, seconds: 2)
+        #expect(responses.count == 1, "\(responses)")
+        #expect(responses.allSatisfy { $0.from == "192.0.2.1" && $0.usn == usn && $0.location == minidlna.location })
+        #expect(responses.allSatisfy { $0.t <= 1.2 }, "answered after the MX delay: \(responses.map(\.t))")
+        let all = try self.search("ssdp:all", mx: 1, seconds: 2).filter { $0.location == minidlna.location }
+        #expect(Set(all.compactMap(\.st)).count == 6, "\(all.map(\.st))")
+        // Background discovery woke nothing.
+        #expect(self.sleeper.magicPackets.isEmpty, "a search woke the sleeper")
+
+        // While it slept, nothing the proxy said looked new or changed to the watcher (its searches were answered:
+        // `search_alive`, nothing else): it would have fetched nothing, so woken nothing.
+        let openedAt = Date().timeIntervalSince1970
+        if let watcher {
+            let changes = watcher.output.split(separator: "\n").filter { line in
+                guard line.contains(udn), !line.contains("\"search_alive\""), let range = line.range(of: "\"at\": "),
+                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
+                else { return false }
+                return at > sleptAt && at < openedAt
+            }
+            #expect(changes.isEmpty, "the proxy's answers looked new or changed: \(changes)")
+            let refreshes = watcher.output.split(separator: "\n").filter { line in
+                guard line.contains(udn), line.contains("\"search_alive\""), let range = line.range(of: "\"at\": "),
+                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
+                else { return false }
+                return at > sleptAt + 6 && at < openedAt
+            }
+            #expect(!refreshes.isEmpty, "the watcher's searches went unanswered while the server slept")
+        }
+
+        // A TV opens the server: async-upnp-client finds it and fetches its description, which wakes it.
+        guard let pythonPath else { return }
+        let open = try self.tv.spawn(
+            [
+                "env", "PYTHONPATH=\(pythonPath)", "/usr/bin/python3", "-c", SSDPControlPoint.openScript, "192.0.2.20",
+                Self.mediaServer,
+            ], logName: "open")
+        defer { open.stop() }
+        let packets = self.sleeper.waitForMagicPackets(1, timeout: 10)
+        #expect(!packets.isEmpty, "opening the server sent no magic packet: \(open.output)")
+        usleep(500_000)
+        try self.sleeper.wake()
+        minidlna.thaw()
+        #expect(open.waitForOutput("opened", timeout: 20), "the description fetch did not complete: \(open.output)")
+        #expect(open.output.contains("\"opened\": \"\(minidlna.friendlyName)\""), "\(open.output)")
+        let wakes = try self.proxy.run([
+            Daemon.sibling("sleepproxyctl"), "events", "--socket",
+            self.state.appendingPathComponent("control.sock").path,
+        ])
+        #expect(wakes.stdout.contains("tcp/8200"), "the wake names the description port: \(wakes.stdout)")
+
+        // Handed back: the proxy is silent and the server answers for itself.
+        #expect(
+            Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state, timeout: 10) {
+                $0["sleeper.local."] == nil
+            }, "the sleeper was not handed back")
+        let after = try self.search(Self.mediaServer, mx: 1, seconds: 2)
+        #expect(after.contains { $0.from == "192.0.2.2" }, "minidlna answers itself: \(after)")
+        #expect(!after.contains { $0.from == "192.0.2.1" }, "the proxy still answers for an awake host: \(after)")
+    }
+
+    @Test func malformedAndFloodingSSDPLeaveTheProxyAnswering() throws {
+        let minidlna = try MiniDLNA(on: self.sleeper.host, address: "192.0.2.2", directory: self.lab.directory)
+        defer { minidlna.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.register()
+        // minidlna (started before the proxy, announcing every 895 s) hears only the proxy's group search: what
+        // the proxy knows of it can only have come from that.
+        let learnDeadline = Date(timeIntervalSinceNow: 10)
+        while Date() < learnDeadline, (try self.hostDetail())?.upnp?.isEmpty ?? true { usleep(200_000) }
+        #expect((try self.hostDetail())?.upnp?.count == 6, "the registration's search taught the proxy nothing")
+        minidlna.freeze()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        // Garbage, an oversized datagram, broken messages, and 3,000 searches as fast as Python sends them.
+        let flood = try self.tv.run(
+            ["/usr/bin/python3", "-c", Self.floodScript, "192.0.2.20"], timeout: .seconds(60))
+        #expect(flood.stdout.contains("sent"), "\(flood)")
+        #expect(daemon.isRunning)
+        // Still answering, within MX.
+        let responses = try self.search(Self.mediaServer, mx: 1, seconds: 2)
+        #expect(
+            responses.contains { $0.from == "192.0.2.1" }, "no answer after the flood: \(daemon.output.suffix(2000))")
+        #expect(self.sleeper.magicPackets.isEmpty, "the flood woke the sleeper")
+    }
+
+    /// Bounded: 3,000 searches and a handful of broken datagrams, from one socket.
+    static let floodScript = """
+        import socket, sys
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind((sys.argv[1], 0))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(sys.argv[1]))
+        group = ('239.255.255.250', 1900)
+        bad = [b'\\x00' * 40, b'M-SEARCH * HTTP/1.1\\r\\n' + b'X: y\\r\\n' * 100 + b'\\r\\n', b'A' * 5000,
+               b'M-SEARCH * HTTP/1.1\\nST: ssdp:all\\n\\n', b'NOTIFY * HTTP/1.1\\r\\nNTS: ssdp:alive\\r\\n\\r\\n',
+               b'HTTP/1.1 200 OK\\r\\nST: upnp:rootdevice\\r\\nUSN: uuid:x\\r\\nLOCATION: ftp://x\\r\\n\\r\\n']
+        for payload in bad:
+            s.sendto(payload, group)
+        search = (b'M-SEARCH * HTTP/1.1\\r\\nHOST: 239.255.255.250:1900\\r\\nMAN: "ssdp:discover"\\r\\n'
+                  b'MX: 5\\r\\nST: ssdp:all\\r\\n\\r\\n')
+        for _ in range(3000):
+            s.sendto(search, group)
+        print('sent', flush=True)
+        """
+}
