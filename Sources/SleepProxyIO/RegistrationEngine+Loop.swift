@@ -42,6 +42,7 @@ extension RegistrationEngine {
                     self.logger.warning(
                         "state: cannot record the hosts spoken for (\(error)); they are probed first at the next start")
                 }
+                self.saveSSDP(now: SystemClock.now(), force: true)
                 var batch = Batch()
                 self.perform(self.engine.shutdown(), into: &batch)
                 self.mdns?.sendAndWait(batch.transmissions.map { ($0.destination, $0.bytes) })
@@ -169,7 +170,21 @@ extension RegistrationEngine {
                 self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
             }
         }
+        self.saveSSDP(now: now, force: false)
         self.publishStatus()
+    }
+
+    /// Saves what SSDP knows when it changed, at most every `SSDPStateFile.saveInterval` (or now, at a stop).
+    func saveSSDP(now: Timestamp, force: Bool) {
+        guard let ssdp = self.engine.ssdp, ssdp.revision != self.ssdpSavedRevision else { return }
+        if !force, let last = self.ssdpSavedAt, now - last < SSDPStateFile.saveInterval { return }
+        self.ssdpSavedAt = now
+        do {
+            try SSDPStateFile(ssdp.learnedByHost, now: now, savedAt: Date()).write(directory: self.journal.directory)
+            self.ssdpSavedRevision = ssdp.revision
+        } catch {
+            self.logger.warning("state: cannot save \(SSDPStateFile.fileName): \(error)")
+        }
     }
 
     /// Queries that arrived while this batch's registrations are handled are answered now, between two of them,

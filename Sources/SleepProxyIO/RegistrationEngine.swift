@@ -40,6 +40,9 @@ public final class RegistrationEngine: @unchecked Sendable {
     var resumable: (keys: [OwnerKey], stoppedFor: Duration)?
     /// Events handled since the allocator last gave free memory back (`MemoryTuning.trim`).
     var eventsSinceTrim = 0
+    /// The SSDP revision last saved, and when (`SSDPStateFile`).
+    var ssdpSavedRevision = 0
+    var ssdpSavedAt: Timestamp?
     let journal: JournalFile
     let statusLock = NSLock()
     var status = Status()
@@ -135,6 +138,22 @@ public final class RegistrationEngine: @unchecked Sendable {
             ssdp: ssdp)
         // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
         _ = self.engine.restore(replay.registrations, now: now)
+        if configuration.ssdp {
+            do {
+                if let saved = try SSDPStateFile.read(directory: configuration.stateDirectory) {
+                    let learned = saved.learned(now: now, at: Date())
+                    self.engine.restoreSSDP(learned)
+                    logger.info(
+                        "state: restored what \(learned.count) hosts advertise over SSDP from \(SSDPStateFile.fileName)"
+                    )
+                }
+            } catch {
+                logger.warning(
+                    "state: ignoring \(SSDPStateFile.fileName) (\(error)); UPnP servers are learned again when they next speak"
+                )
+            }
+            self.ssdpSavedRevision = self.engine.ssdp?.revision ?? 0
+        }
         if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {

@@ -511,3 +511,26 @@ extension EngineHarness {
         }
     }
 }
+
+extension EngineSSDPTests {
+    @Test func whatWasLearnedBeforeARestartIsAnsweredAndWakesAfterIt() throws {
+        let before = Self.asleep()
+        let learned = try #require(before.engine.ssdp?.learnedByHost)
+        #expect(learned[before.key]?.count == MediaServer.types.count)
+        // A new engine restores the registration from the journal and the entries from the saved copy.
+        var h = H(ssdp: true)
+        let registration = try #require(before.engine.registrar.store[before.key])
+        h.record(h.engine.restore([registration], now: h.now))
+        h.engine.restoreSSDP(learned)
+        h.engine.restoreSSDP([
+            OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:09")!): learned[before.key]!
+        ])
+        #expect(h.engine.ssdp?.learnedByHost.count == 1, "entries of a host no longer held are dropped")
+        h.run(for: .seconds(12))
+        #expect(h.engine.state(of: h.key) == .asleep)
+        #expect(Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000)).count == 6)
+        let syn = TestFrames.tcp(
+            from: Self.tvMAC, to: Lab.proxyMAC, source: Self.tv, destination: Lab.hostV4, sourcePort: 40100, port: 8200)
+        #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
+    }
+}

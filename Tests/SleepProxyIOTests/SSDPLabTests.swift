@@ -203,7 +203,7 @@ final class SSDPLabTests {
         #expect(!after.contains { $0.from == "192.0.2.1" }, "the proxy still answers for an awake host: \(after)")
     }
 
-    @Test func malformedAndFloodingSSDPLeaveTheProxyAnswering() throws {
+    @Test func floodsMalformedSSDPAndARestartLeaveTheProxyAnswering() throws {
         let minidlna = try MiniDLNA(on: self.sleeper.host, address: "192.0.2.2", directory: self.lab.directory)
         defer { minidlna.stop() }
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
@@ -228,6 +228,16 @@ final class SSDPLabTests {
         #expect(
             responses.contains { $0.from == "192.0.2.1" }, "no answer after the flood: \(daemon.output.suffix(2000))")
         #expect(self.sleeper.magicPackets.isEmpty, "the flood woke the sleeper")
+
+        // Restarted (an upgrade) while the server sleeps: it never announces, yet the proxy still answers for it,
+        // from what it saved.
+        daemon.stop()
+        let restarted = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-2")
+        defer { restarted.stop() }
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        let again = try self.search(Self.mediaServer, mx: 1, seconds: 2)
+        #expect(again.contains { $0.from == "192.0.2.1" && $0.location == minidlna.location }, "\(again)")
     }
 
     /// Bounded: 3,000 searches and a handful of broken datagrams, from one socket.

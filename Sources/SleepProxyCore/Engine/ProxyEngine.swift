@@ -278,6 +278,15 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
+    /// What SSDP knew of restored hosts before a restart (`SSDPProxy.learnedByHost`); hosts not held are skipped.
+    public mutating func restoreSSDP(_ learned: [OwnerKey: [SSDPEntry]]) {
+        guard self.ssdp != nil else { return }
+        for (key, entries) in learned where self.registrar.store[key] != nil {
+            self.ssdp!.restore(entries, for: key)
+            self.syncWakePorts(key)
+        }
+    }
+
     /// SSDP learns the host's addresses (and what was heard from them before), and with `search` asks it.
     private mutating func ssdpRegistered(_ registration: OwnerRegistration, search: Bool, now: Timestamp)
         -> [EngineAction]

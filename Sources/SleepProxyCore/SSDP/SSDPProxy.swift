@@ -9,6 +9,8 @@ import SleepProxyWire
 /// `silence(_:)`): the rules that tie SSDP to registration and takeover live in `ProxyEngine`.
 public struct SSDPProxy: Sendable {
     public internal(set) var statistics = SSDPStatistics()
+    /// Grows whenever what is known of a registered host changes: the I/O layer saves a copy when it moved on.
+    public private(set) var revision = 0
 
     var interfaces: [Int: InterfaceContext] = [:]
     var hosts: [OwnerKey: Host] = [:]
@@ -83,6 +85,26 @@ public struct SSDPProxy: Sendable {
 
     public func isSpeaking(for key: OwnerKey) -> Bool { self.hosts[key]?.speaking ?? false }
 
+    /// What is known of every registered host, for the copy kept across restarts: without it, a proxy restarted
+    /// while a server sleeps could neither answer for it nor wake it on its description port until it
+    /// announced again, which a sleeping server never does.
+    public var learnedByHost: [OwnerKey: [SSDPEntry]] {
+        var result: [OwnerKey: [SSDPEntry]] = [:]
+        for (key, host) in self.hosts where !host.learned.entries.isEmpty { result[key] = self.entries(of: key) }
+        return result
+    }
+
+    /// Entries saved before a restart, for a host registered again from the journal (`registered` first). The
+    /// bounds apply as to anything heard.
+    public mutating func restore(_ entries: [SSDPEntry], for key: OwnerKey) {
+        guard var host = self.hosts[key] else { return }
+        for entry in entries where Self.isValidType(entry.notificationType) {
+            if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
+        }
+        self.hosts[key] = host
+        self.revision += 1
+    }
+
     public mutating func nextDeadline() -> Timestamp? {
         let candidates = [
             self.announcements.nextDeadline(), self.pending.nextDeadline(), self.groupSearches.nextDeadline(),
@@ -109,6 +131,7 @@ public struct SSDPProxy: Sendable {
         for address in addresses {
             guard let heard = self.unclaimed.removeValue(forKey: Source(interface: key.interface, address: address))
             else { continue }
+            self.revision += 1
             for entry in heard.entries.values where entry.family == IPFamily(address) {
                 if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
             }
@@ -192,6 +215,7 @@ public struct SSDPProxy: Sendable {
         let wasSpeaking = self.hosts[key]?.speaking ?? false
         self.silence(key)
         guard let host = self.hosts.removeValue(forKey: key) else { return [] }
+        if !host.learned.entries.isEmpty { self.revision += 1 }
         if byebye, wasSpeaking, let context = self.context(named: host.interface) {
             let entries = host.learned.entries.values.sorted { $0.uniqueServiceName < $1.uniqueServiceName }
             self.statistics.byebyesSent += entries.count
@@ -425,6 +449,7 @@ public struct SSDPProxy: Sendable {
         if let owner, var host = self.hosts[owner] {
             if !change(&host.learned) { self.statistics.overLimit += 1 }
             self.hosts[owner] = host
+            self.revision += 1
         } else {
             var heard = self.unclaimedSlot(source)
             if !change(&heard) { self.statistics.overLimit += 1 }
