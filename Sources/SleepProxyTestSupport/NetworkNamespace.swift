@@ -133,12 +133,19 @@ public final class ManagedProcess: @unchecked Sendable {
     /// `waitUntilExit()` then never returns), so nothing here waits on it.
     public var isRunning: Bool { ManagedProcess.isAlive(self.pid) }
 
+    /// Alive while any of its threads is: a multi-threaded process's main thread shows as a zombie as soon as it
+    /// exits, while the other threads, still holding the process's files (a daemon's state-directory lock),
+    /// finish their own exit.
     static func isAlive(_ pid: Int32) -> Bool {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return false }
-        let state = stat[stat.index(close, offsetBy: 2)]
-        return state != "Z" && state != "X"
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.contains { task in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")"),
+                stat.distance(from: close, to: stat.endIndex) > 2
+            else { return false }
+            let state = stat[stat.index(close, offsetBy: 2)]
+            return state != "Z" && state != "X"
+        }
     }
 
     /// Sends `signal` and waits (bounded) for the process to end; SIGKILL if it has not after `timeout`.

@@ -338,6 +338,30 @@ struct SSDPProxyTests {
         #expect(proxy.statistics.overLimit == 1)
     }
 
+    @Test func learnedTextIsBoundedInAllAtTheLimit() throws {
+        // A budget of exactly two entries: the third is refused, and refreshing a known one still works.
+        let one = SSDPEntry(
+            family: .v4, notificationType: "upnp:rootdevice", uniqueServiceName: MediaServer.usn("upnp:rootdevice"),
+            location: MediaServer.location, server: MediaServer.server, maximumAge: 1810, bootID: 7, configID: 1337,
+            refreshedAt: Lab.t0
+        ).byteCount
+        var proxy = SSDPProxy(seed: 10, maximumTotalBytes: 2 * one)
+        proxy.setInterfaces([Lab.eth0])
+        _ = proxy.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        Self.receive(&proxy, MediaServer.response("upnp:rootdevice"), from: Lab.hostV4, now: Lab.t0)
+        Self.receive(
+            &proxy, MediaServer.alive("upnp:rootdevice"), from: IPAddress("192.0.2.9")!, owner: nil, now: Lab.t0)
+        #expect(proxy.totalBytes == 2 * one && proxy.statistics.overLimit == 0)
+        Self.receive(
+            &proxy, MediaServer.alive("upnp:rootdevice"), from: IPAddress("192.0.2.10")!, owner: nil, now: Lab.t0)
+        #expect(proxy.totalBytes == 2 * one && proxy.statistics.overLimit == 1 && proxy.unclaimedEntryCount == 1)
+        Self.receive(&proxy, MediaServer.response("upnp:rootdevice"), from: Lab.hostV4, now: Lab.t0 + .seconds(9))
+        #expect(proxy.entries(of: Self.key).first?.refreshedAt == Lab.t0 + .seconds(9))
+        // Gone with its host, the budget is free again.
+        _ = proxy.removed(Self.key, byebye: true)
+        #expect(proxy.totalBytes == one)
+    }
+
     @Test func addressesNotRegisteredAreRememberedUpToTheLimitAndAdoptedOnRegistration() throws {
         var proxy = SSDPProxy(seed: 8)
         // 257 distinct on-link sources: IPv4 link-local, on the link through a 169.254 prefix.

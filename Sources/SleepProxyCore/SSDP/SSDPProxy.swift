@@ -58,8 +58,13 @@ public struct SSDPProxy: Sendable {
         var transmission: SSDPTransmission
     }
 
-    public init(seed: UInt64) {
+    /// Bytes of learned text held in all (`SSDPEntry.byteCount`), for hosts and unregistered addresses together.
+    public private(set) var totalBytes = 0
+    let maximumTotalBytes: Int
+
+    public init(seed: UInt64, maximumTotalBytes: Int = SSDPRules.maximumTotalBytes) {
         self.jitter = Jitter(state: seed)
+        self.maximumTotalBytes = maximumTotalBytes
     }
 
     // MARK: - Reading
@@ -98,10 +103,15 @@ public struct SSDPProxy: Sendable {
     /// bounds apply as to anything heard.
     public mutating func restore(_ entries: [SSDPEntry], for key: OwnerKey) {
         guard var host = self.hosts[key] else { return }
+        let old = host.learned
         for entry in entries where Self.isValidType(entry.notificationType) {
             if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
         }
-        self.hosts[key] = host
+        guard self.fits(host.learned, replacing: old) else {
+            self.statistics.overLimit += 1
+            return
+        }
+        self.put(host, for: key)
         self.revision += 1
     }
 
@@ -129,14 +139,15 @@ public struct SSDPProxy: Sendable {
         var host = self.hosts[key] ?? Host(interface: key.interface, addresses: addresses)
         host.addresses = addresses
         for address in addresses {
-            guard let heard = self.unclaimed.removeValue(forKey: Source(interface: key.interface, address: address))
-            else { continue }
+            let source = Source(interface: key.interface, address: address)
+            guard let heard = self.unclaimed[source] else { continue }
+            self.putUnclaimed(nil, for: source)
             self.revision += 1
             for entry in heard.entries.values where entry.family == IPFamily(address) {
                 if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
             }
         }
-        self.hosts[key] = host
+        self.put(host, for: key)
         guard search, let context = self.context(named: key.interface) else { return [] }
         var searches: [SSDPTransmission] = []
         for family in Responder.families(of: context) {
@@ -188,7 +199,7 @@ public struct SSDPProxy: Sendable {
         let stale = host.learned.entries.values.filter { now - $0.refreshedAt > .seconds($0.maximumAge) }
         for entry in stale { Self.remove(entry.key, from: &host.learned) }
         host.speaking = true
-        self.hosts[key] = host
+        self.put(host, for: key)
         self.speaking[host.interface, default: []].insert(key)
         guard !host.learned.entries.isEmpty else { return }
         // The host's own schedule continues where it left off; when it is already past, a set goes out soon.
@@ -202,7 +213,7 @@ public struct SSDPProxy: Sendable {
     public mutating func silence(_ key: OwnerKey) {
         guard var host = self.hosts[key], host.speaking else { return }
         host.speaking = false
-        self.hosts[key] = host
+        self.put(host, for: key)
         self.speaking[host.interface]?.remove(key)
         self.announcements.remove(key)
     }
@@ -214,7 +225,8 @@ public struct SSDPProxy: Sendable {
     public mutating func removed(_ key: OwnerKey, byebye: Bool) -> [SSDPTransmission] {
         let wasSpeaking = self.hosts[key]?.speaking ?? false
         self.silence(key)
-        guard let host = self.hosts.removeValue(forKey: key) else { return [] }
+        guard let host = self.hosts[key] else { return [] }
+        self.put(nil, for: key)
         if !host.learned.entries.isEmpty { self.revision += 1 }
         if byebye, wasSpeaking, let context = self.context(named: host.interface) {
             let entries = host.learned.entries.values.sorted { $0.uniqueServiceName < $1.uniqueServiceName }
@@ -230,7 +242,7 @@ public struct SSDPProxy: Sendable {
                 guard let address = host.addresses.first(where: { IPFamily($0) == entry.family }) else { continue }
                 let source = Source(interface: host.interface, address: address)
                 var heard = self.unclaimedSlot(source)
-                if Self.merge(entry, into: &heard) { self.unclaimed[source] = heard }
+                if Self.merge(entry, into: &heard) { self.putUnclaimed(heard, for: source) }
             }
         }
         return []
@@ -447,19 +459,42 @@ public struct SSDPProxy: Sendable {
     /// `change` returns false when a bound refused it.
     private mutating func update(owner: OwnerKey?, source: Source, _ change: (inout Learned) -> Bool) {
         if let owner, var host = self.hosts[owner] {
+            let old = host.learned
             if !change(&host.learned) { self.statistics.overLimit += 1 }
-            self.hosts[owner] = host
+            guard self.fits(host.learned, replacing: old) else {
+                self.statistics.overLimit += 1
+                return
+            }
+            self.put(host, for: owner)
             self.revision += 1
         } else {
+            let old = self.unclaimed[source]
             var heard = self.unclaimedSlot(source)
             if !change(&heard) { self.statistics.overLimit += 1 }
-            heard.heardAt = max(heard.heardAt, self.latest(heard))
-            if heard.entries.isEmpty {
-                self.unclaimed[source] = nil
-            } else {
-                self.unclaimed[source] = heard
+            guard self.fits(heard, replacing: old) else {
+                self.statistics.overLimit += 1
+                return
             }
+            heard.heardAt = max(heard.heardAt, self.latest(heard))
+            self.putUnclaimed(heard.entries.isEmpty ? nil : heard, for: source)
         }
+    }
+
+    /// Whether `new` in place of `old` stays within `maximumTotalBytes` (shrinking always does).
+    private func fits(_ new: Learned, replacing old: Learned?) -> Bool {
+        let growth = new.bytes - (old?.bytes ?? 0)
+        return growth <= 0 || self.totalBytes + growth <= self.maximumTotalBytes
+    }
+
+    /// Every change to `hosts` goes through here and `putUnclaimed`, which keep `totalBytes` in step.
+    private mutating func put(_ host: Host?, for key: OwnerKey) {
+        self.totalBytes += (host?.learned.bytes ?? 0) - (self.hosts[key]?.learned.bytes ?? 0)
+        self.hosts[key] = host
+    }
+
+    private mutating func putUnclaimed(_ heard: Learned?, for source: Source) {
+        self.totalBytes += (heard?.bytes ?? 0) - (self.unclaimed[source]?.bytes ?? 0)
+        self.unclaimed[source] = heard
     }
 
     private func latest(_ learned: Learned) -> Timestamp {
@@ -472,7 +507,7 @@ public struct SSDPProxy: Sendable {
         if self.unclaimed.count >= SSDPRules.maximumUnclaimedSources,
             let oldest = self.unclaimed.min(by: { $0.value.heardAt < $1.value.heardAt })?.key
         {
-            self.unclaimed[oldest] = nil
+            self.putUnclaimed(nil, for: oldest)
             self.statistics.overLimit += 1
         }
         return Learned()

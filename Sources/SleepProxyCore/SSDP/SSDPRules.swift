@@ -16,6 +16,11 @@ public enum SSDPRules {
     /// Bytes of learned text (NT, USN, LOCATION, SERVER) per host: 64 entries of typical size fit well within it;
     /// a hostile host cannot make one entry cost more than the codec's line bound anyway.
     public static let maximumBytesPerHost = 32_768
+    /// Bytes of learned text in all, hosts and unregistered addresses together: a NAS's full set of devices is
+    /// about 20 KiB, so this holds 400 of them (the default `--max-hosts`) and stays a small share of a Raspberry
+    /// Pi's memory even when every host on a large link runs UPnP servers. Beyond it, new entries are refused and
+    /// counted; known ones are still refreshed.
+    public static let maximumTotalBytes = 8 << 20
     /// Addresses not registered (yet) whose announcements are kept, for a host that announces before it
     /// registers. Oldest dropped first.
     public static let maximumUnclaimedSources = 256
