@@ -87,7 +87,7 @@ public final class MiniDLNA: @unchecked Sendable {
         self.process.stop(signal: SIGKILL)
     }
 
-    static let fetchScript = """
+    public static let fetchScript = """
         import sys, urllib.request
         print(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode())
         """

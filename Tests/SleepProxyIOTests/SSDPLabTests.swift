@@ -259,3 +259,30 @@ final class SSDPLabTests {
         print('sent', flush=True)
         """
 }
+
+extension SSDPLabTests {
+    /// `--no-ssdp`: no SSDP socket, nothing learned, nothing answered, and the description port wakes nothing.
+    @Test func withNoSSDPTheProxyStaysOutOfUPnP() throws {
+        let minidlna = try MiniDLNA(on: self.sleeper.host, address: "192.0.2.2", directory: self.lab.directory)
+        defer { minidlna.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--no-ssdp"])
+        defer { daemon.stop() }
+        let sockets = try self.proxy.run(["ss", "-uln"]).stdout
+        #expect(!sockets.contains(":1900"), "an SSDP socket is open: \(sockets)")
+        try self.register()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .starting, proxy: self.proxy, stateDirectory: self.state)
+                == .starting)
+        #expect(try self.hostDetail()?.upnp == nil, "the host detail lists UPnP entries with --no-ssdp")
+        minidlna.freeze()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        #expect(try self.search(Self.mediaServer).isEmpty, "something answered for the sleeping server")
+        // A TV opening the server it remembers: not a registered service, so not a wake.
+        let open = try self.tv.run(
+            ["/usr/bin/python3", "-c", MiniDLNA.fetchScript, minidlna.location], timeout: .seconds(10))
+        #expect(!open.succeeded)
+        #expect(self.sleeper.magicPackets.isEmpty, "the description port woke the sleeper with --no-ssdp")
+    }
+}
