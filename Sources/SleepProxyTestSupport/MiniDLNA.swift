@@ -185,6 +185,36 @@ public enum SSDPControlPoint {
         asyncio.run(main())
         """
 
+    /// GUPnP's control point (the library behind Rhythmbox, Totem and GNOME's media sharing), via its GObject
+    /// bindings: it fetches a device's description before it reports the device available, and reports it
+    /// unavailable when its announcements lapse. Watches `target` for `seconds`, printing
+    /// `{"at": wall-clock seconds, "event": "available"|"unavailable", "name", "location"}`.
+    public static let gupnpScript = """
+        import gi, json, sys, time
+        gi.require_version('GUPnP', '1.6')
+        from gi.repository import GLib, GUPnP
+        interface, target, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+        context = GUPnP.Context.new(interface, 0)
+        point = GUPnP.ControlPoint.new(context, target)
+        def report(event):
+            def handler(_point, proxy):
+                print(json.dumps({'at': time.time(), 'event': event, 'name': proxy.get_friendly_name(),
+                                  'location': proxy.get_location()}), flush=True)
+            return handler
+        point.connect('device-proxy-available', report('available'))
+        point.connect('device-proxy-unavailable', report('unavailable'))
+        point.set_active(True)
+        print('listening', flush=True)
+        loop = GLib.MainLoop()
+        GLib.timeout_add_seconds(seconds, loop.quit)
+        loop.run()
+        """
+
+    public static var hasGUPnP: Bool {
+        FileManager.default.fileExists(atPath: "/usr/lib/x86_64-linux-gnu/girepository-1.0/GUPnP-1.6.typelib")
+            || FileManager.default.fileExists(atPath: "/usr/lib/aarch64-linux-gnu/girepository-1.0/GUPnP-1.6.typelib")
+    }
+
     /// Every NOTIFY heard on the group for `seconds`: `{"at": wall-clock seconds, "from", "nts", "usn"}`.
     public static let notifyScript = """
         import json, socket, struct, sys, time

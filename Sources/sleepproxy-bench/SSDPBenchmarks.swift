@@ -86,7 +86,12 @@ enum SSDPBenchmarks {
         let notifies = try tv.spawn(
             ["/usr/bin/python3", "-c", SSDPControlPoint.notifyScript, "192.0.2.20", "120"], logName: "bench-notifies")
         defer { notifies.stop() }
+        let gupnp = try tv.spawn(
+            ["/usr/bin/python3", "-c", SSDPControlPoint.gupnpScript, "eth0", self.mediaServer, "120"],
+            logName: "bench-gupnp")
+        defer { gupnp.stop() }
         _ = watcher.waitForOutput(minidlna.location, timeout: 10)
+        _ = gupnp.waitForOutput("\"available\"", timeout: 10)
         try fallAsleep(round: 0)
         let sleptAt = Date().timeIntervalSince1970
         let packetsBefore = sleeper.magicPackets.count
@@ -125,11 +130,13 @@ enum SSDPBenchmarks {
         let proxyNotifies = during(notifies.output) { $0.contains("\"192.0.2.1\"") && $0.contains("ssdp:alive") }
         let refreshes = during(watcher.output) { $0.contains("\"search_alive\"") }
         let changes = during(watcher.output) { $0.contains("uuid:") && !$0.contains("\"search_alive\"") }
+        let gupnpEvents = during(gupnp.output) { $0.contains("\"event\"") }
         print(
-            "  while asleep \(Int(watchedUntil - sleptAt)) s: \(proxyNotifies) alive NOTIFYs from the proxy for the server, \(refreshes) search responses seen as unchanged, \(changes) seen as new or changed by async-upnp-client's tracker (a description fetch each), \(sleeper.magicPackets.count - packetsBefore) magic packets"
+            "  while asleep \(Int(watchedUntil - sleptAt)) s: \(proxyNotifies) alive NOTIFYs from the proxy for the server, \(refreshes) search responses seen as unchanged, \(changes) seen as new or changed by async-upnp-client's tracker (a description fetch each), \(gupnpEvents) GUPnP control point events (available again or unavailable), \(sleeper.magicPackets.count - packetsBefore) magic packets"
         )
         watcher.stop()
         notifies.stop()
+        gupnp.stop()
 
         var totals: [Double] = []
         for round in 1...self.opens {

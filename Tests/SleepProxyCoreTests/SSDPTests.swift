@@ -253,13 +253,15 @@ struct SSDPProxyTests {
         let second = Lab.t0 + .seconds(895)
         Self.receive(
             &proxy, MediaServer.alive("upnp:rootdevice"), from: Lab.hostV4, destination: Self.group, now: second)
-        proxy.speak(for: Self.key, now: second + .seconds(10))
-        let sent = Self.run(&proxy, from: second, for: .seconds(3000))
-        // Its next set is due about 895 s after its last (the interval runs from the last repeat of its first
-        // set), then every 895 s.
-        let times = sent.map { $0.0 - second }
+        let asleep = second + .seconds(10)
+        proxy.speak(for: Self.key, now: asleep)
+        let sent = Self.run(&proxy, from: asleep, for: .seconds(2000))
+        // A first set within 1-3 s of the takeover (its control points' caches run from its last one), then one
+        // every 894.8 s (its interval runs from the last repeat of its first set).
+        let times = sent.map { $0.0 - asleep }
         #expect(times.count == 3)
-        #expect(times.enumerated().allSatisfy { abs(($1 - .seconds(895 * Int64($0 + 1))) / .seconds(1)) < 1 })
+        #expect(times[0] >= .seconds(1) && times[0] <= .seconds(3))
+        #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 == .milliseconds(894_800) })
         let alive = try #require(Self.messages(sent.map(\.1)).first)
         #expect(alive.kind == .notify && alive.notificationSubtype == "ssdp:alive")
         #expect(alive["HOST"] == "239.255.255.250:1900" && alive.notificationType == "upnp:rootdevice")
@@ -272,7 +274,7 @@ struct SSDPProxyTests {
         proxy.setInterfaces([Lab.eth0])
         _ = proxy.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
         Self.receive(&proxy, MediaServer.response("upnp:rootdevice"), from: Lab.hostV4, now: Lab.t0)
-        // Asleep long after the host last spoke: a first set soon, then every 0.45 × 1810 s.
+        // Never seen announcing: a first set soon, then every 0.45 × 1810 s.
         let later = Lab.t0 + .seconds(1000)
         proxy.speak(for: Self.key, now: later)
         let sent = Self.run(&proxy, from: later, for: .seconds(2000)).map { $0.0 - later }
@@ -287,7 +289,22 @@ struct SSDPProxyTests {
         #expect(short.entries(of: Self.key).first?.maximumAge == SSDPRules.maximumAgeRange.lowerBound)
         short.speak(for: Self.key, now: Lab.t0)
         let times = Self.run(&short, from: Lab.t0, for: .seconds(300)).map(\.0)
-        #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 >= SSDPRules.minimumObservedInterval })
+        #expect(zip(times.dropFirst(), times).allSatisfy { $0 - $1 == SSDPRules.minimumAnnouncementInterval })
+        // A host announcing every 10 s with a max-age of 30 (minidlna with notify_interval = 10) is repeated at
+        // its own interval, inside its max-age.
+        var quick = SSDPProxy(seed: 12)
+        quick.setInterfaces([Lab.eth0])
+        _ = quick.registered(Self.key, addresses: [Lab.hostV4], search: false, now: Lab.t0)
+        for offset: Int64 in [0, 10, 20] {
+            Self.receive(
+                &quick, MediaServer.alive("upnp:rootdevice", maxAge: 30), from: Lab.hostV4,
+                now: Lab.t0 + .seconds(offset))
+        }
+        #expect(quick.entries(of: Self.key).first?.maximumAge == 30)
+        quick.speak(for: Self.key, now: Lab.t0 + .seconds(25))
+        let quickTimes = Self.run(&quick, from: Lab.t0 + .seconds(25), for: .seconds(100)).map(\.0)
+        #expect(zip(quickTimes.dropFirst(), quickTimes).allSatisfy { $0 - $1 == .seconds(10) })
+        #expect(quickTimes.first.map { $0 - Lab.t0 <= .seconds(28) } == true, "within 30 s of its last")
     }
 
     @Test func aResumingServersMomentaryZeroLocationDoesNotReplaceItsRealOne() throws {

@@ -125,12 +125,21 @@ final class SSDPLabTests {
             try self.tv.spawn(
                 [
                     "env", "PYTHONPATH=\(path)", "/usr/bin/python3", "-c", SSDPControlPoint.listenScript, "192.0.2.20",
-                    "60",
+                    "90",
                 ],
                 logName: "watcher")
         }
         defer { watcher?.stop() }
         #expect(watcher?.waitForOutput(minidlna.location, timeout: 10) ?? true, "the watcher never saw the server")
+        // And GUPnP's control point, which fetches the description before it calls a device available.
+        #expect(SSDPControlPoint.hasGUPnP, "GUPnP's GObject bindings are missing (scripts/test installs them)")
+        let gupnp =
+            try SSDPControlPoint.hasGUPnP
+            ? self.tv.spawn(
+                ["/usr/bin/python3", "-c", SSDPControlPoint.gupnpScript, "eth0", Self.mediaServer, "90"],
+                logName: "gupnp") : nil
+        defer { gupnp?.stop() }
+        #expect(gupnp?.waitForOutput("\"available\"", timeout: 10) ?? true, "GUPnP never saw the server awake")
 
         // It sleeps: minidlna stops where it is and the addresses go.
         let sleptAt = Date().timeIntervalSince1970
@@ -149,8 +158,20 @@ final class SSDPLabTests {
         #expect(responses.allSatisfy { $0.t <= 1.2 }, "answered after the MX delay: \(responses.map(\.t))")
         let all = try self.search("ssdp:all", mx: 1, seconds: 2).filter { $0.location == minidlna.location }
         #expect(Set(all.compactMap(\.st)).count == 6, "\(all.map(\.st))")
+        // Past the server's max-age (30 s, as it announces every 10 s here) with the proxy announcing for it: the
+        // control points' caches must not lapse, or they would take the next announcement for a new server and
+        // fetch its description, waking it (GUPnP did, before the proxy's first announcement came at once).
+        let notifies = try self.tv.spawn(
+            ["/usr/bin/python3", "-c", SSDPControlPoint.notifyScript, "192.0.2.20", "60"], logName: "notifies")
+        defer { notifies.stop() }
+        let pastMaxAge = Date(timeIntervalSince1970: sleptAt + 35)
+        while Date() < pastMaxAge, daemon.isRunning { usleep(200_000) }
+        let proxyAlive = notifies.output.split(separator: "\n").filter {
+            $0.contains("\"192.0.2.1\"") && $0.contains("ssdp:alive") && $0.contains(usn)
+        }
+        #expect(!proxyAlive.isEmpty, "the proxy never announced the sleeping server")
         // Background discovery woke nothing.
-        #expect(self.sleeper.magicPackets.isEmpty, "a search woke the sleeper")
+        #expect(self.sleeper.magicPackets.isEmpty, "a search or an announcement woke the sleeper")
 
         // While it slept, nothing the proxy said looked new or changed to the watcher (its searches were answered:
         // `search_alive`, nothing else): it would have fetched nothing, so woken nothing.
@@ -170,6 +191,15 @@ final class SSDPLabTests {
                 return at > sleptAt + 6 && at < openedAt
             }
             #expect(!refreshes.isEmpty, "the watcher's searches went unanswered while the server slept")
+        }
+        if let gupnp {
+            let events = gupnp.output.split(separator: "\n").filter { line in
+                guard let range = line.range(of: "\"at\": "),
+                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
+                else { return false }
+                return at > sleptAt && at < openedAt
+            }
+            #expect(events.isEmpty, "GUPnP saw the sleeping server come or go: \(events)")
         }
 
         // A TV opens the server: async-upnp-client finds it and fetches its description, which wakes it.

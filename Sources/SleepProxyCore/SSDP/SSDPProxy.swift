@@ -202,11 +202,9 @@ public struct SSDPProxy: Sendable {
         self.put(host, for: key)
         self.speaking[host.interface, default: []].insert(key)
         guard !host.learned.entries.isEmpty else { return }
-        // The host's own schedule continues where it left off; when it is already past, a set goes out soon.
-        let last = host.learned.entries.values.map(\.refreshedAt).max()!
-        let due = last + Self.cadence(host.learned)
-        let soon = now + self.jitter.milliseconds(SSDPRules.firstAnnouncementDelay)
-        self.announcements.schedule(true, for: key, at: due > soon ? due : soon)
+        // A first set at once (`SSDPRules.firstAnnouncementDelay`), then the host's own cadence.
+        self.announcements.schedule(
+            true, for: key, at: now + self.jitter.milliseconds(SSDPRules.firstAnnouncementDelay))
     }
 
     /// The host is awake (or not yet shown asleep): it speaks for itself.
@@ -573,16 +571,17 @@ public struct SSDPProxy: Sendable {
     }
 
     /// The host's interval between two sets of announcements: as seen, or a little under half the shortest
-    /// `max-age` (UDA §1.2.2), never shorter than `SSDPRules.minimumObservedInterval`.
+    /// `max-age` (UDA §1.2.2); at most half of it, at least `SSDPRules.minimumAnnouncementInterval`.
     static func cadence(_ learned: Learned) -> Duration {
         var shortest: Duration? = nil
         for entry in learned.entries.values {
-            let interval =
-                entry.interval
-                ?? .milliseconds(Int64(Double(entry.maximumAge) * 1_000 * SSDPRules.intervalShareOfMaximumAge))
+            let age = Double(entry.maximumAge) * 1_000
+            let largest = Duration.milliseconds(Int64(age * SSDPRules.largestShareOfMaximumAge))
+            let interval = min(
+                entry.interval ?? .milliseconds(Int64(age * SSDPRules.intervalShareOfMaximumAge)), largest)
             if shortest == nil || interval < shortest! { shortest = interval }
         }
-        return max(shortest ?? SSDPRules.minimumObservedInterval, SSDPRules.minimumObservedInterval)
+        return max(shortest ?? SSDPRules.minimumAnnouncementInterval, SSDPRules.minimumAnnouncementInterval)
     }
 
     /// NT and ST values a device advertises (UDA §1.2.2): `upnp:rootdevice`, `uuid:…`, `urn:…`.

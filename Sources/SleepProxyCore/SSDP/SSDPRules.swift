@@ -25,20 +25,30 @@ public enum SSDPRules {
     /// registers. Oldest dropped first.
     public static let maximumUnclaimedSources = 256
 
-    /// `max-age` is clamped to this range: UDA §1.2.2 asks for at least 1800 s; a broken or hostile value must
-    /// neither make the proxy announce every second on a host's behalf nor keep an entry for a year.
-    public static let maximumAgeRange: ClosedRange<Int> = 60...86_400
+    /// `max-age` is clamped to this range. UDA §1.2.2 asks for at least 1800 s, but a host's control points hold
+    /// it to what it said: the proxy repeats the host's own value, or its announcements would lapse in their caches
+    /// before the next one (a lapse makes a control point take the next announcement for a new device and fetch
+    /// its description: a wake nobody asked for). Below 20 s it is not a cache lifetime; above a day, not one
+    /// either.
+    public static let maximumAgeRange: ClosedRange<Int> = 20...86_400
     /// UDA §1.2.2: `max-age` is required; a message without one is taken to mean the recommended 1800 s.
     public static let defaultMaximumAge = 1_800
     /// The proxy's announcements on a host's behalf repeat at the host's own interval when it was seen (two
     /// announcements of the same entry at least this far apart: UDA devices send each one two or three times a
     /// few hundred milliseconds apart, which is not their interval)...
-    public static let minimumObservedInterval: Duration = .seconds(30)
-    /// ...and otherwise at a little less than half the `max-age`, as UDA §1.2.2 recommends.
+    public static let minimumObservedInterval: Duration = .seconds(5)
+    /// ...and otherwise at a little less than half the `max-age`, as UDA §1.2.2 recommends...
     public static let intervalShareOfMaximumAge = 0.45
-    /// The first announcement after the proxy starts speaking, when the host's own schedule is unknown: soon, so
-    /// that control points that heard the host long ago refresh their caches, but not in the same second as the
-    /// takeover's gratuitous ARPs.
+    /// ...never more than half the `max-age` (a host announcing more rarely than that is late in its own control
+    /// points' caches; the proxy is not)...
+    public static let largestShareOfMaximumAge = 0.5
+    /// ...and never more often than this, whatever a host says: a hostile `max-age` must not turn the proxy into
+    /// a multicast source. 10 s is half of the shortest `max-age` kept.
+    public static let minimumAnnouncementInterval: Duration = .seconds(10)
+    /// The first set of announcements after the proxy starts speaking for a host: at once (but not in the same
+    /// second as the takeover's gratuitous ARPs), whenever the host last announced. Its control points' caches
+    /// run from that last announcement, which may be nearly a `max-age` ago (measured: GUPnP dropped minidlna
+    /// and fetched its description again, waking it, when the first set waited for the host's schedule).
     public static let firstAnnouncementDelay: ClosedRange<Int64> = 1_000...3_000
 
     /// UDA §1.3.2: a multicast search carries `MX` (1 to 5 s); responses are spread over a random delay up to it.
