@@ -21,5 +21,6 @@ let package = Package(
             name: "FuzzFrames",
             dependencies: ["SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
+        .executableTarget(name: "FuzzSSDP", dependencies: ["SleepProxyWire"]),
     ]
 )

@@ -355,6 +355,38 @@ struct SSDPProxyTests {
         #expect(proxy.statistics.overLimit == 1)
     }
 
+    @Test func overIPv6EachFamilyIsLearnedAnsweredAndAnnouncedOnItsOwn() throws {
+        // A GUPnP-style server answering over both families, with a LOCATION of each family's own.
+        var proxy = Self.learned(speaking: false)
+        let v6Location = "http://[fe80::53:50ff:fe00:2]:49152/description.xml"
+        let v6Response = SSDPMessage(
+            kind: .response,
+            headers: [.init("ST", "upnp:rootdevice"), .init("EXT", "")]
+                + MediaServer.headers("upnp:rootdevice", location: v6Location)
+        ).encoded()
+        Self.receive(&proxy, v6Response, from: Lab.hostV6, now: Lab.t0)
+        #expect(proxy.entries(of: Self.key).filter { $0.family == .v6 }.map(\.location) == [v6Location])
+        #expect(proxy.wakePorts(of: Self.key) == [8200, 49152], "both description ports wake the host")
+        proxy.speak(for: Self.key, now: Lab.t0)
+        // An IPv6 searcher hears the IPv6 entry only; an IPv4 one the IPv4 entries only.
+        let tv6 = IPAddress("fe80::53:50ff:fe00:30")!
+        let v6Answers = Self.messages(
+            Self.receive(
+                &proxy, MediaServer.search("ssdp:all", mx: nil), from: tv6, port: 41010, owner: nil, now: Lab.t0))
+        #expect(v6Answers.map(\.location) == [v6Location])
+        let v4Answers = Self.messages(
+            Self.receive(
+                &proxy, MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41010, owner: nil, now: Lab.t0))
+        #expect(
+            v4Answers.count == MediaServer.types.count && v4Answers.allSatisfy { $0.location == MediaServer.location })
+        // Announced to each family's group, FF02::C with its HOST in brackets.
+        let sent = Self.run(&proxy, from: Lab.t0, for: .seconds(4))
+        let v6Sent = sent.filter { $0.1.destination == .multicast(interfaceIndex: 2, family: .v6) }
+        #expect(v6Sent.count == 1)
+        #expect(Self.messages(v6Sent.map(\.1)).first?["HOST"] == "[FF02::C]:1900")
+        #expect(sent.count - v6Sent.count == MediaServer.types.count)
+    }
+
     @Test func learnedTextIsBoundedInAllAtTheLimit() throws {
         // A budget of exactly two entries: the third is refused, and refreshing a known one still works.
         let one = SSDPEntry(

@@ -161,7 +161,8 @@ public struct SSDPMessage: Hashable, Sendable {
         case .response: text = "HTTP/1.1 200 OK\r\n"
         }
         for header in self.headers {
-            text += "\(header.name):\(header.value.first == " " ? "" : " ")\(header.value)\r\n"
+            let blank = header.value.utf8.first.map { $0 == 0x20 || $0 == 0x09 } ?? false
+            text += "\(header.name):\(blank ? "" : " ")\(header.value)\r\n"
         }
         text += "\r\n"
         return Array(text.utf8)
@@ -185,10 +186,14 @@ public struct SSDPMessage: Hashable, Sendable {
         String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
+    /// Without the blanks (SP, HTAB) around it, byte by byte: as Characters, a space followed by a combining mark
+    /// is one grapheme and would not be trimmed (the SSDP fuzzer found a value that changed on a round trip).
     static func trimmed(_ text: String) -> String {
-        var scalars = Substring(text)
-        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
-        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
-        return String(scalars)
+        let bytes = Array(text.utf8)
+        var start = 0
+        var end = bytes.count
+        while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+        while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }
