@@ -72,14 +72,33 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var magicPackets: Int
     /// Held hosts by state (`asleep`, `awake`, `waking`, `starting`); absent from daemons before 0.4.
     public var hostsByState: [HostSummary.State: Int]?
+    /// SSDP (docs/ssdp.md); absent with `--no-ssdp` and from daemons before 0.5.
+    public var upnp: UPnPStatus?
+
+    public struct UPnPStatus: Codable, Hashable, Sendable {
+        /// Held hosts with UPnP devices, and their entries (devices and services).
+        public var hosts: Int
+        public var entries: Int
+        /// Searches answered for sleeping hosts, and announcements sent on their behalf.
+        public var responses: Int
+        public var announcements: Int
+
+        public init(hosts: Int, entries: Int, responses: Int, announcements: Int) {
+            self.hosts = hosts
+            self.entries = entries
+            self.responses = responses
+            self.announcements = announcements
+        }
+    }
 
     public init(
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
-        hostsByState: [HostSummary.State: Int]? = nil
+        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil
     ) {
         self.hostsByState = hostsByState
+        self.upnp = upnp
         self.version = version
         self.startedAt = startedAt
         self.uptimeSeconds = uptimeSeconds

@@ -167,7 +167,12 @@ extension RegistrationEngine {
             hostsByState: Dictionary(
                 uniqueKeysWithValues: HostState.allCases.map {
                     (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0)
-                }))
+                }),
+            upnp: self.engine.ssdp.map { ssdp in
+                DaemonStatus.UPnPStatus(
+                    hosts: ssdp.learnedByHost.count, entries: ssdp.entryCount,
+                    responses: ssdp.statistics.responsesSent, announcements: ssdp.statistics.notifiesSent)
+            })
     }
 }
 

@@ -61,6 +61,11 @@ struct Status: ParsableCommand {
         }
         print("registrations: \(status.registrationsAccepted) accepted")
         print("answers:       \(status.queriesAnswered) queries answered")
+        if let upnp = status.upnp {
+            print(
+                "UPnP:          \(upnp.hosts) hosts with \(upnp.entries) devices and services; \(upnp.responses) search responses, \(upnp.announcements) announcements sent for sleeping hosts"
+            )
+        }
         print("wakes:         \(status.wakes) (\(status.magicPackets) magic packet bursts)")
         if status.refusals.isEmpty {
             print("refusals:      none")

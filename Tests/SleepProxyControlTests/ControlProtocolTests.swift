@@ -43,12 +43,18 @@ struct ControlProtocolTests {
             interfaces: ["eth0"], advertisedName: nil,
             hosts: 3, records: 30, registrationsAccepted: 3, refusals: [:], queriesAnswered: 0, wakes: 1,
             magicPackets: 1,
-            hostsByState: [.asleep: 2, .waking: 1, .starting: 0, .awake: 0])
+            hostsByState: [.asleep: 2, .waking: 1, .starting: 0, .awake: 0],
+            upnp: DaemonStatus.UPnPStatus(hosts: 1, entries: 6, responses: 12, announcements: 30))
         let json = String(decoding: try ControlProtocol.frame(status), as: UTF8.self)
         #expect(
             json.contains(#""hostsByState":{"#) && json.contains(#""asleep":2"#) && json.contains(#""waking":1"#),
             "\(json)")
         #expect(try ControlProtocol.decode(DaemonStatus.self, from: Array(json.utf8.dropLast())) == status)
+        // A daemon before 0.5 (or with --no-ssdp) sends no "upnp": still a status.
+        let older = json.replacingOccurrences(
+            of: #","upnp":{"announcements":30,"entries":6,"hosts":1,"responses":12}"#, with: "")
+        #expect(older != json, "\(json)")
+        #expect(try ControlProtocol.decode(DaemonStatus.self, from: Array(older.utf8.dropLast())).upnp == nil)
         let entry =
             #"{"kind":"no-response","time":"2026-11-23T00:00:00Z","mac":"02:53:50:00:00:02","interface":"eth0","trigger":{"type":"address-conflict","address":"192.0.2.2","from":"02:53:50:00:00:33"},"attempts":15,"summary":"x"}"#
         let decoded = try ControlProtocol.decode(WakeLogEntry.self, from: Array(entry.utf8))

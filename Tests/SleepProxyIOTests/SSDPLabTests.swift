@@ -158,6 +158,10 @@ final class SSDPLabTests {
         #expect(responses.allSatisfy { $0.t <= 1.2 }, "answered after the MX delay: \(responses.map(\.t))")
         let all = try self.search("ssdp:all", mx: 1, seconds: 2).filter { $0.location == minidlna.location }
         #expect(Set(all.compactMap(\.st)).count == 6, "\(all.map(\.st))")
+        let counts = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.upnp
+        #expect(
+            counts?.hosts == 1 && counts?.entries == 6 && (counts?.responses ?? 0) >= 7, "\(String(describing: counts))"
+        )
         // Past the server's max-age (30 s, as it announces every 10 s here) with the proxy announcing for it: the
         // control points' caches must not lapse, or they would take the next announcement for a new server and
         // fetch its description, waking it (GUPnP did, before the proxy's first announcement came at once).
