@@ -320,3 +320,26 @@ extension SSDPLabTests {
         #expect(self.sleeper.magicPackets.isEmpty, "the description port woke the sleeper with --no-ssdp")
     }
 }
+
+extension SSDPLabTests {
+    /// The NAS that runs the proxy often runs minidlna too: both bind port 1900, the proxy's SSDP sockets open
+    /// beside minidlna's, TVs still find that minidlna, and the proxy neither learns nor answers for its own box.
+    @Test func aProxyOnABoxRunningMinidlnaLeavesThatMinidlnaAlone() throws {
+        let local = try MiniDLNA(
+            on: self.proxy, address: "192.0.2.1", directory: self.lab.directory, friendlyName: "ProxyBox")
+        defer { local.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        let sockets = try self.proxy.run(["ss", "-ulnp"]).stdout.split(separator: "\n").filter {
+            $0.contains(":1900 ")
+        }
+        #expect(
+            sockets.contains { $0.contains("minidlna") } && sockets.contains { $0.contains("sleepproxyd") },
+            "\(sockets)")
+        let found = try self.search(Self.mediaServer)
+        #expect(found.contains { $0.from == "192.0.2.1" && $0.location == local.location }, "\(found)")
+        #expect(found.count == 1, "one answer, minidlna's own: \(found)")
+        let upnp = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.upnp
+        #expect(upnp?.entries == 0 && upnp?.responses == 0, "\(String(describing: upnp))")
+    }
+}
