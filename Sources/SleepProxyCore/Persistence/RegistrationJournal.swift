@@ -112,6 +112,9 @@ public enum RegistrationJournal {
         var offset = 0
         var intactLength = 0
         var entries = 0
+        // Names shared across the whole replay as they are decoded, so that the duplicates are freed at once and
+        // their space reused, instead of left as holes between the hosts kept (`NameInterner`).
+        var interner = NameInterner()
         while offset < bytes.count {
             guard bytes.count - offset >= headerLength, Array(bytes[offset..<offset + 4]) == magic else {
                 let next = nextMagic(in: bytes, after: offset)
@@ -151,7 +154,7 @@ public enum RegistrationJournal {
             entries += 1
             do {
                 switch try decodePayload(payload, timeBase: timeBase) {
-                case .put(let registration): live[registration.key] = registration
+                case .put(let registration): live[registration.key] = interner.intern(registration)
                 case .remove(let key): live[key] = nil
                 }
             } catch {

@@ -108,6 +108,14 @@ public struct RecordStore: Sendable {
         SharedRecord(interface: interface, rrclass: record.rrclass, rdata: record.rdata)
     }
 
+    /// The registration with the names it repeats, and those the store already holds, sharing one buffer
+    /// (`NameInterner`).
+    public func interned(_ registration: OwnerRegistration) -> OwnerRegistration {
+        let index = self.nameIndex
+        var interner = NameInterner(held: { name in index.index(forKey: name).map { index.keys[$0] } })
+        return interner.intern(registration)
+    }
+
     /// Adds or replaces one host's registration.
     public mutating func upsert(_ registration: OwnerRegistration) {
         let key = registration.key

@@ -56,10 +56,12 @@ public struct Registrar: Sendable {
     public mutating func handle(
         datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
     ) -> RegistrationOutcome {
-        let outcome = self.process(bytes, source: source, interface: interface, now: now)
+        var outcome = self.process(bytes, source: source, interface: interface, now: now)
         switch outcome {
-        case .accepted(let acceptance):
+        case .accepted(var acceptance):
             self.statistics.accepted += 1
+            acceptance.registration = self.store.interned(acceptance.registration)
+            outcome = .accepted(acceptance)
             self.store.upsert(acceptance.registration)
         case .malformed(let problem, _): self.statistics.malformed[problem, default: 0] += 1
         case .refused(let reason, _): self.statistics.refused[reason, default: 0] += 1
@@ -288,7 +290,9 @@ public struct Registrar: Sendable {
     public mutating func adoptStatistics(from other: Registrar) { self.statistics = other.statistics }
 
     /// Puts back a host read from durable storage at start-up.
-    public mutating func restore(_ registration: OwnerRegistration) { self.store.upsert(registration) }
+    public mutating func restore(_ registration: OwnerRegistration) {
+        self.store.upsert(self.store.interned(registration))
+    }
 }
 
 /// What makes two records "identical" in RFC 6762 §8.1 terms: name (case-insensitively), class and rdata; the TTL
