@@ -3,22 +3,26 @@ import SleepProxyWire
 /// Makes equal names share one buffer. A name is a heap buffer of its own, and a Mac's 24 records repeat a
 /// handful of names (its host name as every SRV target, each instance name as a PTR target and an SRV and TXT
 /// owner), most of them also held by other hosts (`_services._dns-sd._udp.local.`, `_http._tcp.local.`):
-/// sharing them took the engine's heap from 7.7 to 5.0 KB per host (sleepproxy-bench scale-local, 10,000 hosts).
+/// sharing them took the engine's heap from 7.7 to 5.0-5.4 KB per host (sleepproxy-bench scale-local, 10,000 hosts).
 /// Only names spelled exactly alike (case included) are shared: a host's own spelling is what it gets back.
 struct NameInterner {
     private var table: [[UInt8]: DNSName] = [:]
+    /// Whether names seen are remembered, to share later ones with (the journal's replay); the record store has
+    /// its own index of names and needs no table beside it.
+    private let remembers: Bool
     /// A name already held elsewhere (the record store's index), to share with.
     private let held: (DNSName) -> DNSName?
 
-    init(held: @escaping (DNSName) -> DNSName? = { _ in nil }) {
+    init(remembers: Bool = true, held: @escaping (DNSName) -> DNSName? = { _ in nil }) {
+        self.remembers = remembers
         self.held = held
     }
 
     mutating func canonical(_ name: DNSName) -> DNSName {
-        if let found = self.table[name.storage] { return found }
+        if self.remembers, let found = self.table[name.storage] { return found }
         var result = name
         if let other = self.held(name), other.storage == name.storage { result = other }
-        self.table[name.storage] = result
+        if self.remembers { self.table[name.storage] = result }
         return result
     }
 

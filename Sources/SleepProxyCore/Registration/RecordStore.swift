@@ -108,16 +108,19 @@ public struct RecordStore: Sendable {
         SharedRecord(interface: interface, rrclass: record.rrclass, rdata: record.rdata)
     }
 
-    /// The registration with the names it repeats, and those the store already holds, sharing one buffer
-    /// (`NameInterner`).
-    public func interned(_ registration: OwnerRegistration) -> OwnerRegistration {
+    /// The registration with its names shared with the store's index (`NameInterner`): once it is indexed, every
+    /// name it holds is a key there (an SRV or PTR target is another record's owner name), so one lookup a name
+    /// does it.
+    private func interned(_ registration: OwnerRegistration) -> OwnerRegistration {
         let index = self.nameIndex
-        var interner = NameInterner(held: { name in index.index(forKey: name).map { index.keys[$0] } })
+        var interner = NameInterner(
+            remembers: false, held: { name in index.index(forKey: name).map { index.keys[$0] } })
         return interner.intern(registration)
     }
 
-    /// Adds or replaces one host's registration.
-    public mutating func upsert(_ registration: OwnerRegistration) {
+    /// Adds or replaces one host's registration; returns it as stored, its names shared with the store's.
+    @discardableResult
+    public mutating func upsert(_ registration: OwnerRegistration) -> OwnerRegistration {
         let key = registration.key
         self.version = Version()
         if let existing = self.owners[key], existing.addresses == registration.addresses,
@@ -130,11 +133,12 @@ public struct RecordStore: Sendable {
         {
             // A renewal or a retransmission (Apple's client sends each registration up to three times): the same
             // names (unique or shared alike), shared records and addresses, so the indexes already hold it; only the host and its expiry change.
-            self.owners[key] = registration
+            let stored = self.interned(registration)
+            self.owners[key] = stored
             if existing.leaseExpiry != registration.leaseExpiry {
                 self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
             }
-            return
+            return stored
         }
         self.remove(key)
         self.owners[key] = registration
@@ -154,6 +158,9 @@ public struct RecordStore: Sendable {
             self.addressIndex[InterfaceAddress(interface: key.interface, address: address)] = key
         }
         self.expiryHeap.insert(ExpiryEntry(expiry: registration.leaseExpiry, key: key))
+        let stored = self.interned(registration)
+        self.owners[key] = stored
+        return stored
     }
 
     /// Removes one host; returns what it held.

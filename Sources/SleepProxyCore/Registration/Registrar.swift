@@ -60,9 +60,9 @@ public struct Registrar: Sendable {
         switch outcome {
         case .accepted(var acceptance):
             self.statistics.accepted += 1
-            acceptance.registration = self.store.interned(acceptance.registration)
+            // What the store keeps, its names shared with the store's (`NameInterner`), is what everyone holds.
+            acceptance.registration = self.store.upsert(acceptance.registration)
             outcome = .accepted(acceptance)
-            self.store.upsert(acceptance.registration)
         case .malformed(let problem, _): self.statistics.malformed[problem, default: 0] += 1
         case .refused(let reason, _): self.statistics.refused[reason, default: 0] += 1
         case .notImplemented: self.statistics.notImplemented += 1
@@ -291,7 +291,7 @@ public struct Registrar: Sendable {
 
     /// Puts back a host read from durable storage at start-up.
     public mutating func restore(_ registration: OwnerRegistration) {
-        self.store.upsert(self.store.interned(registration))
+        self.store.upsert(registration)
     }
 }
 
