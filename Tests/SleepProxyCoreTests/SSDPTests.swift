@@ -222,6 +222,7 @@ struct SSDPProxyTests {
                 owner: nil, now: Lab.t0)
         }
         #expect(proxy.pending.count == MediaServer.types.count)
+        #expect(proxy.statistics.repeatedSearches == 499, "a repeat within MX is not matched again")
         // Distinct searchers fill the queue to its bound exactly, then each further response is refused.
         let searchers = SSDPRules.maximumPendingResponses / MediaServer.types.count + 1
         for port in 0..<searchers {

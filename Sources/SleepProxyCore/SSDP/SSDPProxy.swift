@@ -22,6 +22,14 @@ public struct SSDPProxy: Sendable {
     var announcements = TimerQueue<OwnerKey, Bool>()
     /// Search responses waiting for their random delay (UDA §1.3.2).
     var pending = TimerQueue<PendingKey, PendingResponse>()
+    /// Multicast searches answered, until their MX delay is over: a repeat in that time costs one lookup, not a
+    /// walk over every sleeping host's entries (an M-SEARCH flood must not become a CPU load).
+    var recentSearches = TimerQueue<RecentSearch, Timestamp>()
+
+    struct RecentSearch: Hashable, Sendable {
+        var destination: SSDPTransmission.Destination
+        var target: String
+    }
     /// Group searches waiting for `SSDPRules.groupSearchInterval` to pass, by interface name.
     var groupSearches = TimerQueue<String, Bool>()
     /// When each interface last had a group search.
@@ -104,7 +112,8 @@ public struct SSDPProxy: Sendable {
     public mutating func restore(_ entries: [SSDPEntry], for key: OwnerKey) {
         guard var host = self.hosts[key] else { return }
         let old = host.learned
-        for entry in entries where Self.isValidType(entry.notificationType) {
+        for entry in entries
+        where Self.isValidType(entry.notificationType) && SSDPLocation(entry.location)?.isUsable == true {
             if !Self.merge(entry, into: &host.learned) { self.statistics.overLimit += 1 }
         }
         guard self.fits(host.learned, replacing: old) else {
@@ -341,6 +350,20 @@ public struct SSDPProxy: Sendable {
         let family = IPFamily(source)
         let destination = SSDPTransmission.Destination.unicast(
             address: source, port: port, interfaceIndex: context.index)
+        if wait > 0 {
+            _ = self.recentSearches.takeDue(now: now)
+            let recent = RecentSearch(destination: destination, target: SSDPMessage.lowercased(target))
+            if self.recentSearches[recent] != nil {
+                self.statistics.repeatedSearches += 1
+                return []
+            }
+            guard self.recentSearches.count < SSDPRules.maximumPendingResponses else {
+                self.statistics.overLimit += 1
+                return []
+            }
+            let until = now + .seconds(Int64(wait))
+            self.recentSearches.schedule(until, for: recent, at: until)
+        }
         var immediate: [SSDPTransmission] = []
         for key in keys {
             guard let host = self.hosts[key] else { continue }
@@ -490,7 +513,16 @@ public struct SSDPProxy: Sendable {
         self.hosts[key] = host
     }
 
+    /// A new source takes the place of the one heard from longest ago when all `maximumUnclaimedSources` are
+    /// taken: only once what it brings is kept, so a refused packet evicts nothing.
     private mutating func putUnclaimed(_ heard: Learned?, for source: Source) {
+        if heard != nil, self.unclaimed[source] == nil, self.unclaimed.count >= SSDPRules.maximumUnclaimedSources,
+            let oldest = self.unclaimed.min(by: { $0.value.heardAt < $1.value.heardAt })?.key
+        {
+            self.totalBytes -= self.unclaimed[oldest]?.bytes ?? 0
+            self.unclaimed[oldest] = nil
+            self.statistics.overLimit += 1
+        }
         self.totalBytes += (heard?.bytes ?? 0) - (self.unclaimed[source]?.bytes ?? 0)
         self.unclaimed[source] = heard
     }
@@ -500,15 +532,8 @@ public struct SSDPProxy: Sendable {
     }
 
     /// The unclaimed slot of `source`, making room for it (the address heard from longest ago goes) when it is new.
-    private mutating func unclaimedSlot(_ source: Source) -> Learned {
-        if let heard = self.unclaimed[source] { return heard }
-        if self.unclaimed.count >= SSDPRules.maximumUnclaimedSources,
-            let oldest = self.unclaimed.min(by: { $0.value.heardAt < $1.value.heardAt })?.key
-        {
-            self.putUnclaimed(nil, for: oldest)
-            self.statistics.overLimit += 1
-        }
-        return Learned()
+    private func unclaimedSlot(_ source: Source) -> Learned {
+        self.unclaimed[source] ?? Learned()
     }
 
     /// Adds or refreshes an entry; false (and nothing changed) when that would break a bound.

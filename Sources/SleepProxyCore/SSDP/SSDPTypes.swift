@@ -141,6 +141,8 @@ public struct SSDPStatistics: Hashable, Sendable {
     /// From outside the interface's subnets, or the proxy's own.
     public var ignored = 0
     public var searches = 0
+    /// Multicast searches repeated by the same searcher within their MX delay: already being answered.
+    public var repeatedSearches = 0
     public var responsesSent = 0
     public var notifiesSent = 0
     public var byebyesSent = 0
