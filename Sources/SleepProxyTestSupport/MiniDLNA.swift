@@ -243,6 +243,19 @@ public enum SSDPControlPoint {
                               'usn': headers.get('usn')}), flush=True)
         """
 
+    /// The lines of a control point's output (JSON with a wall-clock `"at"`) stamped strictly between `after` and
+    /// `before` that `matching` accepts.
+    public static func lines(
+        of output: String, after: Double, before: Double, matching: (Substring) -> Bool = { _ in true }
+    ) -> [Substring] {
+        output.split(separator: "\n").filter { line in
+            guard matching(line), let range = line.range(of: "\"at\": "),
+                let at = Double(line[range.upperBound...].prefix { $0 != "," && $0 != "}" })
+            else { return false }
+            return at > after && at < before
+        }
+    }
+
     /// Where scripts/test installs async-upnp-client for the system Python (`pip install --target`), or nil.
     public static var asyncUPnPClientPath: String? {
         var candidates: [String] = []

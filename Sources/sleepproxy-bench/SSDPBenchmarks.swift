@@ -120,12 +120,7 @@ enum SSDPBenchmarks {
         }
         let watchedUntil = Date().timeIntervalSince1970
         func during(_ output: String, _ matches: (Substring) -> Bool) -> Int {
-            output.split(separator: "\n").filter { line in
-                guard matches(line), let range = line.range(of: "\"at\": "),
-                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
-                else { return false }
-                return at > sleptAt && at < watchedUntil
-            }.count
+            SSDPControlPoint.lines(of: output, after: sleptAt, before: watchedUntil, matching: matches).count
         }
         let proxyNotifies = during(notifies.output) { $0.contains("\"192.0.2.1\"") && $0.contains("ssdp:alive") }
         let refreshes = during(watcher.output) { $0.contains("\"search_alive\"") }

@@ -181,28 +181,17 @@ final class SSDPLabTests {
         // `search_alive`, nothing else): it would have fetched nothing, so woken nothing.
         let openedAt = Date().timeIntervalSince1970
         if let watcher {
-            let changes = watcher.output.split(separator: "\n").filter { line in
-                guard line.contains(udn), !line.contains("\"search_alive\""), let range = line.range(of: "\"at\": "),
-                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
-                else { return false }
-                return at > sleptAt && at < openedAt
+            let changes = SSDPControlPoint.lines(of: watcher.output, after: sleptAt, before: openedAt) {
+                $0.contains(udn) && !$0.contains("\"search_alive\"")
             }
             #expect(changes.isEmpty, "the proxy's answers looked new or changed: \(changes)")
-            let refreshes = watcher.output.split(separator: "\n").filter { line in
-                guard line.contains(udn), line.contains("\"search_alive\""), let range = line.range(of: "\"at\": "),
-                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
-                else { return false }
-                return at > sleptAt + 6 && at < openedAt
+            let refreshes = SSDPControlPoint.lines(of: watcher.output, after: sleptAt + 6, before: openedAt) {
+                $0.contains(udn) && $0.contains("\"search_alive\"")
             }
             #expect(!refreshes.isEmpty, "the watcher's searches went unanswered while the server slept")
         }
         if let gupnp {
-            let events = gupnp.output.split(separator: "\n").filter { line in
-                guard let range = line.range(of: "\"at\": "),
-                    let at = Double(line[range.upperBound...].prefix { $0 != "," })
-                else { return false }
-                return at > sleptAt && at < openedAt
-            }
+            let events = SSDPControlPoint.lines(of: gupnp.output, after: sleptAt, before: openedAt)
             #expect(events.isEmpty, "GUPnP saw the sleeping server come or go: \(events)")
         }
 
