@@ -1,10 +1,36 @@
 // swift-tools-version:6.2
 import PackageDescription
 
+#if os(Linux)
+    import Glibc
+#endif
+
 /// `SLEEPPROXY_STRICT=1` (set by `scripts/test` and CI) turns every warning in our own targets into an error.
 /// It is opt-in so that a user building a release on a newer compiler is not stopped by a new warning.
 let strict = Context.environment["SLEEPPROXY_STRICT"] == "1"
 let swiftSettings: [SwiftSetting] = strict ? [.treatAllWarnings(as: .error)] : []
+
+/// The daemon's release link, for a small resident size on a small box (docs/memory.md): lld packs the
+/// position-independent executable's relocations (DT_RELR, about 2 MB of RELA entries that every start reads
+/// and keeps mapped, down to kilobytes; the executable stays position-independent, so ASLR keeps working), and
+/// no symbol table is exported (`-static-stdlib` asks for one; nothing looks symbols up in the daemon). DT_RELR
+/// needs glibc 2.36 (Debian 12) where it runs; a build on an older glibc links without it, so that what it builds
+/// runs where it was built.
+let daemonLinkerSettings: [LinkerSetting] = {
+    #if os(Linux)
+        var version = [CChar](repeating: 0, count: 64)
+        _ = confstr(Int32(_CS_GNU_LIBC_VERSION), &version, version.count)
+        let text = String(decoding: version.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let numbers = text.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) }
+        let packsRelocations = (numbers?.count ?? 0) >= 2 && (numbers![0], numbers![1]) >= (2, 36)
+        let flags =
+            ["-Xlinker", "--no-export-dynamic"]
+            + (packsRelocations ? ["-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : [])
+        return [.unsafeFlags(flags, .when(platforms: [.linux], configuration: .release))]
+    #else
+        return []
+    #endif
+}()
 
 let package = Package(
     name: "sleep-proxy",
@@ -87,8 +113,10 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
-            swiftSettings: swiftSettings
+            swiftSettings: swiftSettings,
+            linkerSettings: daemonLinkerSettings
         ),
         .executableTarget(
             name: "sleepproxyctl",

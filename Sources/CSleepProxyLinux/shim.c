@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <linux/capability.h>
 #include <linux/ethtool.h>
 #include <sys/syscall.h>
 #include <linux/sockios.h>
 
 int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
+
+void csp_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 
 size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One request from `sleepproxyctl` to `sleepproxyd`. The JSON field names are the stable schema.
 public struct ControlRequest: Codable, Hashable, Sendable {
@@ -263,7 +263,9 @@ public enum HumanDuration {
     /// "90s", "15m", "2h", "7d" (or a bare number of seconds) as seconds; nil for anything else.
     public static func parse(_ text: String) -> Double? {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        var body = Substring(text.trimmingCharacters(in: .whitespaces).lowercased())
+        var body = Substring(text.lowercased())
+        while body.first?.isWhitespace == true { body = body.dropFirst() }
+        while body.last?.isWhitespace == true { body = body.dropLast() }
         var unit = 1.0
         if let last = body.last, let factor = units[last] {
             unit = factor

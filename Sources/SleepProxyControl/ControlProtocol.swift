@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// The admin protocol between `sleepproxyd` and `sleepproxyctl`: one JSON object per line over a Unix socket.
 ///

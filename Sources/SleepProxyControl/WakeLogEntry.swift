@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// One line of the wake log as stored in `wake-events.jsonl` and as the admin CLI shows it: a wake and its
 /// reason, its outcome, or a connection that did not wake a host. The field names are the stable schema.

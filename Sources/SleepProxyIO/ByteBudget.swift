@@ -1,11 +1,12 @@
-import Foundation
+import FoundationEssentials
+import NIOConcurrencyHelpers
 
 /// A thread-safe count of bytes in flight against a limit: producers `take` before queueing, the consumer
 /// `give`s back after handling. Counting frames alone would let a flood of 64 KiB frames pin hundreds of MB.
 final class ByteBudget: @unchecked Sendable {
     // @unchecked: `used` is guarded by `lock`.
     let limit: Int
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var used = 0
 
     init(limit: Int) { self.limit = limit }

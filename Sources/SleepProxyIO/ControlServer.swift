@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -40,7 +40,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     public func start(group eventLoops: EventLoopGroup = MultiThreadedEventLoopGroup.singleton) throws {
-        let directory = (self.path as NSString).deletingLastPathComponent
+        let directory = self.path.lastIndex(of: "/").map { String(self.path[..<$0]) } ?? ""
         if !directory.isEmpty {
             try? FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])

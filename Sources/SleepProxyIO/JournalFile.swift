@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SleepProxyCore
 
 #if canImport(Glibc)
@@ -40,7 +40,7 @@ public final class JournalFile {
                 at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
         } catch {
             throw OpenError(
-                description: "cannot create the state directory \(directory.path): \(error.localizedDescription)")
+                description: "cannot create the state directory \(directory.path): \(fileErrorReason(error))")
         }
         let lockPath = directory.appendingPathComponent("lock").path
         let lockFD = Glibc.open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)

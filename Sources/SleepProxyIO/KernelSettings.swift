@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// Kernel settings of the proxy machine that work against an address takeover, read from /proc/sys (which shows
 /// the settings of the reader's own network namespace). The daemon reports them at start; it changes no sysctl
@@ -36,7 +36,7 @@ public enum KernelSettings {
     /// A 0/1 sysctl, or nil when it cannot be read (no such interface, no IPv6, not Linux).
     static func flag(_ path: String) -> Bool? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-            let value = Int(text.trimmingCharacters(in: .whitespacesAndNewlines))
+            let value = Int(text.filter { !$0.isWhitespace })
         else {
             return nil
         }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A bounded queue between I/O threads (producers) and the engine thread (the only consumer).
 ///
@@ -8,7 +8,7 @@ import Foundation
 /// and never crowds out a registration or an admin request. Order is kept across lanes.
 final class Mailbox<Event>: @unchecked Sendable {
     // @unchecked: every field is guarded by `condition`.
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var events: [Event] = []
     private var queued: [Int]
     private var droppedByLane: [Int]
@@ -46,7 +46,7 @@ final class Mailbox<Event>: @unchecked Sendable {
         self.condition.lock()
         defer { self.condition.unlock() }
         if self.events.isEmpty, !self.stopped {
-            _ = self.condition.wait(until: Date(timeIntervalSinceNow: max(0, timeout)))
+            self.condition.wait(seconds: timeout)
         }
         let taken = self.events
         self.events.removeAll(keepingCapacity: true)

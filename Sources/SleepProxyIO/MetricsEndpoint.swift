@@ -1,6 +1,7 @@
 import CoreMetrics
-import Foundation
+import FoundationEssentials
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -26,7 +27,7 @@ public final class MetricsEndpoint: @unchecked Sendable {
     private let logger: Logger
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var last: [String: Int] = [:]
     private var channel: Channel?
 

@@ -1,5 +1,6 @@
 import CNetlink
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
 import SleepProxyWire
 
@@ -120,10 +121,9 @@ public final class LinkMonitor: @unchecked Sendable {
         }
     }
 
-    public func start() {
+    public func start() throws(SystemCallError) {
         guard !self.started.value else { return }
-        self.started.value = true
-        let thread = Thread { [self] in
+        try startThread(name: "netlink") { [self] in
             while !self.stopped.value {
                 let status = nl_cache_mngr_poll(self.manager, 250)
                 if status < 0 {
@@ -133,8 +133,7 @@ public final class LinkMonitor: @unchecked Sendable {
             }
             self.finished.signal()
         }
-        thread.name = "netlink"
-        thread.start()
+        self.started.value = true
     }
 
     public func stop() {

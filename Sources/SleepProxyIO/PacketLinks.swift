@@ -1,6 +1,8 @@
 import CSleepProxyLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
+import NIOConcurrencyHelpers
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -21,7 +23,7 @@ public final class PacketLinks: @unchecked Sendable {
     /// box. Past it, frames are dropped until the engine catches up; `droppedFrames` counts them.
     public static let maximumQueuedBytes = 8 << 20
     let budget = ByteBudget(limit: PacketLinks.maximumQueuedBytes)
-    private let droppedLock = NSLock()
+    private let droppedLock = NIOLock()
     private var dropped = 0
     public var droppedFrames: Int { self.droppedLock.withLock { self.dropped } }
 
@@ -52,7 +54,7 @@ public final class PacketLinks: @unchecked Sendable {
 
     private let logger: Logger
     private let sink: Sink
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var links: [Int: Link] = [:]
     /// How long a reader blocks before looking at its stop flag.
     static let receiveTimeout = timeval(tv_sec: 0, tv_usec: 200_000)
@@ -114,12 +116,16 @@ public final class PacketLinks: @unchecked Sendable {
             throw error
         }
         let link = Link(index: index, name: name, receiveFD: receiveFD, sendFD: sendFD)
-        let thread = Thread { [self] in
-            self.read(link)
-            link.finished.signal()
+        do {
+            try startThread(name: "packets-\(name)") { [self] in
+                self.read(link)
+                link.finished.signal()
+            }
+        } catch {
+            Glibc.close(receiveFD)
+            Glibc.close(sendFD)
+            throw error
         }
-        thread.name = "packets-\(name)"
-        thread.start()
         self.logger.info("packets: capturing on \(name)")
         return link
     }
@@ -296,7 +302,7 @@ public final class PacketLinks: @unchecked Sendable {
 
 /// A Bool readable and settable from several threads.
 final class NIOLockedFlag: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var state = false
     var value: Bool {
         get { self.lock.withLock { self.state } }

@@ -1,5 +1,5 @@
 import CSleepProxyLinux
-import Foundation
+import FoundationEssentials
 import Logging
 import NIOCore
 import SleepProxyControl

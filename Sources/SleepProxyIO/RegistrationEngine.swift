@@ -1,11 +1,17 @@
 import CSleepProxyLinux
-import Foundation
+import Dispatch
+import FoundationEssentials
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxySystem
 import SleepProxyWire
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// Runs the pure `ProxyEngine` on a dedicated thread: takes events in batches, hands them to the engine, and
 /// carries out what it decides: frames at once, mDNS at the end of the batch, journal entries with one append,
@@ -44,9 +50,10 @@ public final class RegistrationEngine: @unchecked Sendable {
     var ssdpSavedRevision = 0
     var ssdpSavedAt: Timestamp?
     let journal: JournalFile
-    let statusLock = NSLock()
+    let statusLock = NIOLock()
     var status = Status()
-    var thread: Thread?
+    /// The engine thread is running (its `finished` will be signalled).
+    let started = NIOLockedFlag()
     let finished = DispatchSemaphore(value: 0)
 
     /// Opens the state directory and restores every unexpired registration, so they are served from the start.
@@ -167,22 +174,20 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.publishStatus()
     }
 
-    public func start() {
-        let thread = Thread { [self] in
+    public func start() throws(SystemCallError) {
+        try self.monitor?.start()
+        try startThread(name: "sleepproxy-registration-engine") { [self] in
             self.run()
             self.finished.signal()
         }
-        thread.name = "sleepproxy-registration-engine"
-        self.thread = thread
-        thread.start()
-        self.monitor?.start()
+        self.started.value = true
     }
 
     /// Stops after the batch in progress; registrations stay in the journal for the next start. Safe to call
     /// more than once.
     public func stop() {
         self.mailbox.stop()
-        if self.thread != nil {
+        if self.started.value {
             self.finished.wait()
             // Leave the semaphore signalled, so a second stop() returns at once instead of waiting forever.
             self.finished.signal()

@@ -21,7 +21,7 @@ public struct RegistrationService: Service {
     }
 
     public func run() async throws {
-        self.engine.start()
+        try self.engine.start()
         self.logger.notice("listening for sleep proxy registrations on UDP port \(self.listener.port)")
         try? await gracefulShutdown()
         await self.listener.close()

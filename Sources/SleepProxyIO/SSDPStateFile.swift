@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SleepProxyCore
 import SleepProxyWire
 
@@ -86,8 +86,10 @@ struct SSDPStateFile: Codable, Equatable {
     static func read(directory: URL) throws -> SSDPStateFile? {
         let url = directory.appendingPathComponent(self.fileName)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        let attributes = try FileManager.default.attributesOfItem(atPath: url.path)
-        guard let size = attributes[.size] as? Int, size <= self.maximumBytes else {
+        guard let size = regularFileSize(atPath: url.path) else {
+            throw RegistrationEngineError(description: "\(url.path) is not a regular file")
+        }
+        guard size <= self.maximumBytes else {
             throw RegistrationEngineError(description: "\(url.path) is larger than \(self.maximumBytes) bytes")
         }
         return try JSONDecoder().decode(SSDPStateFile.self, from: Data(contentsOf: url))

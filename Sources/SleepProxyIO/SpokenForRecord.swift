@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import SleepProxyCore
 import SleepProxyWire
 
@@ -40,8 +40,7 @@ struct SpokenForRecord: Codable, Equatable {
     static func take(directory: URL) -> SpokenForRecord? {
         let url = directory.appendingPathComponent(self.fileName)
         defer { try? FileManager.default.removeItem(at: url) }
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
-            let size = attributes[.size] as? Int, size <= self.maximumBytes,
+        guard let size = regularFileSize(atPath: url.path), size <= self.maximumBytes,
             let data = try? Data(contentsOf: url)
         else { return nil }
         return try? JSONDecoder().decode(SpokenForRecord.self, from: data)

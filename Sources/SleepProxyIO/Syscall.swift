@@ -1,4 +1,5 @@
 import CSleepProxyLinux
+import FoundationEssentials
 
 #if canImport(Glibc)
     import Glibc
@@ -62,4 +63,34 @@ public enum MemoryTuning {
     /// Gives freed heap back to the system after a restore or a journal compaction, which build and drop a copy
     /// of every registration.
     public static func trim() { csp_malloc_trim() }
+}
+
+/// A file error in a few words ("No such file or directory"), for a start-up sentence: what Foundation throws
+/// describes itself as a dictionary dump, and `localizedDescription` needs libFoundation, which the daemon does
+/// not link (docs/memory.md).
+public func fileErrorReason(_ error: any Error) -> String {
+    #if canImport(Glibc)
+        if let posix = error as? POSIXError {
+            return String(cString: strerror(posix.code.rawValue))
+        }
+        if let cocoa = error as? CocoaError {
+            if let posix = cocoa.underlying as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+            switch cocoa.code {
+            case .fileReadNoSuchFile, .fileNoSuchFile: return String(cString: strerror(ENOENT))
+            case .fileReadNoPermission, .fileWriteNoPermission: return String(cString: strerror(EACCES))
+            case .fileReadInapplicableStringEncoding, .fileReadCorruptFile: return "not UTF-8 text"
+            default: break
+            }
+        }
+    #endif
+    return "\(error)"
+}
+
+/// The size in bytes of the regular file at `path`, or nil when there is none or it is not a regular file.
+/// (FileManager's attribute dictionary types its size differently with and without libFoundation: a `UInt`
+/// under FoundationEssentials alone, so an `as? Int` that passed the tests was nil in the daemon.)
+func regularFileSize(atPath path: String) -> Int? {
+    var info = stat()
+    guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+    return Int(info.st_size)
 }

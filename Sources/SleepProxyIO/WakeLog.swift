@@ -1,6 +1,11 @@
-import Foundation
+import FoundationEssentials
+import NIOConcurrencyHelpers
 import SleepProxyControl
 import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// The wake log on disk (issue 5 §7): one JSON object per line in `wake-events.jsonl` in the state directory,
 /// keeping at least the last `keptEvents` across restarts. Appends are not synced one by one (the log explains,
@@ -12,7 +17,7 @@ public final class WakeLog: @unchecked Sendable {
 
     public let url: URL
     private var lineCount = 0
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var recentEntries: [WakeLogEntry] = []
 
     public init(directory: URL) {
@@ -69,15 +74,23 @@ public final class WakeLog: @unchecked Sendable {
             self.lineCount = self.recent.count
             return
         }
-        if !FileManager.default.fileExists(atPath: self.url.path) {
-            _ = FileManager.default.createFile(
-                atPath: self.url.path, contents: nil, attributes: [.posixPermissions: 0o640])
-        }
-        let handle = try FileHandle(forWritingTo: self.url)
-        defer { try? handle.close() }
-        try handle.seekToEnd()
-        try handle.write(contentsOf: line)
+        try Self.append(line, to: self.url.path)
         self.lineCount += 1
+    }
+
+    /// Appends one line (O_APPEND: the line lands whole at the end), creating the file owner- and group-readable.
+    private static func append(_ bytes: [UInt8], to path: String) throws {
+        let fd = try retryingSyscall("open(\(path))") { open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640) }
+        defer { Glibc.close(fd) }
+        var written = 0
+        while written < bytes.count {
+            let count = try bytes.withUnsafeBytes { raw in
+                try retryingSyscall("write(\(path))") {
+                    Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+                }
+            }
+            written += count
+        }
     }
 
     /// The wake log's word for a trigger (the metric label too).

@@ -1,6 +1,8 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import Logging
+import NIOConcurrencyHelpers
 import ServiceLifecycle
 import SleepProxyControl
 import SleepProxyCore
@@ -158,7 +160,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw ValidationError("cannot read the configuration file \(path): \(error.localizedDescription)")
+            throw ValidationError("cannot read the configuration file \(path): \(fileErrorReason(error))")
         }
         let entries: [ConfigFile.Entry]
         do {
@@ -172,7 +174,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             do {
                 _ = try Self.parseAsRoot(these)
             } catch {
-                let message = Self.message(for: error).replacingOccurrences(of: "Error: ", with: "")
+                let message = Self.message(for: error).replacing("Error: ", with: "")
                 throw ValidationError("\(path) line \(entry.line): \(message)")
             }
             arguments += these
@@ -207,8 +209,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         do {
             try ProcessCapabilities.raisePermitted()
         } catch {
-            FileHandle.standardError.write(
-                Data("sleepproxyd: capabilities: \(error); running with those in effect\n".utf8))
+            Self.printError("sleepproxyd: capabilities: \(error); running with those in effect")
         }
         do {
             let arguments = try Self.effectiveArguments(Array(CommandLine.arguments.dropFirst()))
@@ -404,15 +405,20 @@ struct SleepProxyDaemon: AsyncParsableCommand {
 
     /// Startup problems end in one sentence that names the cause and the fix, and a non-zero exit.
     static func fail(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("sleepproxyd: \(message)\n".utf8))
-        Foundation.exit(1)
+        Self.printError("sleepproxyd: \(message)")
+        Glibc.exit(1)
+    }
+
+    static func printError(_ line: String) {
+        var bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
 
 /// The log level, changeable while running (SIGHUP).
 final class LogLevelBox: @unchecked Sendable {
     // @unchecked: `value` is guarded by `lock`.
-    private let lock = NSLock()
+    private let lock = NIOLock()
     private var value: Logger.Level
     init(_ level: Logger.Level) { self.value = level }
     var level: Logger.Level {

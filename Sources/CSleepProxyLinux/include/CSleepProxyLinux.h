@@ -39,6 +39,9 @@ int csp_wol_magic_enabled(const char *interface);
 /// Returns 0 when nothing needed raising or it worked, -1 with errno otherwise.
 int csp_raise_permitted_capabilities(void);
 
+/// Names the calling thread (prctl PR_SET_NAME: the first 15 bytes), as `ps -T` and `top -H` show it.
+void csp_set_thread_name(const char *name);
+
 static inline int csp_packet_ignore_outgoing(void) {
 #ifdef PACKET_IGNORE_OUTGOING
     return PACKET_IGNORE_OUTGOING;
