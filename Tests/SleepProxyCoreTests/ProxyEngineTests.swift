@@ -415,6 +415,15 @@ struct ProxyEngineTests {
             port: 8080)
         h.frame(syn)
         #expect(h.engine.hostsByState == [.waking: 1])
+        // A second host, asleep, is counted apart from the waking one; once the first is seen awake, no waking.
+        h.register(
+            Lab.registration(
+                mac: MACAddress("02:53:50:00:00:07")!, host: "other.local.", addresses: [IPAddress("192.0.2.7")!],
+                services: [("Other._http._tcp", 8080)]), from: IPAddress("192.0.2.7")!)
+        h.run(for: .seconds(12))
+        #expect(h.engine.hostsByState[.waking] == 1 && h.engine.hostsByState.values.reduce(0, +) == 2)
+        _ = h.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        #expect(h.engine.hostsByState[.waking] == nil && h.engine.hostsByState.values.reduce(0, +) == 2)
     }
 
     @Test func aHostWokenAfterItsLeaseEndedIsForgottenOnceItShowsItselfOrRegistersAgain() throws {
@@ -423,6 +432,8 @@ struct ProxyEngineTests {
         seen.register(Lab.registration(lease: 30, addresses: [Lab.hostV4]))
         seen.run(for: .seconds(31))
         #expect(seen.engine.takeover?.isWaking(seen.key) == true)
+        // Its registration is gone, so the status counts it in no state, waking included.
+        #expect(seen.engine.hostsByState.isEmpty)
         _ = seen.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
         #expect(
             seen.engine.takeover?.hostCount == 0

@@ -10,6 +10,8 @@ extension Takeover {
     struct HostTable: Sendable {
         private(set) var storage: [OwnerKey: Host] = [:]
         private var timers = Heap<Timer>()
+        /// The hosts with a wake under way, so that counting hosts by state looks at these few and not at all.
+        private(set) var waking: Set<OwnerKey> = []
 
         private struct Timer: Comparable, Sendable {
             var time: Timestamp
@@ -26,8 +28,10 @@ extension Takeover {
             set {
                 guard let host = newValue else {
                     self.storage[key] = nil
+                    self.waking.remove(key)
                     return
                 }
+                if host.wake != nil { self.waking.insert(key) } else { self.waking.remove(key) }
                 let old = self.storage.updateValue(host, forKey: key)
                 for time in [host.next, host.wake?.next] {
                     guard let time, time != old?.next, time != old?.wake?.next else { continue }
@@ -39,7 +43,8 @@ extension Takeover {
 
         @discardableResult
         mutating func removeValue(forKey key: OwnerKey) -> Host? {
-            self.storage.removeValue(forKey: key)
+            self.waking.remove(key)
+            return self.storage.removeValue(forKey: key)
         }
 
         /// Files the host's deadlines again (after `due` took them off the heap).

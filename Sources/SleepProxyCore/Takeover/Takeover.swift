@@ -384,6 +384,9 @@ public struct Takeover: Sendable {
     /// Magic packets are going out for the host.
     public func isWaking(_ key: OwnerKey) -> Bool { self.hosts[key]?.wake != nil }
 
+    /// The hosts with a wake under way (few at any time).
+    public var wakingHosts: Set<OwnerKey> { self.hosts.waking }
+
     /// The proxy answers for at least one of the host's addresses: it took the host over.
     public func isAnsweringAny(_ key: OwnerKey) -> Bool { self.hosts[key]?.isAnsweringAny ?? false }
 
