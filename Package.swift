@@ -62,6 +62,7 @@ let package = Package(
             name: "SleepProxyCore",
             dependencies: [
                 "SleepProxyWire", .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

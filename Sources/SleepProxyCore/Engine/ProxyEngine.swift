@@ -22,6 +22,8 @@ public struct ProxyEngine: Sendable {
     /// Hosts with an mDNS quiet check under way: the timers look at these only, not at every host (a proxy
     /// holding thousands of hosts runs its loop for every batch of packets).
     var quietChecks: Set<OwnerKey> = []
+    /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
+    var echoes = MulticastEchoes()
 
     struct Presence: Sendable {
         var state: HostState = .starting
@@ -215,6 +217,10 @@ public struct ProxyEngine: Sendable {
     ) -> [EngineAction] {
         var actions: [EngineAction] = []
         if let context = self.interfaces[interfaceIndex] {
+            // Our own multicast, looped back: nothing in it can be news (`MulticastEchoes`).
+            if port == MDNSRules.port, context.isOwnAddress(source), self.echoes.isEcho(bytes, now: now) {
+                return []
+            }
             // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
             // the responder sees the packet, so that a host handed back here is not answered or defended by it.
             if let key = self.registrar.store.owner(claiming: source, on: context.name) {
@@ -362,7 +368,9 @@ public struct ProxyEngine: Sendable {
             if updated.quietProbes < EngineRules.quietProbeCount {
                 updated.quietProbes += 1
                 updated.quietNext = now + EngineRules.quietProbeInterval
-                actions += self.quietProbe(registration)
+                let probe = self.quietProbe(registration)
+                for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
+                actions += probe
                 self.presence[key] = updated
             } else {
                 updated.quietNext = nil
@@ -549,6 +557,7 @@ public struct ProxyEngine: Sendable {
         for action in actions {
             switch action {
             case .transmit(let transmission):
+                if case .multicast = transmission.destination { self.echoes.remember(transmission.bytes, now: now) }
                 result.append(.transmit(transmission))
             case .handBack(let key, let sequence):
                 result += self.removeHost(key, .handBack(why: "Owner option with sequence \(sequence)"), now: now)
