@@ -298,7 +298,6 @@ extension Responder {
             }
             self.pending[channel] = later.answers.isEmpty ? nil : later
         }
-        self.pruneMulticastHistory(now: now)
         return actions
     }
 
