@@ -1,5 +1,6 @@
 import ArgumentParser
-import Foundation
+import FoundationEssentials
+import Glibc
 import SleepProxyControl
 
 #if canImport(Glibc)
@@ -187,7 +188,7 @@ struct Events: ParsableCommand {
             guard !connection.json else { return }
             // Written straight to the descriptor: with --follow each line must show at once, even into a pipe.
             for event in response.events ?? [] {
-                FileHandle.standardOutput.write(Data((Client.eventLine(event) + "\n").utf8))
+                Client.writeOut(Array((Client.eventLine(event) + "\n").utf8))
             }
         }
     }
@@ -225,7 +226,7 @@ enum Client {
                 guard response.ok else {
                     throw Failure(description: response.error ?? "the daemon refused the request")
                 }
-                if connection.json { FileHandle.standardOutput.write(Data(line + [0x0A])) }
+                if connection.json { Client.writeOut(line + [0x0A]) }
                 each?(response)
                 if first == nil { first = response }
                 if !stream { return response }
@@ -282,14 +283,48 @@ enum Client {
         }
     }
 
+    /// ISO 8601 in the machine's time zone ("2026-11-23T15:04:05+01:00", "Z" for UTC), from the C library:
+    /// FoundationEssentials alone knows no time zone but UTC, and the full Foundation (with ICU's tables) is
+    /// 40 MB of the binary for this one line.
+    static func localTime(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        guard localtime_r(&seconds, &parts) != nil else { return "\(date)" }
+        var buffer = [CChar](repeating: 0, count: 64)
+        let count = strftime(&buffer, buffer.count, "%Y-%m-%dT%H:%M:%S", &parts)
+        let stamp = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let offset = parts.tm_gmtoff
+        if offset == 0 { return stamp + "Z" }
+        let minutes = abs(offset) / 60
+        let sign = offset < 0 ? "-" : "+"
+        let hours = minutes / 60 < 10 ? "0\(minutes / 60)" : "\(minutes / 60)"
+        let rest = minutes % 60 < 10 ? "0\(minutes % 60)" : "\(minutes % 60)"
+        return "\(stamp)\(sign)\(hours):\(rest)"
+    }
+
+    /// "12.3": one decimal, as printf's %.1f.
+    static func tenths(_ value: Double) -> String {
+        let tenths = Int((max(0, value) * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+
+    /// Bytes straight to standard output, unbuffered (each line of `events --follow` shows at once).
+    static func writeOut(_ bytes: [UInt8]) {
+        var written = 0
+        while written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { return }
+            written += count
+        }
+    }
+
     static func eventLine(_ event: WakeLogEntry) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.timeZone = .current
-        let time = formatter.string(from: event.time)
+        let time = Self.localTime(event.time)
         let who = event.hostName ?? event.mac
         switch event.kind {
         case .wake: return "\(time)  \(who)  woken: \(self.reason(event))"
-        case .awake: return "\(time)  \(who)  awake after \(String(format: "%.1f", event.seconds ?? 0)) s"
+        case .awake: return "\(time)  \(who)  awake after \(Self.tenths(event.seconds ?? 0)) s"
         case .noResponse: return "\(time)  \(who)  no sign of waking after \(event.attempts ?? 0) magic packets"
         case .ignored: return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)"
         }
@@ -342,7 +377,7 @@ enum Client {
         func line(_ cells: [String]) -> String {
             indent
                 + cells.enumerated().map { i, cell in
-                    i == cells.count - 1 ? cell : cell.padding(toLength: widths[i], withPad: " ", startingAt: 0)
+                    i == cells.count - 1 ? cell : cell + String(repeating: " ", count: max(0, widths[i] - cell.count))
                 }.joined(separator: "  ")
         }
         print(line(header))
