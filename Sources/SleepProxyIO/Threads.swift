@@ -51,8 +51,7 @@ final class Condition: @unchecked Sendable {
 /// Starts a detached thread named `name` (the kernel keeps 15 bytes of it; `ps -T` and `top -H` show it); throws
 /// when the system has no thread to give (RLIMIT_NPROC, memory).
 func startThread(name: String, _ body: @escaping @Sendable () -> Void) throws(SystemCallError) {
-    final class Box: @unchecked Sendable {
-        // @unchecked: written before the thread starts, read only by it.
+    final class Box: Sendable {
         let body: @Sendable () -> Void
         let name: String
         init(_ body: @escaping @Sendable () -> Void, name: String) {
