@@ -95,6 +95,21 @@ final class AdminLabTests {
         #expect(follower.waitForOutput("woken: administrator", timeout: 3), "events --follow: \(follower.output)")
         let human = try self.ctl(["events", "--since", "10m"])
         #expect(human.stdout.contains("woken: administrator"), "\(human)")
+        // Times in the machine's zone, ISO 8601 (a POSIX TZ string: no tzdata needed): the same instant as the JSON's.
+        let zoned = try self.proxy.run(
+            [
+                "/usr/bin/env", "TZ=IST-5:30", Self.ctl, "events", "--since", "10m", "--socket",
+                self.state.appendingPathComponent("control.sock").path,
+            ])
+        let wake = try #require(events.first { $0.kind == .wake })
+        let formatter = ISO8601DateFormatter()
+        formatter.timeZone = TimeZone(secondsFromGMT: 19_800)
+        let expected = formatter.string(from: wake.time)
+        #expect(
+            zoned.stdout.split(separator: "\n").contains {
+                $0.hasPrefix("\(expected)  ") && $0.contains("woken: administrator")
+            },
+            "expected a line starting \(expected): \(zoned)")
 
         // Metrics: the wake and the host, in Prometheus text format on the local endpoint.
         let scrape = try self.proxy.run([
