@@ -433,8 +433,9 @@ final class QueryLoad: @unchecked Sendable {
                             {
                                 print(
                                     String(
-                                        format: "      slow query at %.2f s: %.2f ms",
-                                        Double(monotonicNanoseconds() - began) / 1e9, Double(arrival &- sent) / 1e6))
+                                        format: "      slow query at %.2f s (monotonic %.3f): %.2f ms",
+                                        Double(monotonicNanoseconds() - began) / 1e9,
+                                        Double(monotonicNanoseconds()) / 1e9, Double(arrival &- sent) / 1e6))
                             }
                             answered = true
                         }
