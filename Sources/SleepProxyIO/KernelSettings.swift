@@ -36,7 +36,7 @@ public enum KernelSettings {
     /// A 0/1 sysctl, or nil when it cannot be read (no such interface, no IPv6, not Linux).
     static func flag(_ path: String) -> Bool? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-            let value = Int(text.filter { !$0.isWhitespace })
+            case let words = text.split(whereSeparator: \.isWhitespace), words.count == 1, let value = Int(words[0])
         else {
             return nil
         }

@@ -1,6 +1,5 @@
 import ArgumentParser
 import FoundationEssentials
-import Glibc
 import SleepProxyControl
 
 #if canImport(Glibc)
@@ -287,7 +286,10 @@ enum Client {
     /// FoundationEssentials alone knows no time zone but UTC, and the full Foundation (with ICU's tables) is
     /// 40 MB of the binary for this one line.
     static func localTime(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        // What the daemon sent is not trusted to be a sane date: converting an out-of-range one would trap.
+        let since1970 = date.timeIntervalSince1970.rounded(.down)
+        guard since1970.isFinite, abs(since1970) < 1e12 else { return "\(date)" }
+        var seconds = time_t(since1970)
         var parts = tm()
         guard localtime_r(&seconds, &parts) != nil else { return "\(date)" }
         var buffer = [CChar](repeating: 0, count: 64)
@@ -304,6 +306,7 @@ enum Client {
 
     /// "12.3": one decimal, as printf's %.1f.
     static func tenths(_ value: Double) -> String {
+        guard value.isFinite, abs(value) < 1e12 else { return "\(value)" }
         let tenths = Int((max(0, value) * 10).rounded())
         return "\(tenths / 10).\(tenths % 10)"
     }

@@ -56,6 +56,7 @@ public struct ProxyEngine: Sendable {
     public func lastAwake(of key: OwnerKey) -> AwakeSignal? { self.presence[key]?.lastAwake }
 
     /// How many hosts are in each state.
+    ///
     /// One pass over the hosts' presence, with no lookup per host, then the few waking ones moved: the daemon
     /// publishes this every second, and with four keyed lookups a host it held the engine thread about 4 ms at
     /// 10,000 hosts, long enough to delay the queries that arrived meanwhile (issue 16).

@@ -26,30 +26,29 @@ struct NameInterner {
         return result
     }
 
+    /// Replaces `name` by its shared copy; true when that changed which buffer it uses.
+    private mutating func share(_ name: inout DNSName) -> Bool {
+        let shared = self.canonical(name)
+        guard !shared.sharesStorage(with: name) else { return false }
+        name = shared
+        return true
+    }
+
     /// The registration with its names shared; the same value, not a copy, when they already are (a copy of its
     /// records would leave the old ones as holes in the heap).
     mutating func intern(_ registration: OwnerRegistration) -> OwnerRegistration {
         var records: [ProxiedRecord]? = nil
         for (index, proxied) in registration.records.enumerated() {
             var record = proxied.record
-            var changed = false
-            let name = self.canonical(record.name)
-            if !name.sharesStorage(with: record.name) {
-                record.name = name
-                changed = true
-            }
+            var changed = self.share(&record.name)
             switch record.rdata {
             case .ptr(var ptr):
-                let target = self.canonical(ptr.target)
-                if !target.sharesStorage(with: ptr.target) {
-                    ptr.target = target
+                if self.share(&ptr.target) {
                     record.rdata = .ptr(ptr)
                     changed = true
                 }
             case .srv(var srv):
-                let target = self.canonical(srv.target)
-                if !target.sharesStorage(with: srv.target) {
-                    srv.target = target
+                if self.share(&srv.target) {
                     record.rdata = .srv(srv)
                     changed = true
                 }

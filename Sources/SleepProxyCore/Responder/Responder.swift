@@ -43,12 +43,11 @@ public struct Responder: Sendable {
         var family: IPFamily
     }
 
-    /// A record multicast on a channel, kept as a 64-bit digest of (channel, name, data): the history holds every
-    /// record multicast in the last quarter of its TTL, about half a million with 10,000 hosts, and whole names and
-    /// data cost a hundred bytes more each (issue 16). Two records sharing a digest (odds of 2^-64 per pair) would
-    /// only make one of them look recently sent: an answer held back a second, or sent unicast.
-    /// A record on an interface, by digest, and the family it went out on: both families' times share one
-    /// entry of `MulticastHistory`.
+    /// A record multicast on a channel: a 64-bit digest of (interface, name, data) and the family it went out on;
+    /// both families' times share one entry of `MulticastHistory`. The history holds every record multicast in the
+    /// last quarter of its TTL, about 240,000 with 10,000 hosts, and whole names and data would cost a hundred bytes
+    /// more each (issue 16). Two records sharing a digest (odds of 2^-64 per pair) would only make one of them look
+    /// recently sent: an answer held back a second, or sent unicast.
     struct MulticastKey: Hashable, Sendable {
         let digest: Int
         let family: IPFamily

@@ -531,7 +531,7 @@ public struct SSDPProxy: Sendable {
         learned.entries.values.map(\.refreshedAt).max() ?? learned.heardAt
     }
 
-    /// The unclaimed slot of `source`, making room for it (the address heard from longest ago goes) when it is new.
+    /// What is held for the unregistered `source`, or an empty slot (room is made only when it is kept: `putUnclaimed`).
     private func unclaimedSlot(_ source: Source) -> Learned {
         self.unclaimed[source] ?? Learned()
     }
