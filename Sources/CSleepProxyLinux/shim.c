@@ -2,11 +2,14 @@
 #include "CSleepProxyLinux.h"
 
 #ifdef __linux__
+#include <elf.h>
+#include <link.h>
 #include <malloc.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <linux/capability.h>
 #include <linux/ethtool.h>
@@ -22,6 +25,53 @@ size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 void csp_malloc_limit_arenas(void) { mallopt(M_ARENA_MAX, 2); }
 
 void csp_malloc_trim(void) { malloc_trim(0); }
+
+// Whether the object's dynamic section asks for text relocations: then its "read-only" pages were written at load.
+static int csp_has_text_relocations(const struct dl_phdr_info *info) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *phdr = &info->dlpi_phdr[i];
+        if (phdr->p_type != PT_DYNAMIC) continue;
+        for (const ElfW(Dyn) *dyn = (const ElfW(Dyn) *)(info->dlpi_addr + phdr->p_vaddr); dyn->d_tag != DT_NULL; dyn++) {
+            if (dyn->d_tag == DT_TEXTREL) return 1;
+            if (dyn->d_tag == DT_FLAGS && (dyn->d_un.d_val & DF_TEXTREL)) return 1;
+        }
+    }
+    return 0;
+}
+
+static int csp_release_object(struct dl_phdr_info *info, size_t size, void *context) {
+    (void)size;
+    size_t *released = context;
+    // The vDSO is the kernel's, not a file.
+    if (info->dlpi_name != NULL && strstr(info->dlpi_name, "linux-vdso") != NULL) return 0;
+    if (csp_has_text_relocations(info)) return 0;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *load = &info->dlpi_phdr[i];
+        if (load->p_type != PT_LOAD || (load->p_flags & PF_W) || load->p_memsz == 0) continue;
+        // Whole pages inside the segment only: a page it shares with a neighbour is left as it is.
+        uintptr_t start = (info->dlpi_addr + load->p_vaddr + page - 1) & ~(page - 1);
+        uintptr_t end = (info->dlpi_addr + load->p_vaddr + load->p_memsz) & ~(page - 1);
+        if (end <= start) continue;
+        int overlapsRelro = 0;
+        for (int j = 0; j < info->dlpi_phnum; j++) {
+            const ElfW(Phdr) *relro = &info->dlpi_phdr[j];
+            if (relro->p_type != PT_GNU_RELRO) continue;
+            uintptr_t relroStart = info->dlpi_addr + relro->p_vaddr, relroEnd = relroStart + relro->p_memsz;
+            if (relroStart < end && start < relroEnd) overlapsRelro = 1;
+        }
+        if (overlapsRelro) continue;
+        if (madvise((void *)start, end - start, MADV_DONTNEED) == 0) *released += end - start;
+    }
+    return 0;
+}
+
+size_t csp_release_readonly_segments(void) {
+    size_t released = 0;
+    // dl_iterate_phdr holds the loader's lock: no object can be unloaded (and its range reused) meanwhile.
+    dl_iterate_phdr(csp_release_object, &released);
+    return released;
+}
 
 void csp_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 

@@ -63,6 +63,14 @@ public enum MemoryTuning {
     /// Gives freed heap back to the system after a restore or a journal compaction, which build and drop a copy
     /// of every registration.
     public static func trim() { csp_malloc_trim() }
+
+    /// Hands back the resident pages of code and constants, of the daemon and of its shared libraries, once
+    /// start-up is over: argument parsing, the journal's replay and the bootstraps run once in years of running,
+    /// yet every page they touched (and the 64 KB the kernel maps around each) would stay in the resident set for
+    /// good. The pages stay in the page cache; whatever runs again faults back in at once, so what stays resident
+    /// is what the daemon runs (docs/memory.md). Returns the bytes of address range let go.
+    @discardableResult
+    public static func releaseStartupCode() -> Int { Int(csp_release_readonly_segments()) }
 }
 
 /// A file error in a few words ("No such file or directory"), for a start-up sentence: what Foundation throws

@@ -26,6 +26,12 @@ void csp_malloc_limit_arenas(void);
 /// Returns free heap memory to the system (malloc_trim(0)), after a large transient allocation.
 void csp_malloc_trim(void);
 
+/// Drops this process's page-table entries for the read-only, file-backed segments (code, constants) of every
+/// object loaded now: the executable and its shared libraries (dl_iterate_phdr, MADV_DONTNEED). Their pages stay in
+/// the page cache; what runs again faults back in. Writable segments, RELRO and objects with text relocations are
+/// left alone, since their pages may differ from the file. Returns the bytes of address range advised.
+size_t csp_release_readonly_segments(void);
+
 /// Makes stdout line-buffered so that log lines reach journald or a pipe as they happen
 /// (Swift 6 cannot touch the global `stdout` directly).
 void csp_line_buffer_stdout(void);
