@@ -8,7 +8,8 @@ import SleepProxyCore
 /// The registration journal on disk (see `RegistrationJournal` for the format and why it is a journal).
 ///
 /// Owns `<state directory>/registrations.journal` and a lock file that keeps a second daemon from sharing the
-/// directory. Not thread-safe: the engine thread is its only user.
+/// directory. Not thread-safe: the engine thread is its only user (a compaction's new file is written by a thread
+/// of its own, which touches nothing else; see `startCompaction`).
 public final class JournalFile {
     /// Compact when the journal holds this many entries per live host, so its size stays proportional to what it
     /// holds. Counted in entries, not against the size after the last compaction: a journal that grows only
@@ -27,6 +28,36 @@ public final class JournalFile {
     private(set) var entries = 0
 
     var path: String { self.directory.appendingPathComponent("registrations.journal").path }
+
+    /// A compaction under way: its new file is written and synced by a thread of its own while appends go on to
+    /// the old file; they are copied aside and carried over to the new one when it is ready.
+    private final class Rewrite: @unchecked Sendable {
+        // @unchecked: `written` is guarded by `condition`; everything else is the engine thread's alone.
+        let condition = Condition()
+        /// Set by the writing thread when it is done: the bytes written, or why it failed.
+        var written: Result<Int, SystemCallError>?
+        let fd: Int32
+        let temporary: String
+        let entries: Int
+        var carried: [UInt8] = []
+        var carriedEntries = 0
+
+        init(fd: Int32, temporary: String, entries: Int) {
+            self.fd = fd
+            self.temporary = temporary
+            self.entries = entries
+        }
+
+        var result: Result<Int, SystemCallError>? {
+            self.condition.lock()
+            defer { self.condition.unlock() }
+            return self.written
+        }
+    }
+    private var rewrite: Rewrite?
+
+    /// Whether a compaction is under way (`startCompaction`).
+    public var isCompacting: Bool { self.rewrite != nil }
 
     public struct OpenError: Error, CustomStringConvertible {
         public var description: String
@@ -92,6 +123,7 @@ public final class JournalFile {
     }
 
     deinit {
+        self.abandonCompaction()
         Glibc.close(self.fd)
         Glibc.close(self.lockFD)
     }
@@ -118,11 +150,18 @@ public final class JournalFile {
 
     /// Appends entries in one write and makes them durable with one fdatasync (group commit).
     public func append(_ entries: [RegistrationJournal.Entry], timeBase: TimeBase) throws {
-        guard !entries.isEmpty else { return }
         var bytes: [UInt8] = []
         for entry in entries { bytes += RegistrationJournal.encode(entry, timeBase: timeBase) }
+        try self.append(encoded: bytes, entries: entries.count)
+    }
+
+    /// The same for entries encoded already (`RegistrationJournal.encode`), `count` of them in `bytes`: the
+    /// engine encodes each as it comes, between two registrations, so that the write and sync at the end of a
+    /// batch is all that queries arriving then wait for.
+    public func append(encoded bytes: [UInt8], entries count: Int) throws {
+        guard count > 0 else { return }
         do {
-            try self.writeAll(bytes, to: self.fd)
+            try Self.writeAll(bytes, to: self.fd)
             try retryingSyscall("fdatasync") { fdatasync(self.fd) }
         } catch {
             // A write cut short (ENOSPC, EIO) leaves half an entry: cut the file back to its last good length so
@@ -132,7 +171,11 @@ public final class JournalFile {
             throw error
         }
         self.size += bytes.count
-        self.entries += entries.count
+        self.entries += count
+        if let rewrite = self.rewrite {
+            rewrite.carried += bytes
+            rewrite.carriedEntries += count
+        }
     }
 
     /// Whether the journal has grown enough to be rewritten (best done while idle), holding `liveHosts`.
@@ -140,22 +183,97 @@ public final class JournalFile {
         self.size > JournalFile.compactionMinimumBytes && self.entries > JournalFile.compactionRatio * max(1, liveHosts)
     }
 
-    /// Whether it has grown so far that it must be rewritten now, busy or not.
-    public func mustCompact(liveHosts: Int) -> Bool {
-        self.size > 2 * JournalFile.compactionMinimumBytes
-            && self.entries > 2 * JournalFile.compactionRatio * max(1, liveHosts)
+    /// Starts rewriting the journal with one entry per live host, without holding up the caller: a thread of its
+    /// own encodes them into a new file and syncs it (tens of milliseconds of writing and waiting with thousands
+    /// of hosts, during which no query would be answered; issue 16). Appends go on to the old file meanwhile,
+    /// which stays whole and in place until `finishCompaction` has carried them over to the new one.
+    public func startCompaction(_ live: [OwnerRegistration], timeBase: TimeBase) throws {
+        guard self.rewrite == nil else { return }
+        let temporary = self.path + ".new"
+        let newFD = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard newFD >= 0 else { throw SystemCallError(function: "open \(temporary)", errno: errno) }
+        let rewrite = Rewrite(fd: newFD, temporary: temporary, entries: live.count)
+        do {
+            try startThread(name: "journal-compact") {
+                var bytes: [UInt8] = []
+                for registration in live {
+                    bytes += RegistrationJournal.encode(.put(registration), timeBase: timeBase)
+                }
+                let result: Result<Int, SystemCallError>
+                do {
+                    try Self.writeAll(bytes, to: newFD)
+                    try retryingSyscall("fsync") { fsync(newFD) }
+                    result = .success(bytes.count)
+                } catch let error as SystemCallError {
+                    result = .failure(error)
+                } catch {
+                    result = .failure(SystemCallError(function: "write \(temporary)", errno: EIO))
+                }
+                rewrite.condition.lock()
+                rewrite.written = result
+                rewrite.condition.signal()
+                rewrite.condition.unlock()
+            }
+        } catch {
+            Glibc.close(newFD)
+            unlink(temporary)
+            throw error
+        }
+        self.rewrite = rewrite
     }
 
-    /// Rewrites the journal with one entry per live host: written to a new file, synced, renamed over the old
-    /// one, and the directory synced, so a crash at any point leaves either the old or the new journal whole.
+    /// Ends a compaction whose new file is written: the appends made since it started are added to the new file
+    /// and synced, the new file is renamed over the old one and the directory synced, so a crash at any point
+    /// leaves either the old or the new journal whole. Returns false when there is none, or it is still being
+    /// written; throws (the old journal staying in use, whole) when it failed.
+    @discardableResult
+    public func finishCompaction() throws -> Bool {
+        guard let rewrite = self.rewrite, let written = rewrite.result else { return false }
+        self.rewrite = nil
+        do {
+            let size = try written.get()
+            if !rewrite.carried.isEmpty {
+                try Self.writeAll(rewrite.carried, to: rewrite.fd)
+                try retryingSyscall("fdatasync") { fdatasync(rewrite.fd) }
+            }
+            try retryingSyscall("rename") { rename(rewrite.temporary, self.path) }
+            try self.syncDirectory()
+            Glibc.close(self.fd)
+            self.fd = rewrite.fd
+            _ = lseek(self.fd, 0, SEEK_END)
+            self.size = size + rewrite.carried.count
+            self.entries = rewrite.entries + rewrite.carriedEntries
+            return true
+        } catch {
+            Glibc.close(rewrite.fd)
+            unlink(rewrite.temporary)
+            throw error
+        }
+    }
+
+    /// Gives up a compaction under way (at a stop), once its thread is done with the new file; the old journal
+    /// is whole and stays.
+    public func abandonCompaction() {
+        guard let rewrite = self.rewrite else { return }
+        self.rewrite = nil
+        rewrite.condition.lock()
+        while rewrite.written == nil { rewrite.condition.wait(seconds: 1) }
+        rewrite.condition.unlock()
+        Glibc.close(rewrite.fd)
+        unlink(rewrite.temporary)
+    }
+
+    /// Rewrites the journal with one entry per live host, at once (`startCompaction` and `finishCompaction`
+    /// without the wait): written to a new file, synced, renamed over the old one, and the directory synced.
     public func compact(_ live: [OwnerRegistration], timeBase: TimeBase) throws {
+        self.abandonCompaction()
         var bytes: [UInt8] = []
         for registration in live { bytes += RegistrationJournal.encode(.put(registration), timeBase: timeBase) }
         let temporary = self.path + ".new"
         let newFD = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard newFD >= 0 else { throw SystemCallError(function: "open \(temporary)", errno: errno) }
         do {
-            try self.writeAll(bytes, to: newFD)
+            try Self.writeAll(bytes, to: newFD)
             try retryingSyscall("fsync") { fsync(newFD) }
             try retryingSyscall("rename") { rename(temporary, self.path) }
             try self.syncDirectory()
@@ -171,7 +289,7 @@ public final class JournalFile {
         self.entries = live.count
     }
 
-    private func writeAll(_ bytes: [UInt8], to fd: Int32) throws {
+    private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws {
         var written = 0
         try bytes.withUnsafeBytes { raw in
             while written < raw.count {

@@ -9,8 +9,11 @@ import FoundationEssentials
 final class Mailbox<Event>: @unchecked Sendable {
     // @unchecked: every field is guarded by `condition`.
     private let condition = Condition()
-    private var events: [Event] = []
-    private var queued: [Int]
+    /// One queue per lane, each event with its arrival number, so that one lane is taken out whole in O(1)
+    /// (`take(lane:)`, called after every captured frame while a storm runs) and all of them are merged back
+    /// into arrival order (`take(timeout:)`).
+    private var queues: [[(sequence: UInt64, event: Event)]]
+    private var sequence: UInt64 = 0
     private var droppedByLane: [Int]
     private var stopped = false
     let capacity: Int
@@ -20,7 +23,7 @@ final class Mailbox<Event>: @unchecked Sendable {
     init(capacity: Int, lanes: Int = 1, lane: @escaping @Sendable (Event) -> Int = { _ in 0 }) {
         precondition(lanes >= 1 && capacity >= 1)
         self.capacity = capacity
-        self.queued = Array(repeating: 0, count: lanes)
+        self.queues = Array(repeating: [], count: lanes)
         self.droppedByLane = Array(repeating: 0, count: lanes)
         self.lane = lane
     }
@@ -28,29 +31,46 @@ final class Mailbox<Event>: @unchecked Sendable {
     /// Queues an event; false when its lane is full or the mailbox is stopped.
     @discardableResult
     func post(_ event: Event) -> Bool {
-        let lane = min(max(0, self.lane(event)), self.queued.count - 1)
+        let lane = min(max(0, self.lane(event)), self.queues.count - 1)
         self.condition.lock()
         defer { self.condition.unlock() }
-        guard !self.stopped, self.queued[lane] < self.capacity else {
+        guard !self.stopped, self.queues[lane].count < self.capacity else {
             self.droppedByLane[lane] += 1
             return false
         }
-        self.queued[lane] += 1
-        self.events.append(event)
+        self.sequence &+= 1
+        self.queues[lane].append((self.sequence, event))
         self.condition.signal()
         return true
     }
 
-    /// Waits until there are events, `timeout` passes, or the mailbox is stopped; returns what is queued.
+    /// Waits until there are events, `timeout` passes, or the mailbox is stopped; returns what is queued, in the
+    /// order it arrived.
     func take(timeout: TimeInterval) -> (events: [Event], stopped: Bool) {
         self.condition.lock()
         defer { self.condition.unlock() }
-        if self.events.isEmpty, !self.stopped {
+        if self.queues.allSatisfy(\.isEmpty), !self.stopped {
             self.condition.wait(seconds: timeout)
         }
-        let taken = self.events
-        self.events.removeAll(keepingCapacity: true)
-        for index in self.queued.indices { self.queued[index] = 0 }
+        var taken: [Event] = []
+        taken.reserveCapacity(self.queues.reduce(0) { $0 + $1.count })
+        // Each lane is in arrival order already: merge them by always taking the earliest head.
+        var heads = Array(repeating: 0, count: self.queues.count)
+        while true {
+            var earliest: Int? = nil
+            for index in self.queues.indices where heads[index] < self.queues[index].count {
+                if let current = earliest,
+                    self.queues[current][heads[current]].sequence <= self.queues[index][heads[index]].sequence
+                {
+                    continue
+                }
+                earliest = index
+            }
+            guard let index = earliest else { break }
+            taken.append(self.queues[index][heads[index]].event)
+            heads[index] += 1
+        }
+        for index in self.queues.indices { self.queues[index].removeAll(keepingCapacity: true) }
         return (taken, self.stopped)
     }
 
@@ -59,15 +79,9 @@ final class Mailbox<Event>: @unchecked Sendable {
     func take(lane: Int) -> [Event] {
         self.condition.lock()
         defer { self.condition.unlock() }
-        guard self.queued[lane] > 0 else { return [] }
-        var taken: [Event] = []
-        var kept: [Event] = []
-        kept.reserveCapacity(self.events.count)
-        for event in self.events {
-            if self.lane(event) == lane { taken.append(event) } else { kept.append(event) }
-        }
-        self.events = kept
-        self.queued[lane] = 0
+        guard !self.queues[lane].isEmpty else { return [] }
+        let taken = self.queues[lane].map(\.event)
+        self.queues[lane].removeAll(keepingCapacity: true)
         return taken
     }
 

@@ -23,10 +23,22 @@ extension RegistrationEngine {
                 into: &batch)
             self.sendMulticast(&batch)
         }
+        let running = SystemClock.now()
+        var startupCodeReleased = false
         while true {
-            self.applyPendingWatches()
+            if !startupCodeReleased, SystemClock.now() - running >= RegistrationEngine.startupCodeReleaseDelay {
+                startupCodeReleased = true
+                let released = MemoryTuning.releaseStartupCode()
+                self.logger.debug("memory: start-up over, \(released / 1024) KiB of code and constants handed back")
+            }
+            self.applyPendingWatches(now: SystemClock.now())
+            var deadline = self.engine.nextDeadline()
+            if !self.pendingWatches.isEmpty, let applied = self.watchesAppliedAt {
+                let due = applied + RegistrationEngine.watchUpdateInterval
+                deadline = min(deadline ?? due, due)
+            }
             let timeout: TimeInterval
-            if let deadline = self.engine.nextDeadline() {
+            if let deadline {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))
             } else {
                 timeout = 1
@@ -43,6 +55,7 @@ extension RegistrationEngine {
                         "state: cannot record the hosts spoken for (\(error)); they are probed first at the next start")
                 }
                 self.saveSSDP(now: SystemClock.now(), force: true)
+                self.journal.abandonCompaction()
                 var batch = Batch()
                 self.perform(self.engine.shutdown(), into: &batch)
                 self.mdns?.sendAndWait(batch.transmissions.map { ($0.destination, $0.bytes) })
@@ -53,20 +66,21 @@ extension RegistrationEngine {
                 self.packets?.close()
                 break
             }
-            // Quiet after a burst (a registration storm, a wave of hosts falling asleep): the packets and copies it
-            // allocated are free now, so give them back instead of keeping the peak for good.
-            self.eventsSinceTrim += events.count
-            if self.eventsSinceTrim >= RegistrationEngine.trimAfterEvents, events.count <= RegistrationEngine.quietBatch
-            {
-                MemoryTuning.trim()
-                self.eventsSinceTrim = 0
-            }
             if events.isEmpty {
                 self.process([])
             } else {
                 // Bounded batches: the first of a burst of registrations is answered after one sync of a few, not
                 // after the whole burst has been processed.
                 for batch in Self.batches(events) { self.process(batch) }
+            }
+            // Quiet after a burst (a registration storm, a wave of hosts falling asleep): the packets and copies it
+            // allocated are free now, so give them back instead of keeping the peak for good. After the pass, so
+            // that the queries it brought are answered first (a trim of a large heap is a millisecond or two).
+            self.eventsSinceTrim += events.count
+            if self.eventsSinceTrim >= RegistrationEngine.trimAfterEvents, events.count <= RegistrationEngine.quietBatch
+            {
+                MemoryTuning.trim()
+                self.eventsSinceTrim = 0
             }
         }
     }
@@ -82,6 +96,7 @@ extension RegistrationEngine {
                 self.perform(
                     self.engine.receiveFrame(bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now),
                     into: &batch)
+                self.answerWaitingQueries(into: &batch)
             case .linksChanged:
                 self.refreshInventory(now: now)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
@@ -119,20 +134,25 @@ extension RegistrationEngine {
                 self.answerWaitingQueries(into: &batch)
             }
         }
-        self.perform(self.engine.tick(now: now), into: &batch)
+        for slice in 1...RegistrationEngine.timerSlicesPerPass {
+            self.perform(self.engine.tick(now: now, slice: RegistrationEngine.timerSlice), into: &batch)
+            guard slice < RegistrationEngine.timerSlicesPerPass, let next = self.engine.nextDeadline(), next <= now
+            else { break }
+            self.answerWaitingQueries(into: &batch)
+        }
         // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
         // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
         self.sendMulticast(&batch)
 
-        if !batch.entries.isEmpty {
+        if batch.journalEntries > 0 {
             do {
-                try self.journal.append(batch.entries, timeBase: SystemClock.timeBase())
+                try self.journal.append(encoded: batch.journal, entries: batch.journalEntries)
             } catch {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
                 // store, copy-on-write, once thousands of hosts sleep.)
                 self.logger.error(
-                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.entries.count) changes not acknowledged"
+                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.journalEntries) changes not acknowledged"
                 )
                 self.statusLock.withLock { self.status.persistenceFailures += 1 }
                 batch.replies.removeAll()
@@ -158,14 +178,17 @@ extension RegistrationEngine {
                 channel.flush()
             }
         }
-        // Compaction stalls the engine for a write and three syncs, so it waits for a quiet moment (a wake-up
-        // with nothing queued) unless the journal has grown past twice the usual trigger.
-        let live = self.engine.registrar.store.hostCount
-        if self.journal.needsCompaction(liveHosts: live), events.isEmpty || self.journal.mustCompact(liveHosts: live) {
+        // The new journal is written by a thread of its own (`JournalFile.startCompaction`); the engine only
+        // carries over what was appended meanwhile and renames it into place.
+        do {
+            if try self.journal.finishCompaction() { MemoryTuning.trim() }
+        } catch {
+            self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
+        }
+        if !self.journal.isCompacting, self.journal.needsCompaction(liveHosts: self.engine.registrar.store.hostCount) {
             do {
-                try self.journal.compact(
+                try self.journal.startCompaction(
                     Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
-                MemoryTuning.trim()
             } catch {
                 self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
             }
@@ -217,7 +240,8 @@ extension RegistrationEngine {
         for action in actions {
             switch action {
             case .journal(let entry):
-                batch.entries.append(entry)
+                batch.journal += RegistrationJournal.encode(entry, timeBase: batch.timeBase)
+                batch.journalEntries += 1
             case .transmit(let transmission):
                 batch.transmissions.append(transmission)
             case .ssdp(let transmission):
@@ -263,8 +287,10 @@ extension RegistrationEngine {
         }
     }
 
-    func applyPendingWatches() {
+    func applyPendingWatches(now: Timestamp) {
         guard !self.pendingWatches.isEmpty else { return }
+        if let applied = self.watchesAppliedAt, now - applied < RegistrationEngine.watchUpdateInterval { return }
+        self.watchesAppliedAt = now
         defer { self.pendingWatches.removeAll() }
         guard let takeover = self.engine.takeover else { return }
         for index in self.pendingWatches.sorted() {

@@ -186,6 +186,64 @@ struct ProxyEngineTests {
         #expect(H.logs(asleep.map(\.1)).contains { $0.contains("takeover: claimed 192.0.2.2 for vm.local.") })
     }
 
+    /// The host-sized tables are sized at start for `maximumHosts`, up to `EngineRules.reservedHostsLimit`: a
+    /// small proxy reserves little, a large one no more than the limit.
+    @Test func hostTablesAreSizedForTheConfiguredHostsUpToTheLimit() {
+        func engine(maximumHosts: Int) -> ProxyEngine {
+            var configuration = RegistrationConfiguration()
+            configuration.maximumHosts = maximumHosts
+            return ProxyEngine(registrar: Registrar(configuration: configuration), takeover: Takeover())
+        }
+        let small = engine(maximumHosts: 400).registrar.store.owners.capacity
+        #expect(small >= 400 && small < 1_000)
+        let limit = EngineRules.reservedHostsLimit
+        let atLimit = engine(maximumHosts: limit).registrar.store.owners.capacity
+        #expect(atLimit >= limit)
+        #expect(engine(maximumHosts: limit + 1).registrar.store.owners.capacity == atLimit)
+        #expect(engine(maximumHosts: 100_000).registrar.store.owners.capacity == atLimit)
+    }
+
+    /// The name questions' schedule lives in a heap (`ProxyEngine.quietChecks`): each answer pushes the next
+    /// question out, so a host that keeps answering is asked about once a second and never spoken for; once it
+    /// is silent, three rounds later it is asleep, and then it is asked no more.
+    @Test func withoutTakeoverEveryAnswerPutsTheNextQuestionOff() throws {
+        var h = H(takeover: false)
+        h.register()
+        let answer = DNSMessage(
+            flags: DNSHeaderFlags(response: true, authoritative: true),
+            answers: [
+                DNSResourceRecord(
+                    name: H.hostName, cacheFlush: true, ttl: 120, rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2)))
+                )
+            ])
+        func asksForTheName(_ actions: [EngineAction]) -> Bool {
+            H.transmissions(actions).contains { transmission in
+                transmission.message.questions.contains { $0.name == H.hostName && $0.type == .a }
+            }
+        }
+        var questions = 0
+        let awake = h.run(for: .seconds(10)) { h, step in
+            if asksForTheName(step) {
+                questions += 1
+                _ = h.mdns(answer, from: Lab.hostV4)
+            }
+        }
+        #expect(questions >= 8, "asked \(questions) times in 10 s")
+        #expect(h.engine.state(of: h.key) == .starting)
+        #expect(H.hostRecordsSent(awake.map(\.1)).isEmpty, "the proxy spoke for an awake host")
+        // Silent from now: three more questions a second apart, then the proxy speaks for it.
+        let silentFrom = h.now
+        let asleep = h.run(for: .seconds(6))
+        // One question a round for each of the interface's families (IPv4 and IPv6).
+        #expect(asleep.filter { asksForTheName([$0.1]) }.count == EngineRules.quietProbeCount * 2)
+        #expect(h.engine.state(of: h.key) == .asleep)
+        let firstAnnouncement = try #require(asleep.first { !H.hostRecordsSent([$0.1]).isEmpty }?.0)
+        #expect(firstAnnouncement - silentFrom <= .seconds(5))
+        #expect(H.logs(asleep.map(\.1)).contains { $0.contains("answered none of 3 questions") })
+        // Asleep, it is asked no more.
+        #expect(!h.run(for: .seconds(10)).contains { asksForTheName([$0.1]) })
+    }
+
     @Test func theOwnersOwnQueriesAndProbesAreNeverAnsweredBeforeTheTakeover() throws {
         var h = H()
         h.register()

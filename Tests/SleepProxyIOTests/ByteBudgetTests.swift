@@ -1,4 +1,5 @@
 import NIOCore
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyIO
@@ -53,6 +54,26 @@ struct MailboxLaneTests {
         #expect(!stopped && events.count == 2 * RegistrationEngine.mailboxCapacity + 2)
         #expect(events[RegistrationEngine.mailboxCapacity] == .registration(1) && events.last == .registration(2))
         #expect(mailbox.post(.frame(0)), "the frame lane has room again")
+    }
+
+    /// The lanes are separate queues merged back on taking: whatever the interleaving, the events come out in the
+    /// order they were posted, and taking one lane first leaves exactly the others, still in that order.
+    @Test func theLanesMergeBackIntoArrivalOrder() {
+        var generator = SplitMix64(seed: 7)
+        let posted: [Event] = (0..<3_000).map { n in
+            switch generator.next() % 3 {
+            case 0: .registration(n)
+            case 1: .mdns(n)
+            default: .frame(n)
+            }
+        }
+        let mailbox = Self.mailbox(capacity: RegistrationEngine.mailboxCapacity)
+        for event in posted { #expect(mailbox.post(event)) }
+        #expect(mailbox.take(timeout: 0).events == posted)
+        for event in posted { mailbox.post(event) }
+        let mdns = mailbox.take(lane: 1)
+        #expect(mdns == posted.filter { if case .mdns = $0 { true } else { false } })
+        #expect(mailbox.take(timeout: 0).events == posted.filter { if case .mdns = $0 { false } else { true } })
     }
 
     /// Taking one lane (the engine answering queries between registrations) leaves the others queued in their

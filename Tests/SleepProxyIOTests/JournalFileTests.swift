@@ -45,11 +45,80 @@ struct JournalFileTests {
         let ratio = JournalFile.compactionRatio
         #expect(!journal.needsCompaction(liveHosts: 300 / ratio))
         #expect(journal.needsCompaction(liveHosts: 300 / ratio - 1))
-        #expect(!journal.mustCompact(liveHosts: 1), "below twice the minimum size it can wait for a quiet moment")
 
         // Compacted to the 10 hosts still held: one entry each, and read back it holds exactly those.
         try journal.compact(Array(hosts.prefix(10)), timeBase: SystemClock.timeBase())
         #expect(!journal.needsCompaction(liveHosts: 10) && journal.size < JournalFile.compactionMinimumBytes)
         #expect(try journal.reread(timeBase: SystemClock.timeBase()).registrations.count == 10)
+    }
+
+    static func directory() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent(
+            "journal-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+    }
+
+    /// Waits (bounded) until the compaction's own thread is done and the engine's side has finished it.
+    static func finish(_ journal: JournalFile) throws -> Bool {
+        for _ in 0..<2_000 {
+            if try journal.finishCompaction() { return true }
+            usleep(5_000)
+        }
+        return false
+    }
+
+    /// The new journal is written on a thread of its own while appends go on to the old one; what was appended
+    /// meanwhile is in the new journal when it takes the old one's place, on disk as well as through the file.
+    @Test func compactionInTheBackgroundKeepsWhatWasAppendedMeanwhile() throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hosts = try Self.hosts(300)
+        let base = SystemClock.timeBase()
+        do {
+            let (journal, _) = try JournalFile.open(directory: directory, timeBase: base)
+            try journal.append(hosts.map { .put($0) }, timeBase: base)
+            try journal.startCompaction(Array(hosts.prefix(10)), timeBase: base)
+            #expect(journal.isCompacting)
+            // Meanwhile: a host leaves, and one comes back.
+            try journal.append([.remove(hosts[0].key)], timeBase: base)
+            try journal.append([.put(hosts[100])], timeBase: base)
+            #expect(try Self.finish(journal), "the compaction never finished")
+            #expect(!journal.isCompacting)
+            #expect(journal.size < JournalFile.compactionMinimumBytes)
+            let held = try journal.reread(timeBase: base).registrations.map(\.key)
+            #expect(Set(held) == Set(hosts[1..<10].map(\.key) + [hosts[100].key]))
+            // Appends after it go to the new file.
+            try journal.append([.put(hosts[200])], timeBase: base)
+        }
+        #expect(
+            !FileManager.default.fileExists(atPath: directory.appendingPathComponent("registrations.journal.new").path))
+        let (reopened, replay) = try JournalFile.open(directory: directory, timeBase: base)
+        _ = reopened
+        #expect(
+            Set(replay.registrations.map(\.key)) == Set(hosts[1..<10].map(\.key) + [hosts[100].key, hosts[200].key]))
+    }
+
+    /// A compaction that cannot start (its new file cannot be created) changes nothing; one abandoned at a stop
+    /// leaves the old journal whole and no new file behind.
+    @Test func aFailedOrAbandonedCompactionLeavesTheJournalWhole() throws {
+        let directory = Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let hosts = try Self.hosts(20)
+        let base = SystemClock.timeBase()
+        let (journal, _) = try JournalFile.open(directory: directory, timeBase: base)
+        try journal.append(hosts.map { .put($0) }, timeBase: base)
+        let blocker = directory.appendingPathComponent("registrations.journal.new")
+        try FileManager.default.createDirectory(at: blocker, withIntermediateDirectories: false)
+        #expect(throws: SystemCallError.self) { try journal.startCompaction(Array(hosts.prefix(2)), timeBase: base) }
+        #expect(!journal.isCompacting)
+        try journal.append([.remove(hosts[19].key)], timeBase: base)
+        #expect(try journal.reread(timeBase: base).registrations.count == 19)
+
+        try FileManager.default.removeItem(at: blocker)
+        try journal.startCompaction(Array(hosts.prefix(2)), timeBase: base)
+        journal.abandonCompaction()
+        #expect(!journal.isCompacting)
+        #expect(try !journal.finishCompaction())
+        #expect(!FileManager.default.fileExists(atPath: blocker.path))
+        #expect(try journal.reread(timeBase: base).registrations.count == 19)
     }
 }

@@ -65,6 +65,14 @@ public enum EngineRules {
     public static let quietProbeCount = 3
     public static let quietProbeInterval: Duration = .seconds(1)
     public static let quietStartDelay: Duration = .seconds(1)
+    /// Ours (issue 16): the host-sized tables (store, name and address indexes, takeover, presence, SSDP) are
+    /// sized at start for `--max-hosts`, up to this many hosts; past it they grow as they fill. 10,000 is the
+    /// scale the proxy is measured at (sleepproxy-bench scale); beyond it the bookkeeping written at start would
+    /// cost more than the stalls it saves.
+    public static let reservedHostsLimit = 10_000
+    /// Names a typical Mac registers: its host name, five service instances, and the reverse-mapping names of its
+    /// IPv4 and IPv6 address (the service types are shared by every host and add a handful in all).
+    public static let reservedNamesPerHost = 8
     /// A clean stop shorter than this (an upgrade, a restart) lets the proxy speak again at once for the hosts
     /// it spoke for (`ProxyEngine.resumeSpeaking`). Longer, and nobody knows what the hosts did meanwhile: they
     /// are probed first. A minute covers a restart and a package upgrade, not an outage.

@@ -21,7 +21,9 @@ public struct ProxyEngine: Sendable {
     var presence: [OwnerKey: Presence] = [:]
     /// Hosts with an mDNS quiet check under way: the timers look at these only, not at every host (a proxy
     /// holding thousands of hosts runs its loop for every batch of packets).
-    var quietChecks: Set<OwnerKey> = []
+    /// Hosts without an address to probe, due for their next question (`Presence.quietNext`): a heap, so a
+    /// pass costs the same with ten such hosts or ten thousand.
+    var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
 
@@ -41,6 +43,13 @@ public struct ProxyEngine: Sendable {
         self.responder = responder
         self.takeover = takeover
         self.ssdp = ssdp
+        // The tables that grow with the hosts are sized for as many as the proxy may hold, so that a storm never
+        // stops to rehash them all together (docs/scale.md).
+        let hosts = min(registrar.configuration.maximumHosts, EngineRules.reservedHostsLimit)
+        self.registrar.reserveCapacity(hosts: hosts, namesPerHost: EngineRules.reservedNamesPerHost)
+        self.takeover?.reserveCapacity(hosts: hosts)
+        self.ssdp?.reserveCapacity(hosts: hosts)
+        self.presence.reserveCapacity(hosts)
     }
 
     // MARK: - Reading
@@ -76,9 +85,10 @@ public struct ProxyEngine: Sendable {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
-        for candidate in [self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline()]
-            + self.quietChecks.map({ self.presence[$0]?.quietNext })
-        {
+        for candidate in [
+            self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline(),
+            self.quietChecks.nextDeadline(),
+        ] {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
         return deadline
@@ -198,7 +208,11 @@ public struct ProxyEngine: Sendable {
         let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
         if !probesAddresses { presence.quietNext = now + EngineRules.quietStartDelay }
         self.presence[key] = presence
-        if presence.quietNext != nil { self.quietChecks.insert(key) } else { self.quietChecks.remove(key) }
+        if let next = presence.quietNext {
+            self.quietChecks.schedule((), for: key, at: next)
+        } else {
+            self.quietChecks.remove(key)
+        }
         self.responder?.silence(key)
         self.ssdp?.silence(key)
         self.responder?.registered(registration, previous: previous, now: now)
@@ -255,6 +269,7 @@ public struct ProxyEngine: Sendable {
         if presence.quietNext != nil {
             presence.quietProbes = 0
             presence.quietNext = max(presence.quietNext!, now + EngineRules.quietProbeInterval)
+            self.quietChecks.schedule((), for: key, at: presence.quietNext!)
         }
         self.presence[key] = presence
         var actions: [EngineAction] = []
@@ -334,18 +349,25 @@ public struct ProxyEngine: Sendable {
 
     // MARK: - Time
 
-    /// Everything due at `now`: lease expiry, takeover steps, quiet checks, mDNS timers.
-    public mutating func tick(now: Timestamp) -> [EngineAction] {
+    /// Everything due at `now`: lease expiry, takeover steps, quiet checks, mDNS timers. Of the takeover's hosts
+    /// and of the responder's announcements and goodbyes, `slice` each at most: the rest stay due (`nextDeadline`
+    /// says so), so that a caller can answer the queries that came meanwhile before it asks for the next slice.
+    public mutating func tick(now: Timestamp, slice: Int? = nil) -> [EngineAction] {
         var actions: [EngineAction] = []
         for expiry in self.registrar.expire(now: now) {
             actions += self.removeHost(
                 expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
         }
-        if self.takeover != nil { actions += self.run(self.takeover!.tick(now: now), now: now) }
+        if self.takeover != nil {
+            actions += self.run(
+                self.takeover!.tick(now: now, limit: slice ?? TakeoverRules.maximumHostsPerTick), now: now)
+        }
         actions += self.runQuietChecks(now: now)
         if self.responder != nil {
             let store = self.registrar.store
-            actions += self.run(self.responder!.tick(store: store, now: now), now: now)
+            actions += self.run(
+                self.responder!.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick),
+                now: now)
         }
         if self.ssdp != nil { actions += self.ssdp!.tick(now: now).map(EngineAction.ssdp) }
         return actions
@@ -354,21 +376,21 @@ public struct ProxyEngine: Sendable {
     /// Hosts without an address to probe: ask for their host name; silence means asleep.
     private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
-        for key in self.quietChecks {
-            guard let presence = self.presence[key], let next = presence.quietNext else {
-                self.quietChecks.remove(key)
+        for (key, _) in self.quietChecks.takeDue(now: now) {
+            guard let presence = self.presence[key], let next = presence.quietNext else { continue }
+            guard next <= now else {
+                self.quietChecks.schedule((), for: key, at: next)
                 continue
             }
-            guard next <= now else { continue }
             guard let registration = self.registrar.store[key] else {
                 self.presence[key] = nil
-                self.quietChecks.remove(key)
                 continue
             }
             var updated = presence
             if updated.quietProbes < EngineRules.quietProbeCount {
                 updated.quietProbes += 1
                 updated.quietNext = now + EngineRules.quietProbeInterval
+                self.quietChecks.schedule((), for: key, at: now + EngineRules.quietProbeInterval)
                 let probe = self.quietProbe(registration)
                 for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
                 actions += probe

@@ -290,6 +290,11 @@ public struct Registrar: Sendable {
     public mutating func adoptStatistics(from other: Registrar) { self.statistics = other.statistics }
 
     /// Puts back a host read from durable storage at start-up.
+    /// Sizes the store for `hosts` hosts (`RecordStore.reserveCapacity`).
+    public mutating func reserveCapacity(hosts: Int, namesPerHost: Int) {
+        self.store.reserveCapacity(hosts: hosts, namesPerHost: namesPerHost)
+    }
+
     public mutating func restore(_ registration: OwnerRegistration) {
         self.store.upsert(registration)
     }

@@ -288,8 +288,11 @@ public struct Responder: Sendable {
         return deadline
     }
 
-    /// Runs everything due at `now`.
-    public mutating func tick(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+    /// Runs everything due at `now`; of the announcements and of the goodbyes, `limit` at most (the rest stay due
+    /// for the next call).
+    public mutating func tick(
+        store: RecordStore, now: Timestamp, limit: Int = MDNSRules.maximumAnnouncementsPerTick
+    ) -> [ResponderAction] {
         var actions: [ResponderAction] = []
         // Held TC queries first: their answers may join a pending response due now.
         for (source, query) in self.held where query.deadline <= now {
@@ -302,8 +305,8 @@ public struct Responder: Sendable {
                 context: context, store: store, excluded: [], delayed: true, probing: false, now: now)
         }
         actions += self.runOwnAdvertisements(now: now)
-        actions += self.runAnnouncements(store: store, now: now)
-        actions += self.runGoodbyes(store: store, now: now)
+        actions += self.runAnnouncements(store: store, now: now, limit: limit)
+        actions += self.runGoodbyes(store: store, now: now, limit: limit)
         actions += self.flushPending(store: store, now: now)
         return actions
     }
@@ -489,11 +492,9 @@ public struct Responder: Sendable {
 
     // MARK: - Announcements and goodbyes of proxied records
 
-    private mutating func runAnnouncements(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+    private mutating func runAnnouncements(store: RecordStore, now: Timestamp, limit: Int) -> [ResponderAction] {
         var actions: [ResponderAction] = []
-        for (key, var announcement) in self.announcements.takeDue(
-            now: now, limit: MDNSRules.maximumAnnouncementsPerTick)
-        {
+        for (key, var announcement) in self.announcements.takeDue(now: now, limit: limit) {
             guard let context = self.own[announcement.interfaceIndex]?.context,
                 let registration = store[announcement.owner]
             else { continue }
@@ -531,9 +532,9 @@ public struct Responder: Sendable {
         self.announcements.remove(AnnouncementKey(owner: key, unique: true))
     }
 
-    private mutating func runGoodbyes(store: RecordStore, now: Timestamp) -> [ResponderAction] {
+    private mutating func runGoodbyes(store: RecordStore, now: Timestamp, limit: Int) -> [ResponderAction] {
         var actions: [ResponderAction] = []
-        for (key, var goodbye) in self.goodbyes.takeDue(now: now, limit: MDNSRules.maximumAnnouncementsPerTick) {
+        for (key, var goodbye) in self.goodbyes.takeDue(now: now, limit: limit) {
             guard let context = self.own[goodbye.interfaceIndex]?.context else { continue }
             // A record another host (or the proxy itself) still holds must not be flushed from caches: the
             // `_services._dns-sd._udp` PTRs most hosts register are the usual case.

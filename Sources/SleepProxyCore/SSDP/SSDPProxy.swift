@@ -75,6 +75,9 @@ public struct SSDPProxy: Sendable {
         self.maximumTotalBytes = maximumTotalBytes
     }
 
+    /// Sizes the host table for `hosts` hosts (every registered host has an entry; `RecordStore.reserveCapacity`).
+    public mutating func reserveCapacity(hosts: Int) { self.hosts.reserveCapacity(hosts) }
+
     // MARK: - Reading
 
     /// What the proxy knows the host advertises, in a stable order.
