@@ -89,7 +89,7 @@ extension RegistrationEngine {
         let now = SystemClock.now()
         if now - self.inventoryReadAt > RegistrationEngine.inventoryRefreshInterval { self.refreshInventory(now: now) }
         var batch = Batch()
-        for event in events {
+        for event in Self.legacyQueriesFirst(events) {
             switch event {
             case .frame(let bytes, let interfaceIndex, let outgoing):
                 self.packets?.consumed(bytes.count)
@@ -195,6 +195,23 @@ extension RegistrationEngine {
         }
         self.saveSSDP(now: now, force: false)
         self.publishStatus()
+    }
+
+    /// The batch with its legacy queries (mDNS from a port other than 5353) moved to the front, the rest in
+    /// order. RFC 6762 §6.7 expects their answer at once, and a query that came in behind a burst of 32
+    /// registrations waited for all of them (several milliseconds). Moving one ahead by a few milliseconds is
+    /// safe: what it says about its sender (that it is up) was as true a moment earlier, and a registration from
+    /// the same host in the same batch starts that host over as awake anyway. Multicast queries and responses
+    /// (port 5353) keep their place.
+    static func legacyQueriesFirst(_ events: [Event]) -> [Event] {
+        func isLegacy(_ event: Event) -> Bool {
+            if case .mdns(_, let remote, _, _) = event, let port = remote.port, port != Int(MDNSRules.port) {
+                return true
+            }
+            return false
+        }
+        guard events.count > 1, events.contains(where: isLegacy) else { return events }
+        return events.filter(isLegacy) + events.filter { !isLegacy($0) }
     }
 
     /// Saves what SSDP knows when it changed, at most every `SSDPStateFile.saveInterval` (or now, at a stop).

@@ -144,3 +144,39 @@ struct EngineBatchTests {
         #expect(RegistrationEngine.batches([Bool]()) { $0 }.isEmpty)
     }
 }
+
+/// Legacy queries in a batch are answered before the registrations queued ahead of them; everything else keeps
+/// its order.
+@Suite("Engine batches")
+struct EngineBatchOrderTests {
+    static func mdns(port: Int) throws -> RegistrationEngine.Event {
+        .mdns(
+            bytes: [UInt8(port & 0xFF)], remote: try SocketAddress(ipAddress: "192.0.2.20", port: port),
+            interfaceIndex: 2, destination: nil)
+    }
+
+    static func describe(_ events: [RegistrationEngine.Event]) -> [String] {
+        events.map { event in
+            switch event {
+            case .mdns(_, let remote, _, _): "mdns \(remote.port ?? 0)"
+            case .frame(let bytes, _, _): "frame \(bytes.first ?? 0)"
+            case .linksChanged: "links"
+            default: "other"
+            }
+        }
+    }
+
+    @Test func legacyQueriesGoFirstAndTheRestKeepsItsOrder() throws {
+        let events: [RegistrationEngine.Event] = [
+            .frame(bytes: [1], interfaceIndex: 2, outgoing: false), try Self.mdns(port: 5353), .linksChanged,
+            try Self.mdns(port: 40_000), .frame(bytes: [2], interfaceIndex: 2, outgoing: false),
+            try Self.mdns(port: 40_001),
+        ]
+        #expect(
+            Self.describe(RegistrationEngine.legacyQueriesFirst(events)) == [
+                "mdns 40000", "mdns 40001", "frame 1", "mdns 5353", "links", "frame 2",
+            ])
+        let noLegacy = [events[0], events[1], events[2]]
+        #expect(Self.describe(RegistrationEngine.legacyQueriesFirst(noLegacy)) == Self.describe(noLegacy))
+    }
+}
