@@ -230,25 +230,33 @@ public final class JournalFile {
     public func finishCompaction() throws -> Bool {
         guard let rewrite = self.rewrite, let written = rewrite.result else { return false }
         self.rewrite = nil
+        let size: Int
         do {
-            let size = try written.get()
+            size = try written.get()
             if !rewrite.carried.isEmpty {
                 try Self.writeAll(rewrite.carried, to: rewrite.fd)
                 try retryingSyscall("fdatasync") { fdatasync(rewrite.fd) }
             }
             try retryingSyscall("rename") { rename(rewrite.temporary, self.path) }
-            try self.syncDirectory()
-            Glibc.close(self.fd)
-            self.fd = rewrite.fd
-            _ = lseek(self.fd, 0, SEEK_END)
-            self.size = size + rewrite.carried.count
-            self.entries = rewrite.entries + rewrite.carriedEntries
-            return true
         } catch {
             Glibc.close(rewrite.fd)
             unlink(rewrite.temporary)
             throw error
         }
+        self.switchTo(rewrite.fd, size: size + rewrite.carried.count, entries: rewrite.entries + rewrite.carriedEntries)
+        try self.syncDirectory()
+        return true
+    }
+
+    /// Once the new file has the journal's name it is the journal, whatever happens next: appending to the old
+    /// one, now nameless, would lose every later change at the next start. (A failed directory sync after it is
+    /// reported; the rename may then not survive a power cut, and the next compaction tries again.)
+    private func switchTo(_ fd: Int32, size: Int, entries: Int) {
+        Glibc.close(self.fd)
+        self.fd = fd
+        _ = lseek(self.fd, 0, SEEK_END)
+        self.size = size
+        self.entries = entries
     }
 
     /// Gives up a compaction under way (at a stop), once its thread is done with the new file; the old journal
@@ -276,17 +284,13 @@ public final class JournalFile {
             try Self.writeAll(bytes, to: newFD)
             try retryingSyscall("fsync") { fsync(newFD) }
             try retryingSyscall("rename") { rename(temporary, self.path) }
-            try self.syncDirectory()
         } catch {
             Glibc.close(newFD)
             unlink(temporary)
             throw error
         }
-        Glibc.close(self.fd)
-        self.fd = newFD
-        _ = lseek(self.fd, 0, SEEK_END)
-        self.size = bytes.count
-        self.entries = live.count
+        self.switchTo(newFD, size: bytes.count, entries: live.count)
+        try self.syncDirectory()
     }
 
     private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws {
