@@ -159,10 +159,16 @@ public final class JournalFile {
     /// engine encodes each as it comes, between two registrations, so that the write and sync at the end of a
     /// batch is all that queries arriving then wait for.
     public func append(encoded bytes: [UInt8], entries count: Int) throws {
+        try self.append(encoded: bytes, entries: count) { fd in _ = try retryingSyscall("fdatasync") { fdatasync(fd) } }
+    }
+
+    /// The same, with `sync` making the written bytes durable (the engine hands it to `JournalSync` and answers
+    /// queries meanwhile); a sync that throws fails the append as a write would.
+    public func append(encoded bytes: [UInt8], entries count: Int, sync: (Int32) throws -> Void) throws {
         guard count > 0 else { return }
         do {
             try Self.writeAll(bytes, to: self.fd)
-            try retryingSyscall("fdatasync") { fdatasync(self.fd) }
+            try sync(self.fd)
         } catch {
             // A write cut short (ENOSPC, EIO) leaves half an entry: cut the file back to its last good length so
             // later appends follow whole entries. Replay would skip the fragment anyway; this keeps it clean.

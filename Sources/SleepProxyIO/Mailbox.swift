@@ -85,6 +85,24 @@ final class Mailbox<Event>: @unchecked Sendable {
         return taken
     }
 
+    /// Waits until `lane` has events or `finished()` holds (checked under the mailbox's lock, and again after each
+    /// `poke`), and takes that lane's events. The engine answers queries this way while the journal syncs.
+    func take(lane: Int, waitingUntil finished: () -> Bool) -> (events: [Event], finished: Bool) {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        while self.queues[lane].isEmpty, !finished() { self.condition.wait(seconds: 1) }
+        let taken = self.queues[lane].map(\.event)
+        self.queues[lane].removeAll(keepingCapacity: true)
+        return (taken, finished())
+    }
+
+    /// Wakes a waiting `take` to look again.
+    func poke() {
+        self.condition.lock()
+        self.condition.signal()
+        self.condition.unlock()
+    }
+
     /// Events refused because their lane was full or the mailbox stopped, in all lanes.
     var dropped: Int {
         self.condition.lock()

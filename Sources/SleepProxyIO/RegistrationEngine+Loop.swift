@@ -13,6 +13,14 @@ extension RegistrationEngine {
     func run() {
         // The journal's replay (a decoded copy of every registration) is gone by now.
         MemoryTuning.trim()
+        let sync = JournalSync(finished: { [mailbox = self.mailbox] in mailbox.poke() })
+        do {
+            try sync.start()
+            self.journalSync = sync
+        } catch {
+            self.logger.warning("state: \(error); the journal is synced on the engine thread")
+        }
+        defer { self.journalSync?.stop() }
         self.refreshInventory(now: SystemClock.now())
         if let resumable = self.resumable {
             self.resumable = nil
@@ -146,7 +154,19 @@ extension RegistrationEngine {
 
         if batch.journalEntries > 0 {
             do {
-                try self.journal.append(encoded: batch.journal, entries: batch.journalEntries)
+                // Queries answered during the sync may change a host (a sleeping host heard from is handed back),
+                // which adds entries: those are written and synced in turn before any reply goes out.
+                var writtenBytes = 0
+                var writtenEntries = 0
+                while writtenEntries < batch.journalEntries {
+                    let bytes = Array(batch.journal[writtenBytes...])
+                    let count = batch.journalEntries - writtenEntries
+                    writtenBytes = batch.journal.count
+                    writtenEntries = batch.journalEntries
+                    try self.journal.append(encoded: bytes, entries: count) { fd in
+                        try self.syncAnsweringQueries(fd, into: &batch)
+                    }
+                }
             } catch {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
@@ -232,7 +252,26 @@ extension RegistrationEngine {
     /// milliseconds of work; RFC 6762 §6.7 expects a legacy query's answer at once). Their answers go out with the
     /// batch's other mDNS output, which never waits for the journal.
     func answerWaitingQueries(into batch: inout Batch) {
-        let waiting = self.mailbox.take(lane: Event.mdnsLane)
+        self.answer(self.mailbox.take(lane: Event.mdnsLane), into: &batch)
+    }
+
+    /// Makes the journal's latest write durable on the sync thread (`JournalSync`) and answers the mDNS lane
+    /// until it is; without that thread, syncs here.
+    func syncAnsweringQueries(_ fd: Int32, into batch: inout Batch) throws {
+        guard let sync = self.journalSync else {
+            _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
+            return
+        }
+        sync.begin(fd)
+        while true {
+            let (waiting, finished) = self.mailbox.take(lane: Event.mdnsLane, waitingUntil: { sync.isFinished })
+            self.answer(waiting, into: &batch)
+            if finished { break }
+        }
+        try sync.take()?.get()
+    }
+
+    private func answer(_ waiting: [Event], into batch: inout Batch) {
         guard !waiting.isEmpty else { return }
         let now = SystemClock.now()
         for case .mdns(let bytes, let remote, let interfaceIndex, let destination) in waiting {

@@ -37,6 +37,8 @@ public final class RegistrationEngine: @unchecked Sendable {
     /// Interfaces whose capture filter must follow the takeover's addresses; rebuilt once per pass of the engine
     /// loop, not once per registration (a burst of 100 new hosts rebuilt and re-attached the filter 100 times).
     var pendingWatches: Set<Int> = []
+    /// The journal's sync thread, from the engine thread's start (`JournalSync`).
+    var journalSync: JournalSync?
     /// When the capture filters were last rebuilt (`watchUpdateInterval`).
     var watchesAppliedAt: Timestamp?
     var monitor: LinkMonitor?
