@@ -205,15 +205,10 @@ public final class JournalFile {
                 for registration in live {
                     bytes += RegistrationJournal.encode(.put(registration), timeBase: timeBase)
                 }
-                let result: Result<Int, SystemCallError>
-                do {
+                let result = outcome(of: "write \(temporary)") { () throws -> Int in
                     try Self.writeAll(bytes, to: newFD)
                     try retryingSyscall("fsync") { fsync(newFD) }
-                    result = .success(bytes.count)
-                } catch let error as SystemCallError {
-                    result = .failure(error)
-                } catch {
-                    result = .failure(SystemCallError(function: "write \(temporary)", errno: EIO))
+                    return bytes.count
                 }
                 rewrite.condition.lock()
                 rewrite.written = result

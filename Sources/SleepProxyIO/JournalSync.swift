@@ -63,18 +63,12 @@ final class JournalSync: @unchecked Sendable {
                 return
             }
             self.condition.unlock()
-            let outcome: Result<Void, SystemCallError>
-            do {
+            let synced = outcome(of: "fdatasync") { () throws -> Void in
                 _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
-                outcome = .success(())
-            } catch let error as SystemCallError {
-                outcome = .failure(error)
-            } catch {
-                outcome = .failure(SystemCallError(function: "fdatasync", errno: EIO))
             }
             self.condition.lock()
             self.requested = nil
-            self.result = outcome
+            self.result = synced
             self.condition.unlock()
             self.finished()
         }

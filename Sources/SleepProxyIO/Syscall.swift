@@ -55,6 +55,18 @@ public enum ProcessCapabilities {
     }
 }
 
+/// Runs `body` on a helper thread and keeps its outcome for the engine thread to read: a `SystemCallError` as it
+/// is, anything else as an I/O error of `function`.
+func outcome<T>(of function: String, _ body: () throws -> T) -> Result<T, SystemCallError> {
+    do {
+        return .success(try body())
+    } catch let error as SystemCallError {
+        return .failure(error)
+    } catch {
+        return .failure(SystemCallError(function: function, errno: EIO))
+    }
+}
+
 /// The allocator's settings for a long-running daemon on a small box.
 public enum MemoryTuning {
     /// Two malloc arenas instead of one per thread (call before threads start; docs/threads.md).
