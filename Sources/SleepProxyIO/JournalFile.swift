@@ -184,7 +184,7 @@ public final class JournalFile {
         }
     }
 
-    /// Whether the journal has grown enough to be rewritten (best done while idle), holding `liveHosts`.
+    /// Whether the journal has grown enough to be rewritten (`startCompaction`), holding `liveHosts`.
     public func needsCompaction(liveHosts: Int) -> Bool {
         self.size > JournalFile.compactionMinimumBytes && self.entries > JournalFile.compactionRatio * max(1, liveHosts)
     }

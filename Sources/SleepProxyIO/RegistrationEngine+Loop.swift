@@ -203,14 +203,14 @@ extension RegistrationEngine {
         do {
             if try self.journal.finishCompaction() { MemoryTuning.trim() }
         } catch {
-            self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
+            self.logger.warning("state: journal compaction did not complete (\(error)); it is tried again later")
         }
         if !self.journal.isCompacting, self.journal.needsCompaction(liveHosts: self.engine.registrar.store.hostCount) {
             do {
                 try self.journal.startCompaction(
                     Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
             } catch {
-                self.logger.warning("state: compaction failed (\(error)); the journal keeps growing until it succeeds")
+                self.logger.warning("state: journal compaction did not complete (\(error)); it is tried again later")
             }
         }
         self.saveSSDP(now: now, force: false)

@@ -55,8 +55,8 @@ public enum ProcessCapabilities {
     }
 }
 
-/// Runs `body` on a helper thread and keeps its outcome for the engine thread to read: a `SystemCallError` as it
-/// is, anything else as an I/O error of `function`.
+/// Runs `body` and keeps its outcome as a value, for a helper thread (the journal's sync and compaction) to hand
+/// to the engine thread: a `SystemCallError` as it is, anything else as an I/O error of `function`.
 func outcome<T>(of function: String, _ body: () throws -> T) -> Result<T, SystemCallError> {
     do {
         return .success(try body())

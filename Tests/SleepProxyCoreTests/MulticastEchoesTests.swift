@@ -77,6 +77,18 @@ struct MulticastEchoesTests {
         #expect(!first && second && newest)
     }
 
+    /// The same bytes sent again and again within the window (the proxy's own advertisement, a goodbye repeated)
+    /// take no more room than the bound either (N and N+1), and stay known.
+    @Test func repeatsAreBoundedToo() {
+        var echoes = MulticastEchoes()
+        for _ in 0..<MulticastEchoes.capacity { echoes.remember([7, 7, 7], now: Lab.t0) }
+        #expect(echoes.queued == MulticastEchoes.capacity && echoes.count == 1)
+        echoes.remember([7, 7, 7], now: Lab.t0)
+        #expect(echoes.queued == MulticastEchoes.capacity && echoes.count == 1)
+        let known = echoes.isEcho([7, 7, 7], now: Lab.t0)
+        #expect(known)
+    }
+
     @Test func aPacketSentAgainKeepsItsNewerTime() {
         var echoes = MulticastEchoes()
         echoes.remember([1, 2, 3], now: Lab.t0)

@@ -4,7 +4,7 @@ import DequeModule
 /// known on arrival and skipped before they are decoded. The sockets keep IP_MULTICAST_LOOP on, because a
 /// responder on the proxy's own box (avahi on a NAS) must hear what the proxy announces; the price was that
 /// every announcement came back and was decoded and inspected record by record for conflicts, which it can never
-/// hold with itself. Taking over 10,000 hosts, that was a fifth of the engine's time (docs/memory.md, issue 16).
+/// hold with itself. Taking over 10,000 hosts, that was a fifth of the engine's time (docs/scale.md, issue 16).
 ///
 /// Only a packet from one of the proxy's own addresses, from port 5353, whose bytes are exactly what the proxy
 /// sent is skipped: avahi on the same box sends from the same address and port, but never these bytes, so it is
@@ -14,15 +14,17 @@ struct MulticastEchoes: Sendable {
     /// the mDNS lane for the engine's next batch, which under a registration storm is a few hundred
     /// milliseconds at most. Past it the copy is just inspected as before, which is correct, only slower.
     static let window: Duration = .seconds(5)
-    /// Digests kept at most (our own bound): the densest output measured, taking over 10,000 hosts at once, is
-    /// a few thousand packets a second; the oldest digest gives way first. 16 bytes each in the queue, about
-    /// 40 in the table.
+    /// Sendings remembered at most (our own bound, on the queue and so on the table): the densest output
+    /// measured, taking over 10,000 hosts at once, is a few thousand packets a second; the oldest gives way first.
+    /// 16 bytes each in the queue, about 40 in the table.
     static let capacity = 16_384
 
     private var sent: [Int: Timestamp] = [:]
     private var order: Deque<(digest: Int, at: Timestamp)> = []
 
     var count: Int { self.sent.count }
+    /// Sendings in the queue (repeats of the same bytes included).
+    var queued: Int { self.order.count }
 
     static func digest(_ bytes: [UInt8]) -> Int {
         var hasher = Hasher()
@@ -33,14 +35,14 @@ struct MulticastEchoes: Sendable {
 
     mutating func remember(_ bytes: [UInt8], now: Timestamp) {
         self.expire(now: now)
-        let digest = Self.digest(bytes)
-        if self.sent.updateValue(now, forKey: digest) == nil {
-            if self.order.count >= Self.capacity, let oldest = self.order.popFirst(),
-                self.sent[oldest.digest] == oldest.at
-            {
-                self.sent[oldest.digest] = nil
-            }
+        // The same bytes sent again within the window take a place in the queue too, so the bound holds for the
+        // queue as well as for the table.
+        if self.order.count >= Self.capacity, let oldest = self.order.popFirst(), self.sent[oldest.digest] == oldest.at
+        {
+            self.sent[oldest.digest] = nil
         }
+        let digest = Self.digest(bytes)
+        self.sent[digest] = now
         self.order.append((digest, now))
     }
 

@@ -19,10 +19,9 @@ public struct ProxyEngine: Sendable {
     public private(set) var ssdp: SSDPProxy?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
     var presence: [OwnerKey: Presence] = [:]
-    /// Hosts with an mDNS quiet check under way: the timers look at these only, not at every host (a proxy
-    /// holding thousands of hosts runs its loop for every batch of packets).
-    /// Hosts without an address to probe, due for their next question (`Presence.quietNext`): a heap, so a
-    /// pass costs the same with ten such hosts or ten thousand.
+    /// Hosts with an mDNS quiet check under way (no address to probe), due for their next question
+    /// (`Presence.quietNext`): a heap, so a pass and `nextDeadline` cost the same with ten such hosts or ten
+    /// thousand (the loop asks after every batch of packets).
     var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()

@@ -289,12 +289,12 @@ public struct Registrar: Sendable {
     /// Keeps counting where `other` left off (when the state is rebuilt from durable storage).
     public mutating func adoptStatistics(from other: Registrar) { self.statistics = other.statistics }
 
-    /// Puts back a host read from durable storage at start-up.
     /// Sizes the store for `hosts` hosts (`RecordStore.reserveCapacity`).
     public mutating func reserveCapacity(hosts: Int, namesPerHost: Int) {
         self.store.reserveCapacity(hosts: hosts, namesPerHost: namesPerHost)
     }
 
+    /// Puts back a host read from durable storage at start-up.
     public mutating func restore(_ registration: OwnerRegistration) {
         self.store.upsert(registration)
     }

@@ -63,19 +63,16 @@ extension Takeover {
         }
 
         /// The hosts with something due at or before `now`, each once, earliest first, at most `limit` of them
-        /// (the others stay due).
-        mutating func due(now: Timestamp, limit: Int = .max) -> [OwnerKey] {
+        /// (the others stay due). `limit` is a pass's handful (`TakeoverRules.maximumHostsPerTick`): looking
+        /// through those few for a repeat is cheaper than building a set on every pass, which showed in the
+        /// profiles of a storm.
+        mutating func due(now: Timestamp, limit: Int) -> [OwnerKey] {
             var keys: [OwnerKey] = []
-            // A pass takes a few hosts (`TakeoverRules.maximumHostsPerTick`): looking through those few is cheaper
-            // than building a set on every pass, which showed in the profiles of a storm.
-            var seen: Set<OwnerKey>? = limit > 16 ? [] : nil
             while keys.count < limit {
                 self.dropStale()
                 guard let first = self.timers.min, first.time <= now else { break }
                 self.timers.removeMin()
-                let new: Bool
-                if seen != nil { new = seen!.insert(first.key).inserted } else { new = !keys.contains(first.key) }
-                if new { keys.append(first.key) }
+                if !keys.contains(first.key) { keys.append(first.key) }
             }
             return keys
         }
