@@ -189,6 +189,10 @@ enum ScaleLabBenchmark {
 
         // Restart: stop (every registration kept), start, and ask for a restored host until it is answered.
         process.stop()
+        // A copy of the state directory as the restart finds it, to profile a restart on its own (docs/scale.md).
+        if let keep = ProcessInfo.processInfo.environment["BENCH_SCALE_KEEP"] {
+            _ = try? Command.run(["/bin/cp", "-a", state.path, keep])
+        }
         let restartStart = monotonicNanoseconds()
         process = try proxy.spawn(arguments, logName: "scale-restarted")
         let restart = try Self.firstAnswer(in: querier, host: hosts / 2, since: restartStart, timeout: 30)

@@ -1,3 +1,4 @@
+import Dispatch
 import Testing
 
 @testable import SleepProxyCore
@@ -128,6 +129,75 @@ struct JournalTests {
         let overLimit = RegistrationJournal.replay(
             journal(announcing: RegistrationJournal.maximumPayloadLength + 1), timeBase: base)
         #expect(overLimit.problems.count == 1 && overLimit.problems[0].reason.contains("torn"))
+    }
+
+    @Test func decodingInRunsGivesTheSequentialReplay() throws {
+        let hosts = try self.registrations(12)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        var renewed = hosts[3]
+        renewed.leaseExpiry = Lab.t0 + .seconds(7200)
+        // Puts, a renewal, removals (one put back later), damage and an unreadable entry spread through the file,
+        // so that every way of cutting it into runs separates some host's entries.
+        var model: [OwnerKey: OwnerRegistration] = [:]
+        var journal: [UInt8] = []
+        func put(_ host: OwnerRegistration) {
+            journal += RegistrationJournal.encode(.put(host), timeBase: base)
+            model[host.key] = host
+        }
+        func remove(_ host: OwnerRegistration) {
+            journal += RegistrationJournal.encode(.remove(host.key), timeBase: base)
+            model[host.key] = nil
+        }
+        for host in hosts[0..<6] { put(host) }
+        remove(hosts[1])
+        var damaged = RegistrationJournal.encode(.put(hosts[6]), timeBase: base)
+        damaged[damaged.count - 3] ^= 0x10
+        journal += damaged
+        let garbage: [UInt8] = [1, 1, 9, 9, 9]
+        journal += RegistrationJournal.magic
+        withUnsafeBytes(of: UInt32(garbage.count).bigEndian) { journal += $0 }
+        withUnsafeBytes(of: CRC32.checksum(garbage).bigEndian) { journal += $0 }
+        journal += garbage
+        for host in hosts[7..<12] { put(host) }
+        put(renewed)
+        remove(hosts[8])
+        put(hosts[1])
+        remove(hosts[11])
+        let intact = journal.count
+        journal += RegistrationJournal.encode(.put(hosts[6]), timeBase: base).prefix(20)
+
+        let sequential = RegistrationJournal.replay(journal, timeBase: base)
+        #expect(sequential.registrations == model.values.sorted { $0.key < $1.key })
+        #expect(sequential.registrations.first { $0.key == renewed.key }?.leaseExpiry == renewed.leaseExpiry)
+        #expect(sequential.problems.map(\.reason.first) == ["c", "u", "i"], "\(sequential.problems)")
+        #expect(sequential.intactLength == intact && sequential.entryCount == 17)
+        for parts in [2, 3, 5, 17, 40] {
+            // Runs decoded last-first: the order the calls come in must not matter.
+            let replay = RegistrationJournal.replay(journal, timeBase: base, parts: parts) { count, body in
+                for index in (0..<count).reversed() { body(index) }
+            }
+            #expect(replay.registrations == sequential.registrations, "parts \(parts)")
+            #expect(replay.expired == sequential.expired, "parts \(parts)")
+            #expect(replay.problems == sequential.problems, "parts \(parts)")
+            #expect(replay.intactLength == intact && replay.entryCount == 17, "parts \(parts)")
+        }
+        let concurrent = RegistrationJournal.replay(journal, timeBase: base, parts: 4) { count, body in
+            DispatchQueue.concurrentPerform(iterations: count, execute: body)
+        }
+        #expect(concurrent.registrations == sequential.registrations && concurrent.problems == sequential.problems)
+    }
+
+    @Test func runsCoverEveryEntryOnceInOrder() {
+        let payloads = [100, 5, 5, 5, 300, 1, 1, 50, 50, 50].reduce(into: [Range<Int>]()) { ranges, length in
+            let start = ranges.last?.upperBound ?? 0
+            ranges.append(start..<start + length)
+        }
+        for parts in 1...12 {
+            let runs = RegistrationJournal.runs(of: payloads, parts: parts)
+            #expect(runs.count == min(parts, payloads.count), "parts \(parts)")
+            #expect(runs.allSatisfy { !$0.isEmpty } && Array(runs.joined()) == payloads, "parts \(parts)")
+        }
+        #expect(RegistrationJournal.runs(of: [], parts: 3).isEmpty)
     }
 
     @Test func everyTruncationAndByteFlipIsSafe() throws {

@@ -54,6 +54,29 @@ struct RegistrarTests {
         #expect(registrar.store.checkInvariants().isEmpty)
     }
 
+    @Test func servicePortsAreTheSummarysServices() throws {
+        // What the takeover derives for every registration must be what the summary says, transport included:
+        // either case of `_tcp`/`_udp`, anything else (or too few labels) without one.
+        let names: [(DNSName, UInt16)] = [
+            ("Web._http._tcp.local.", 80), ("Stream._rtp._UDP.local.", 5004), ("Odd._x._sctp.local.", 9),
+            ("short.local.", 1), ("Tcp._http._tcpx.local.", 8),
+        ]
+        let records = names.map { name, port in
+            ProxiedRecord(
+                record: DNSResourceRecord(
+                    name: name, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: port, target: "h.local."))),
+                registeredAt: Lab.t0)
+        }
+        let registration = OwnerRegistration(
+            key: OwnerKey(interface: "eth0", primaryMAC: Lab.hostMAC),
+            owner: OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC), records: records, registeredAt: Lab.t0,
+            updatedAt: Lab.t0, leaseExpiry: Lab.t0, grantedLease: 7200, lastMessageID: 1)
+        let fromSummary = registration.summary.services.map { "\($0.transport.map(\.rawValue) ?? "-")/\($0.port)" }
+        let direct = registration.servicePorts.map { "\($0.transport.map(\.rawValue) ?? "-")/\($0.port)" }
+        #expect(direct.sorted() == fromSummary.sorted())
+        #expect(direct.sorted() == ["-/1", "-/8", "-/9", "tcp/80", "udp/5004"])
+    }
+
     @Test func replyUsesTheLeaseFormOfTheRequestAndClamps() throws {
         var registrar = Registrar()
         var message = Lab.registration(lease: 200_000)

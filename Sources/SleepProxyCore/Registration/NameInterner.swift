@@ -6,23 +6,24 @@ import SleepProxyWire
 /// sharing them took the engine's heap from 7.7 to 5.0-5.4 KB per host (sleepproxy-bench scale-local, 10,000 hosts).
 /// Only names spelled exactly alike (case included) are shared: a host's own spelling is what it gets back.
 struct NameInterner {
-    private var table: [[UInt8]: DNSName] = [:]
+    private var table: [Spelling: DNSName] = [:]
     /// Whether names seen are remembered, to share later ones with (the journal's replay); the record store has
     /// its own index of names and needs no table beside it.
     private let remembers: Bool
     /// A name already held elsewhere (the record store's index), to share with.
     private let held: (DNSName) -> DNSName?
 
-    init(remembers: Bool = true, held: @escaping (DNSName) -> DNSName? = { _ in nil }) {
+    init(remembers: Bool = true, capacity: Int = 0, held: @escaping (DNSName) -> DNSName? = { _ in nil }) {
         self.remembers = remembers
         self.held = held
+        if remembers, capacity > 0 { self.table.reserveCapacity(capacity) }
     }
 
     mutating func canonical(_ name: DNSName) -> DNSName {
-        if self.remembers, let found = self.table[name.storage] { return found }
+        if self.remembers, let found = self.table[Spelling(name)] { return found }
         var result = name
         if let other = self.held(name), other.storage == name.storage { result = other }
-        if self.remembers { self.table[name.storage] = result }
+        if self.remembers { self.table[Spelling(name)] = result }
         return result
     }
 
@@ -63,6 +64,22 @@ struct NameInterner {
         var result = registration
         result.records = records
         return result
+    }
+}
+
+extension NameInterner {
+    /// A name's exact bytes as a key. An array of bytes hashes one byte at a time, which was half of a restart's
+    /// journal replay at 10,000 hosts (docs/scale.md); this hashes them in one call.
+    struct Spelling: Hashable {
+        let name: DNSName
+
+        init(_ name: DNSName) { self.name = name }
+
+        static func == (lhs: Spelling, rhs: Spelling) -> Bool { lhs.name.storage == rhs.name.storage }
+
+        func hash(into hasher: inout Hasher) {
+            self.name.storage.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 }
 

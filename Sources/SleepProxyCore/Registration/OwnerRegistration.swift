@@ -109,6 +109,28 @@ public struct OwnerRegistration: Hashable, Sendable {
 
     /// Everything derived from the records: host name, addresses, services, keepalives.
     public var summary: OwnerSummary { OwnerSummary(records: self.records.map(\.record)) }
+
+    /// The transport and port of each service (SRV record), as `summary.services` has them, without deriving
+    /// the rest: the takeover needs only these for every registration and restored host (docs/scale.md).
+    public var servicePorts: [(transport: OwnerSummary.Service.TransportProtocol?, port: UInt16)] {
+        self.records.compactMap { proxied in
+            guard case .srv(let srv) = proxied.record.rdata else { return nil }
+            return (OwnerSummary.Service.TransportProtocol(instance: proxied.record.name), srv.port)
+        }
+    }
+}
+
+extension OwnerSummary.Service.TransportProtocol {
+    /// From the third label of a service instance name (docs/protocol.md §4.4: `_tcp` or `_udp`, any case); nil
+    /// for anything else.
+    init?(instance name: DNSName) {
+        guard let third = name.label(at: 2), third.count == 4 else { return nil }
+        switch DNSName.asciiLowercased(label: Array(third)) {
+        case Array("_tcp".utf8): self = .tcp
+        case Array("_udp".utf8): self = .udp
+        default: return nil
+        }
+    }
 }
 
 /// What the proxy derives from a host's records: who it is, which addresses to take over, which services wake it.
@@ -197,16 +219,9 @@ public struct OwnerSummary: Hashable, Sendable {
         self.unconfirmedAddresses = unconfirmed.filter { !confirmed.contains($0) }.sorted()
         let txtByName = { (name: DNSName) in txts.first { $0.name == name }?.strings }
         self.services = srvs.map { name, srv in
-            var transport: Service.TransportProtocol? = nil
-            if let third = name.label(at: 2), third.count == 4 {
-                switch DNSName.asciiLowercased(label: Array(third)) {
-                case Array("_tcp".utf8): transport = .tcp
-                case Array("_udp".utf8): transport = .udp
-                default: transport = nil
-                }
-            }
-            return Service(
-                instance: name, type: name.parent, transport: transport, port: srv.port, target: srv.target,
+            Service(
+                instance: name, type: name.parent, transport: Service.TransportProtocol(instance: name),
+                port: srv.port, target: srv.target,
                 txt: txtByName(name) ?? [])
         }.sorted { ($0.instance, $0.port) < ($1.instance, $1.port) }
         self.keepalives = keepalives

@@ -255,8 +255,9 @@ public struct Takeover: Sendable {
             }
         }
         // Sized once: growing a small set insert by insert was a measurable share of a registration storm.
-        var ports = Set<WakePolicy.Port>(minimumCapacity: registration.summary.services.count)
-        for service in registration.summary.services {
+        let services = registration.servicePorts
+        var ports = Set<WakePolicy.Port>(minimumCapacity: services.count)
+        for service in services {
             switch service.transport {
             case .tcp: ports.insert(WakePolicy.Port(.tcp, service.port))
             case .udp: ports.insert(WakePolicy.Port(.udp, service.port))
