@@ -145,7 +145,9 @@ final class ResponderLabTests {
                     && $0.addresses.contains("192.0.2.1")
             }, "\(proxies)")
 
-        for server in ["192.0.2.1", "2001:db8::1"] {
+        // Legacy answers leave from the engine's thread (`MulticastSockets.send`): to a global and to a link-local
+        // asker (whose answer needs the interface as its scope) as well as over IPv4.
+        for server in ["192.0.2.1", "2001:db8::1", "fe80::53:50ff:fe00:1%eth0"] {
             let srv = try Queriers.dig(in: self.querier, server: server, name: "TestSvc._http._tcp.local", type: "SRV")
             #expect(
                 srv.contains { $0.type == "SRV" && $0.data == "0 0 8080 vm.local." && $0.ttl <= 10 },
