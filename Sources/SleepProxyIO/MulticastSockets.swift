@@ -186,6 +186,8 @@ public final class MulticastSockets: Sendable {
                 }
             }.withBoundSocket(fd).wait()
         } catch {
+            // Not `fd`: whether NIO closed it with the channel it failed to make is not ours to know, and closing
+            // a number twice could close whatever took it in between. A failure here is rare (out of descriptors).
             Glibc.close(own)
             throw error
         }

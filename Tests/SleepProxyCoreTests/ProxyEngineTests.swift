@@ -203,6 +203,41 @@ struct ProxyEngineTests {
         #expect(engine(maximumHosts: 100_000).registrar.store.owners.capacity == atLimit)
     }
 
+    /// A restart with many hosts asleep logs one line for them all; up to `resumeLinesLimit`, one per host.
+    @Test func manyHostsSpokenForAgainShareOneLogLine() throws {
+        func resumed(_ count: Int) throws -> (lines: [String], asleep: Int) {
+            var h = H()
+            var registrar = Registrar(
+                configuration: RegistrationConfiguration(maximumHosts: 100, requireSourceAmongClaimedAddresses: false))
+            let registrations = try (0..<count).map { n in
+                let address = IPAddress("192.0.2.\(100 + n)")!
+                let outcome = registrar.handle(
+                    datagram: Lab.registration(
+                        mac: MACAddress(rawValue: 0x0253_5000_2000 + UInt64(n)),
+                        host: try DNSName(parsing: "h\(n).local."),
+                        addresses: [address]
+                    ).encoded(options: .appleUpdate), from: address, on: Lab.eth0, now: h.now)
+                guard case .accepted(let acceptance) = outcome else { throw CancellationError() }
+                return acceptance.registration
+            }
+            _ = h.engine.restore(registrations, now: h.now)
+            let actions = h.engine.resumeSpeaking(
+                for: registrations.map(\.key), stoppedFor: .seconds(3), now: h.now)
+            let asleep = registrations.filter { h.engine.state(of: $0.key) == .asleep }.count
+            return (H.logs(actions), asleep)
+        }
+        let limit = EngineRules.resumeLinesLimit
+        let each = try resumed(limit)
+        #expect(each.asleep == limit && each.lines.count == limit)
+        #expect(each.lines.allSatisfy { $0.contains("was asleep when the proxy stopped 3 s ago") })
+        let counted = try resumed(limit + 1)
+        #expect(counted.asleep == limit + 1)
+        #expect(
+            counted.lines == [
+                "\(limit + 1) hosts were asleep when the proxy stopped 3 s ago: the proxy answers for them again at once and probes their addresses"
+            ])
+    }
+
     /// The name questions' schedule lives in a heap (`ProxyEngine.quietChecks`): each answer pushes the next
     /// question out, so a host that keeps answering is asked about once a second and never spoken for; once it
     /// is silent, three rounds later it is asleep, and then it is asked no more.

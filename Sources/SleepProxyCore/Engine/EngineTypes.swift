@@ -77,4 +77,8 @@ public enum EngineRules {
     /// it spoke for (`ProxyEngine.resumeSpeaking`). Longer, and nobody knows what the hosts did meanwhile: they
     /// are probed first. A minute covers a restart and a package upgrade, not an outage.
     public static let resumeWindow: Duration = .seconds(60)
+    /// Up to this many hosts spoken for again after a restart get a log line each; more, and one line counts
+    /// them: a campus proxy restarting with 10,000 hosts asleep wrote 10,000 lines, and built them before it
+    /// answered anyone (docs/scale.md).
+    public static let resumeLinesLimit = 20
 }

@@ -124,10 +124,12 @@ public struct ProxyEngine: Sendable {
     /// silently, as for a host that wakes. Call once the interfaces are set.
     public mutating func resumeSpeaking(for keys: [OwnerKey], stoppedFor: Duration, now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
+        var resumed = 0
         for key in keys {
             guard var presence = self.presence[key], presence.state == .starting,
                 let registration = self.registrar.store[key]
             else { continue }
+            resumed += 1
             presence.state = .asleep
             presence.takenOver = true
             presence.quietNext = nil
@@ -136,10 +138,18 @@ public struct ProxyEngine: Sendable {
             self.quietChecks.remove(key)
             self.responder?.speak(for: registration, now: now)
             self.ssdp?.speak(for: key, now: now)
+            guard keys.count <= EngineRules.resumeLinesLimit else { continue }
             actions.append(
                 .log(
                     .info,
                     "\(Self.name(registration)) was asleep when the proxy stopped \(Self.seconds(stoppedFor)) s ago: the proxy answers for it again at once and probes its addresses"
+                ))
+        }
+        if keys.count > EngineRules.resumeLinesLimit {
+            actions.append(
+                .log(
+                    .info,
+                    "\(resumed) hosts were asleep when the proxy stopped \(Self.seconds(stoppedFor)) s ago: the proxy answers for them again at once and probes their addresses"
                 ))
         }
         return actions

@@ -132,6 +132,7 @@ public enum RegistrationJournal {
         }
         let results = decoded.withLock { $0 }
         var live: [OwnerKey: OwnerRegistration] = [:]
+        live.reserveCapacity(results.reduce(0) { $0 + ($1?.latest.count ?? 0) })
         var problems = framing.problems
         for run in results {
             guard let run else { preconditionFailure("perform did not decode every run") }
