@@ -46,6 +46,38 @@ struct NameInternerTests {
         #expect(registrar.store[second.key] == second)
     }
 
+    @Test func theStoreSharesOnlyNamesSpelledAlikeAndFilesBothSpellingsTogether() throws {
+        var configuration = RegistrationConfiguration()
+        configuration.requireSourceAmongClaimedAddresses = false
+        var registrar = Registrar(configuration: configuration)
+        let first = try Self.accept(&registrar, Lab.registration(), from: Lab.hostV4)
+        // The second host spells the service type and its instance's type in capitals.
+        let second = try Self.accept(
+            &registrar,
+            Lab.registration(
+                mac: MACAddress("02:53:50:00:00:09")!, host: "other.local.", addresses: [IPAddress("192.0.2.9")!],
+                services: [("Other._HTTP._tcp", 80)]),
+            from: IPAddress("192.0.2.9")!)
+        let lower: DNSName = "_http._tcp.local."
+        let mine = try #require(first.records.first { $0.record.name == lower }?.record.name)
+        let theirs = try #require(second.records.first { $0.record.name == lower }?.record.name)
+        #expect(mine.description == "_http._tcp.local." && theirs.description == "_HTTP._tcp.local.")
+        #expect(!theirs.sharesStorage(with: mine), "a host's own spelling is what it gets back")
+        // One index entry for both spellings (names compare without case), both hosts' PTRs under it.
+        #expect(
+            Set(registrar.store.records(named: "_Http._TCP.local.", on: "eth0").map(\.0)) == [first.key, second.key])
+        #expect(registrar.store.checkInvariants().isEmpty)
+        // A third host spelling it as the first did gets the first host's buffer.
+        let third = try Self.accept(
+            &registrar,
+            Lab.registration(
+                mac: MACAddress("02:53:50:00:00:0a")!, host: "third.local.", addresses: [IPAddress("192.0.2.10")!]),
+            from: IPAddress("192.0.2.10")!)
+        let thirds = try #require(third.records.first { $0.record.name == lower }?.record.name)
+        #expect(thirds.sharesStorage(with: mine))
+        #expect(registrar.store[third.key] == third)
+    }
+
     @Test func aNameSpelledDifferentlyKeepsItsOwnSpelling() throws {
         var interner = NameInterner()
         let lower: DNSName = "nas.local."
