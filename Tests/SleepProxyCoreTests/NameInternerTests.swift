@@ -19,11 +19,31 @@ struct NameInternerTests {
         return acceptance.registration
     }
 
-    @Test func aHostsRepeatedNamesAndOtherHostsNamesShareOneBuffer() throws {
+    /// A registrar that takes hosts from any address, holding the first host (the Apple vector's `vm.local.`).
+    static func registrarWithFirstHost() throws -> (Registrar, OwnerRegistration) {
         var configuration = RegistrationConfiguration()
         configuration.requireSourceAmongClaimedAddresses = false
         var registrar = Registrar(configuration: configuration)
         let first = try Self.accept(&registrar, Lab.registration(), from: Lab.hostV4)
+        return (registrar, first)
+    }
+
+    /// Another host, `name`, from 192.0.2.`number` with a MAC ending in `number`.
+    static func acceptOther(
+        _ registrar: inout Registrar, number: UInt8, host name: DNSName,
+        services: [(String, UInt16)] = [("TestSvc._http._tcp", 8080)]
+    ) throws -> OwnerRegistration {
+        let address = IPAddress("192.0.2.\(number)")!
+        return try Self.accept(
+            &registrar,
+            Lab.registration(
+                mac: MACAddress(rawValue: 0x0253_5000_0000 + UInt64(number)), host: name, addresses: [address],
+                services: services),
+            from: address)
+    }
+
+    @Test func aHostsRepeatedNamesAndOtherHostsNamesShareOneBuffer() throws {
+        var (registrar, first) = try Self.registrarWithFirstHost()
         let hostName: DNSName = "vm.local."
         let named = first.records.map(\.record).filter { $0.name == hostName }
         let srvTargets = first.records.compactMap { record -> DNSName? in
@@ -33,11 +53,7 @@ struct NameInternerTests {
         #expect(all.count >= 3)
         #expect(all.allSatisfy { $0.sharesStorage(with: all[0]) }, "the host name is one buffer")
         // A second host: the shared service-type names are the first host's buffers.
-        let second = try Self.accept(
-            &registrar,
-            Lab.registration(
-                mac: MACAddress("02:53:50:00:00:09")!, host: "other.local.", addresses: [IPAddress("192.0.2.9")!]),
-            from: IPAddress("192.0.2.9")!)
+        let second = try Self.acceptOther(&registrar, number: 9, host: "other.local.")
         let type: DNSName = "_http._tcp.local."
         let a = try #require(first.records.first { $0.record.name == type }?.record.name)
         let b = try #require(second.records.first { $0.record.name == type }?.record.name)
@@ -47,17 +63,10 @@ struct NameInternerTests {
     }
 
     @Test func theStoreSharesOnlyNamesSpelledAlikeAndFilesBothSpellingsTogether() throws {
-        var configuration = RegistrationConfiguration()
-        configuration.requireSourceAmongClaimedAddresses = false
-        var registrar = Registrar(configuration: configuration)
-        let first = try Self.accept(&registrar, Lab.registration(), from: Lab.hostV4)
+        var (registrar, first) = try Self.registrarWithFirstHost()
         // The second host spells the service type and its instance's type in capitals.
-        let second = try Self.accept(
-            &registrar,
-            Lab.registration(
-                mac: MACAddress("02:53:50:00:00:09")!, host: "other.local.", addresses: [IPAddress("192.0.2.9")!],
-                services: [("Other._HTTP._tcp", 80)]),
-            from: IPAddress("192.0.2.9")!)
+        let second = try Self.acceptOther(
+            &registrar, number: 9, host: "other.local.", services: [("Other._HTTP._tcp", 80)])
         let lower: DNSName = "_http._tcp.local."
         let mine = try #require(first.records.first { $0.record.name == lower }?.record.name)
         let theirs = try #require(second.records.first { $0.record.name == lower }?.record.name)
@@ -68,11 +77,7 @@ struct NameInternerTests {
             Set(registrar.store.records(named: "_Http._TCP.local.", on: "eth0").map(\.0)) == [first.key, second.key])
         #expect(registrar.store.checkInvariants().isEmpty)
         // A third host spelling it as the first did gets the first host's buffer.
-        let third = try Self.accept(
-            &registrar,
-            Lab.registration(
-                mac: MACAddress("02:53:50:00:00:0a")!, host: "third.local.", addresses: [IPAddress("192.0.2.10")!]),
-            from: IPAddress("192.0.2.10")!)
+        let third = try Self.acceptOther(&registrar, number: 10, host: "third.local.")
         let thirds = try #require(third.records.first { $0.record.name == lower }?.record.name)
         #expect(thirds.sharesStorage(with: mine))
         #expect(registrar.store[third.key] == third)
@@ -101,15 +106,8 @@ struct NameInternerTests {
     }
 
     @Test func aReplayedJournalSharesNamesAcrossHosts() throws {
-        var configuration = RegistrationConfiguration()
-        configuration.requireSourceAmongClaimedAddresses = false
-        var registrar = Registrar(configuration: configuration)
-        let first = try Self.accept(&registrar, Lab.registration(), from: Lab.hostV4)
-        let second = try Self.accept(
-            &registrar,
-            Lab.registration(
-                mac: MACAddress("02:53:50:00:00:09")!, host: "other.local.", addresses: [IPAddress("192.0.2.9")!]),
-            from: IPAddress("192.0.2.9")!)
+        var (registrar, first) = try Self.registrarWithFirstHost()
+        let second = try Self.acceptOther(&registrar, number: 9, host: "other.local.")
         let base = TimeBase(bootID: Array(repeating: 7, count: 16), now: Lab.t0, wallNanoseconds: 1_000_000_000)
         let bytes =
             RegistrationJournal.encode(.put(first), timeBase: base)

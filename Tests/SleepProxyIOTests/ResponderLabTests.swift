@@ -145,8 +145,8 @@ final class ResponderLabTests {
                     && $0.addresses.contains("192.0.2.1")
             }, "\(proxies)")
 
-        // Legacy answers leave from the engine's thread (`MulticastSockets.send`): to a global and to a link-local
-        // asker (whose answer needs the interface as its scope) as well as over IPv4.
+        // Legacy answers reach askers over IPv4, a global IPv6 and a link-local IPv6 address (whose answer needs the
+        // interface as its scope), whichever way `MulticastSockets.send` sends them.
         for server in ["192.0.2.1", "2001:db8::1", "fe80::53:50ff:fe00:1%eth0"] {
             let srv = try Queriers.dig(in: self.querier, server: server, name: "TestSvc._http._tcp.local", type: "SRV")
             #expect(
