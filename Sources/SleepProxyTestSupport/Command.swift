@@ -39,68 +39,60 @@ public enum Command {
         process.standardError = stderr
         process.standardInput = stdin
         try process.run()
+        // Read both pipes on their own threads while the child runs (docs/linux.md §7), so a chatty child cannot
+        // block on a full pipe, not even while it is given its input.
+        let outReader = PipeReader(stdout.fileHandleForReading)
+        let errReader = PipeReader(stderr.fileHandleForReading)
         if let input { stdin.fileHandleForWriting.write(input) }
         try? stdin.fileHandleForWriting.close()
-        // Read both pipes to EOF on their own threads before waiting (docs/linux.md §7), so a chatty child cannot
-        // block on a full pipe.
-        let outData = LockedData()
-        let errData = LockedData()
-        let group = DispatchGroup()
-        for (pipe, sink) in [(stdout, outData), (stderr, errData)] {
-            group.enter()
-            DispatchQueue.global().async {
-                sink.set(pipe.fileHandleForReading.readDataToEndOfFile())
-                group.leave()
-            }
-        }
-        var timedOut = false
-        if group.wait(
-            timeout: .now()
-                + .nanoseconds(
-                    Int(timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)))
-            == .timedOut
-        {
-            timedOut = true
-            kill(process.processIdentifier, SIGKILL)
-            group.wait()
-        }
-        // Both pipes reached end of file, so the child is gone or about to be; wait for its status, bounded.
+        // Foundation learns that a child ended when a socket it handed down closes; a long-lived process started
+        // by another test at the same moment can inherit that socket, or the writing end of these pipes, and hold
+        // it open, and then neither the exit nor the pipes' end of file comes. The kernel knows: read the status
+        // without reaping (WNOWAIT), so Foundation still reaps it. The time limit bounds the child, never the
+        // pipes: seen in CI, an `ip link add` that had long exited 0 was reported as timed out.
         let reaped = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             process.waitUntilExit()
             reaped.signal()
         }
-        // Foundation learns that a child ended when a socket it handed down closes; a long-lived process started
-        // by another test at the same moment can inherit that socket and hold it open, and then the exit is never
-        // reported. The kernel knows: read the status without reaping (WNOWAIT), so Foundation still reaps it.
-        var ended: Int32? = nil
-        var reportedInTime = false
-        let reapDeadline = Date(timeIntervalSinceNow: 10)
-        repeat {
-            if reaped.wait(timeout: .now() + .milliseconds(20)) == .success {
-                reportedInTime = true
-                break
+        let pid = process.processIdentifier
+        var status: Int32? = nil
+        func waitForExit(until deadline: Date) {
+            while status == nil, Date() < deadline {
+                if reaped.wait(timeout: .now() + .milliseconds(5)) == .success {
+                    // Foundation gives a signal's number alone; report it as the kernel path does.
+                    status =
+                        process.terminationReason == .uncaughtSignal
+                        ? 128 + process.terminationStatus : process.terminationStatus
+                } else {
+                    status = Self.exitStatusWithoutReaping(pid)
+                }
             }
-            ended = Self.exitStatusWithoutReaping(process.processIdentifier)
-        } while ended == nil && Date() < reapDeadline
-        if !reportedInTime {
-            guard let ended else {
-                return CommandResult(
-                    status: -1, stdout: String(decoding: outData.get(), as: UTF8.self),
-                    stderr: String(decoding: errData.get(), as: UTF8.self) + "\n(exit status never reported)",
-                    timedOut: true)
-            }
+        }
+        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        waitForExit(until: Date(timeIntervalSinceNow: seconds))
+        let timedOut = status == nil
+        if timedOut {
+            kill(pid, SIGKILL)
+            waitForExit(until: Date(timeIntervalSinceNow: 10))
+        }
+        // The child is gone, so whatever it wrote is in the pipes: take it, waiting a little for end of file.
+        let drainDeadline = Date(timeIntervalSinceNow: Self.drainGrace)
+        let out = outReader.finish(by: drainDeadline)
+        let err = errReader.finish(by: drainDeadline)
+        guard let status else {
             return CommandResult(
-                status: ended, stdout: String(decoding: outData.get(), as: UTF8.self),
-                stderr: String(decoding: errData.get(), as: UTF8.self), timedOut: timedOut)
+                status: -1, stdout: String(decoding: out, as: UTF8.self),
+                stderr: String(decoding: err, as: UTF8.self) + "\n(exit status never reported)", timedOut: true)
         }
         return CommandResult(
-            status: process.terminationStatus,
-            stdout: String(decoding: outData.get(), as: UTF8.self),
-            stderr: String(decoding: errData.get(), as: UTF8.self),
-            timedOut: timedOut
-        )
+            status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+            timedOut: timedOut)
     }
+
+    /// How long the output of a child that has ended may take to reach end of file before what was read is
+    /// taken as all of it: only a process that inherited the pipe (see `run`) keeps it open longer.
+    static let drainGrace: TimeInterval = 1
 
     /// The exit status of a child that has ended, read without reaping it (waitid with WNOWAIT); nil while it runs.
     /// A child killed by a signal reports 128 + the signal, as a shell would.
@@ -132,10 +124,42 @@ public enum Command {
     }
 }
 
-final class LockedData: @unchecked Sendable {
-    // @unchecked: guarded by `lock`.
+/// Reads a pipe on a thread of its own until end of file, or until told to stop once nothing more is waiting.
+final class PipeReader: @unchecked Sendable {
+    // @unchecked: `data`, `stopBy` and `ended` are guarded by `lock`; `handle` is only read by the thread.
     private let lock = NSLock()
     private var data = Data()
-    func set(_ data: Data) { self.lock.withLock { self.data = data } }
-    func get() -> Data { self.lock.withLock { self.data } }
+    private var stopBy: Date? = nil
+    private let ended = DispatchSemaphore(value: 0)
+
+    init(_ handle: FileHandle) {
+        let fd = handle.fileDescriptor
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&entry, 1, 20)
+                if ready > 0 {
+                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if count > 0 {
+                        self.lock.withLock { self.data.append(contentsOf: buffer[0..<count]) }
+                        continue
+                    }
+                    if count == 0 || (errno != EINTR && errno != EAGAIN) { break }
+                } else if ready < 0, errno != EINTR {
+                    break
+                }
+                // Nothing waiting, or a writer that will not stop: give up once told to and the grace is over.
+                if let stopBy = self.lock.withLock({ self.stopBy }), Date() >= stopBy { break }
+            }
+            self.ended.signal()
+        }
+    }
+
+    /// What was read, once end of file comes or `deadline` passes, whichever is first.
+    func finish(by deadline: Date) -> Data {
+        self.lock.withLock { self.stopBy = deadline }
+        self.ended.wait()
+        return self.lock.withLock { self.data }
+    }
 }
