@@ -4,6 +4,7 @@ import NIOCore
 import NIOPosix
 import SleepProxyCore
 import SleepProxyWire
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -76,6 +77,12 @@ public final class MulticastSockets: Sendable {
     private let logger: Logger
     private let profile: MulticastProfile
     private let sink: @Sendable (RegistrationEngine.Event) -> Void
+    private let deferred = Atomic<Int>(0)
+
+    /// Unicast datagrams the engine thread could not send itself and left to the event loops (`send`): a full
+    /// socket buffer, or an error the event loop then meets again. A count that keeps growing says the direct way
+    /// is not working and answers wait for a core again (`sleepproxy_unicast_sends_deferred_total`).
+    var deferredUnicastSends: Int { self.deferred.load(ordering: .relaxed) }
 
     init(
         _ profile: MulticastProfile, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
@@ -269,7 +276,11 @@ public final class MulticastSockets: Sendable {
                         sendto(socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, socklen_t(length))
                     }
                 }
-                return sent == transmission.bytes.count
+                guard sent == transmission.bytes.count else {
+                    self.deferred.add(1, ordering: .relaxed)
+                    return false
+                }
+                return true
             }
         }
         for (channel, envelopes) in self.route(queued) {

@@ -107,6 +107,8 @@ extension RegistrationEngine {
         public var droppedDatagrams = 0
         /// Captured frames dropped because the engine's frame queue was full (`PacketLinks.maximumQueuedBytes`).
         public var droppedFrames = 0
+        /// Unicast answers (mDNS and SSDP) the engine thread left to the event loops (`MulticastSockets.send`).
+        public var unicastSendsDeferred = 0
         public var persistenceFailures = 0
         public var batches = 0
         public var responder = ResponderStatistics()

@@ -22,7 +22,8 @@ import SleepProxyWire
 /// two-thread cooperative pool (docs/linux.md §7), and because a batch per wake-up is exactly group commit.
 public final class RegistrationEngine: @unchecked Sendable {
     // @unchecked: `engine`, `inventory` and `journal` are touched only on the engine thread; `status` is
-    // guarded by `statusLock`; `mailbox` is itself thread-safe.
+    // guarded by `statusLock`; `mailbox` is itself thread-safe; `mdns`, `ssdpSockets` and `packets` are set in
+    // init and never replaced, and keep their counts under locks or atomics of their own.
 
     let configuration: Configuration
     let logger: Logger
@@ -205,6 +206,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         status.droppedDatagrams = self.mailbox.dropped - self.mailbox.dropped(lane: Event.framesLane)
         // Frames refused by the mailbox are counted by PacketLinks with those over its byte budget.
         status.droppedFrames = self.packets?.droppedFrames ?? 0
+        status.unicastSendsDeferred =
+            (self.mdns?.deferredUnicastSends ?? 0) + (self.ssdpSockets?.deferredUnicastSends ?? 0)
         return status
     }
 

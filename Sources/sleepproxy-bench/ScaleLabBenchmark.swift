@@ -177,13 +177,15 @@ enum ScaleLabBenchmark {
         usleep(useconds_t(Self.queryAge / 1000 + 5_000_000))
         stop.set()
         let (queryRTTs, missed) = queries.wait()
-        // What the daemon itself dropped (a full mailbox lane), from its metrics on the proxy's loopback.
+        // What the daemon itself dropped (a full mailbox lane), and the answers it could not send from the engine
+        // thread, from its metrics on the proxy's loopback.
         let metrics = try proxy.run([
             "/usr/bin/python3", "-c",
             "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
         ])
         let dropped = metrics.stdout.split(separator: "\n").filter {
             $0.hasPrefix("sleepproxy_datagrams_dropped_total") || $0.hasPrefix("sleepproxy_frames_dropped")
+                || $0.hasPrefix("sleepproxy_unicast_sends_deferred_total")
         }
         if !dropped.isEmpty { print("    daemon: " + dropped.joined(separator: ", ")) }
         let cpuSeconds = Self.cpuSeconds(process.pid) - cpuBefore

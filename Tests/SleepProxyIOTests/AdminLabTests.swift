@@ -122,6 +122,8 @@ final class AdminLabTests {
             scrape.stdout.contains("sleepproxy_hosts 1")
                 && scrape.stdout.contains("sleepproxy_registrations_total{outcome=\"accepted\"} 1"))
         #expect(scrape.stdout.contains("sleepproxy_magic_packets_total"))
+        // Every answer of this quiet lab went out directly from the engine thread.
+        #expect(scrape.stdout.contains("sleepproxy_unicast_sends_deferred_total 0"), "\(scrape.stdout)")
         // Hosts by state: the one host is counted once, in whichever state the last count (at most a second old) saw.
         let byState = scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("sleepproxy_hosts_by_state{") }
         #expect(

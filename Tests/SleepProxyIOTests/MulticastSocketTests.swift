@@ -1,3 +1,8 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import SleepProxyCore
+import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
@@ -8,7 +13,7 @@ import Testing
 #endif
 
 /// The sockets the daemon makes itself before NIO takes them (`MulticastSockets.boundSocket`), over loopback only.
-@Suite("Multicast sockets")
+@Suite("Multicast sockets", .ownThread)
 struct MulticastSocketTests {
     static func port(of fd: CInt) -> UInt16 {
         var address = sockaddr_in()
@@ -77,5 +82,111 @@ struct MulticastSocketTests {
         #expect(getsockopt(fd, CInt(IPPROTO_IPV6), IPV6_V6ONLY, &only, &size) == 0 && only == 1)
         var reuse: CInt = 0
         #expect(getsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &reuse, &size) == 0 && reuse == 1)
+    }
+
+    /// An answer the engine thread cannot send itself goes to the event loop and is counted; the socket it failed
+    /// on goes on answering directly and receiving. In a namespace of the test's own, on its loopback (made
+    /// multicast-capable there, as NIO requires of a device it joins a group on).
+    @Test(.enabled(if: Command.canBuildNetworks, "needs root, unshare, nsenter and ip"))
+    func anAnswerThatCannotGoDirectlyIsCountedAndTheSocketsGoOn() throws {
+        let namespace = try NetworkNamespace()
+        defer { namespace.close() }
+        try namespace.check(["ip", "link", "set", "lo", "multicast", "on"])
+        struct Seen: Sendable {
+            var first: [UInt8]?
+            var firstPort: UInt16?
+            var deferredAfterFirst = -1
+            var deferredAfterRefused = -1
+            var afterRefused: [UInt8]?
+            var deferredAtEnd = -1
+            var queryReceived = false
+        }
+        // Expectations are checked here, on the test's own task: inside() runs on a thread of its own.
+        let seen = try namespace.inside { () -> Seen in
+            var seen = Seen()
+            let received = NIOLockedValueBox<[[UInt8]]>([])
+            let sockets = MulticastSockets(
+                .mdns, logger: Logger(label: "test"),
+                sink: { event in
+                    if case .mdns(let bytes, _, _, _) = event { received.withLockedValue { $0.append(bytes) } }
+                })
+            defer { sockets.close() }
+            let loopback = InterfaceContext(
+                name: "lo", index: 1, macAddress: MACAddress("00:00:00:00:00:00")!,
+                prefixes: [IPPrefix("127.0.0.1/8")!])
+            sockets.serve([loopback])
+
+            let asker = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            defer { close(asker) }
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(asker, $0, length) }
+            }
+            _ = withUnsafeMutablePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(asker, $0, &length) }
+            }
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(asker, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let askerPort = UInt16(bigEndian: local.sin_port)
+            func answer() -> (bytes: [UInt8], port: UInt16)? {
+                var buffer = [UInt8](repeating: 0, count: 16)
+                var from = sockaddr_in()
+                var fromLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+                let count = buffer.withUnsafeMutableBytes { raw in
+                    withUnsafeMutablePointer(to: &from) {
+                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                            recvfrom(asker, raw.baseAddress, raw.count, 0, $0, &fromLength)
+                        }
+                    }
+                }
+                return count > 0 ? (Array(buffer.prefix(count)), UInt16(bigEndian: from.sin_port)) : nil
+            }
+            let toAsker = MDNSTransmission.Destination.unicast(
+                address: IPAddress("127.0.0.1")!, port: askerPort, interfaceIndex: 1)
+
+            sockets.send([(toAsker, [1, 2, 3])])
+            let first = answer()
+            seen.first = first?.bytes
+            seen.firstPort = first?.port
+            seen.deferredAfterFirst = sockets.deferredUnicastSends
+
+            // The limited broadcast address without SO_BROADCAST: the kernel refuses it at once, on our descriptor
+            // and again on the event loop's.
+            let refused = MDNSTransmission.Destination.unicast(
+                address: IPAddress("255.255.255.255")!, port: 9, interfaceIndex: 1)
+            sockets.send([(refused, [4, 5, 6])])
+            seen.deferredAfterRefused = sockets.deferredUnicastSends
+
+            sockets.send([(toAsker, [7, 8, 9])])
+            seen.afterRefused = answer()?.bytes
+            seen.deferredAtEnd = sockets.deferredUnicastSends
+
+            // The channel the refused datagram went through still receives (its error did not close it).
+            let query: [UInt8] = [10, 11, 12]
+            var destination = sockaddr_in()
+            destination.sin_family = sa_family_t(AF_INET)
+            destination.sin_port = MDNSRules.port.bigEndian
+            destination.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            _ = query.withUnsafeBytes { bytes in
+                withUnsafePointer(to: &destination) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(asker, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+            let deadline = Date(timeIntervalSinceNow: 5)
+            while !received.withLockedValue({ $0.contains(query) }), Date() < deadline { usleep(10_000) }
+            seen.queryReceived = received.withLockedValue { $0.contains(query) }
+            return seen
+        }
+        #expect(seen.first == [1, 2, 3] && seen.firstPort == MDNSRules.port, "\(seen)")
+        #expect(seen.deferredAfterFirst == 0)
+        #expect(seen.deferredAfterRefused == 1)
+        #expect(seen.afterRefused == [7, 8, 9])
+        #expect(seen.deferredAtEnd == 1)
+        #expect(seen.queryReceived)
     }
 }
