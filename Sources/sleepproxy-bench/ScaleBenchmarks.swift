@@ -17,7 +17,7 @@ enum ScaleBenchmarks {
     /// A typical Mac (issue 16): five services, one IPv4 link-local and one fe80 address, 24 records.
     static func host(_ n: Int, id: UInt16 = 1) -> (message: DNSMessage, source: IPAddress) {
         let v4 = self.address(n)
-        let v6 = IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0253_50FF_FE00_0000 + UInt64(n)))
+        let v6 = self.linkLocal(n)
         let services = ["_svc0._tcp", "_svc1._tcp", "_svc2._tcp", "_svc3._tcp", "_svc4._tcp"].enumerated().map {
             ("Host \(n).\($0.element)", UInt16(8000 + $0.offset))
         }
@@ -32,6 +32,11 @@ enum ScaleBenchmarks {
 
     /// 169.254.1.0 on: one address per host, as the lab gives each simulated host its own.
     static func address(_ n: Int) -> IPAddress { .v4(IPv4Address(rawValue: 0xA9FE_0100 + UInt32(n))) }
+
+    /// The host's fe80 address (in its registration; the lab resolves it, as it does the IPv4 one).
+    static func linkLocal(_ n: Int) -> IPAddress {
+        .v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0253_50FF_FE00_0000 + UInt64(n)))
+    }
 
     static func makeEngine(maximumHosts: Int) -> ProxyEngine {
         var configuration = RegistrationConfiguration()

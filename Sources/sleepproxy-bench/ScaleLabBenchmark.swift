@@ -13,7 +13,7 @@ import SleepProxyWire
 /// one IPv4 and one fe80 address) register Apple-format from their own 169.254/16 addresses, 20 in flight, while
 /// a third host asks legacy SRV queries for hosts that registered earlier; then the daemon is restarted and the
 /// time to its first answer is taken. The hosts' side answers no ARP (arp_ignore=8), so each host looks asleep to
-/// the takeover once registered, and the proxy's side has a static neighbour entry for each address.
+/// the takeover once registered, and the proxy's side has a static neighbour entry for each address, IPv4 and fe80.
 enum ScaleLabBenchmark {
     static let inFlight = 20
     static let retryAfter: UInt64 = 1_000_000_000
@@ -141,8 +141,12 @@ enum ScaleLabBenchmark {
             to: addresses, atomically: true, encoding: .utf8)
         try clients.namespace.check(["ip", "-batch", addresses.path], timeout: .seconds(300))
         let neighbours = lab.directory.appendingPathComponent("neighbours")
+        // Both of each host's addresses: a real host registers while awake and answers for both, and the proxy
+        // sends to the fe80 one too (the SSDP search at registration). Unresolved, those searches would wait in
+        // the kernel's neighbour queues, filling the sending socket's buffer for the whole storm.
         try (0..<hosts).map {
             "neigh replace \(ScaleBenchmarks.address($0)) lladdr \(clients.mac) dev eth0 nud permanent\n"
+                + "neigh replace \(ScaleBenchmarks.linkLocal($0)) lladdr \(clients.mac) dev eth0 nud permanent\n"
         }.joined().write(to: neighbours, atomically: true, encoding: .utf8)
         try proxy.namespace.check(["ip", "-batch", neighbours.path], timeout: .seconds(300))
 
