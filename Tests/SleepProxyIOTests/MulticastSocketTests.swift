@@ -24,6 +24,63 @@ struct MulticastSocketTests {
         return UInt16(bigEndian: address.sin_port)
     }
 
+    /// A UDP socket on 127.0.0.1, port of the system's choosing, that waits at most 5 s for a datagram.
+    struct Asker: ~Copyable {
+        let fd: CInt
+        let port: UInt16
+
+        init() {
+            self.fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            var local = Self.loopback(port: 0)
+            let fd = self.fd
+            _ = withUnsafeMutablePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+            self.port = MulticastSocketTests.port(of: self.fd)
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(self.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        }
+
+        deinit { close(self.fd) }
+
+        static func loopback(port: UInt16) -> sockaddr_in {
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = port.bigEndian
+            address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+            return address
+        }
+
+        /// Sends `bytes` from `fd` to 127.0.0.1:`port`; the count sent.
+        static func send(_ bytes: [UInt8], from fd: CInt, to port: UInt16) -> Int {
+            var destination = Self.loopback(port: port)
+            return bytes.withUnsafeBytes { raw in
+                withUnsafePointer(to: &destination) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+            }
+        }
+
+        /// The next datagram and the port it came from; nil after 5 s without one.
+        func receive() -> (bytes: [UInt8], port: UInt16)? {
+            var buffer = [UInt8](repeating: 0, count: 16)
+            var from = sockaddr_in()
+            var fromLength = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let count = buffer.withUnsafeMutableBytes { raw in
+                withUnsafeMutablePointer(to: &from) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        recvfrom(self.fd, raw.baseAddress, raw.count, 0, $0, &fromLength)
+                    }
+                }
+            }
+            return count > 0 ? (Array(buffer.prefix(count)), UInt16(bigEndian: from.sin_port)) : nil
+        }
+    }
+
     @Test func sharesItsPortAndAnswersFromIt() throws {
         // Bound beside another socket on the same port, as beside avahi-daemon on 5353.
         let first = try MulticastSockets.boundSocket(family: .v4, port: 0)
@@ -35,43 +92,13 @@ struct MulticastSocketTests {
 
         // What the engine sends through its own descriptor leaves from that port: a legacy asker takes only an
         // answer from 5353 (RFC 6762 §6.7).
-        let asker = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(asker) }
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(asker, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(asker, $0, &length) }
-        }
+        let asker = Asker()
         let own = fcntl(first, F_DUPFD_CLOEXEC, 0)
         defer { close(own) }
         let answer: [UInt8] = [1, 2, 3]
-        let sent = answer.withUnsafeBytes { bytes in
-            withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(own, bytes.baseAddress, bytes.count, 0, $0, length)
-                }
-            }
-        }
-        #expect(sent == answer.count)
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(asker, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var buffer = [UInt8](repeating: 0, count: 16)
-        var from = sockaddr_in()
-        var fromLength = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let received = buffer.withUnsafeMutableBytes { raw in
-            withUnsafeMutablePointer(to: &from) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    recvfrom(asker, raw.baseAddress, raw.count, 0, $0, &fromLength)
-                }
-            }
-        }
-        #expect(received == answer.count && Array(buffer.prefix(3)) == answer)
-        #expect(UInt16(bigEndian: from.sin_port) == port)
+        #expect(Asker.send(answer, from: own, to: asker.port) == answer.count)
+        let received = asker.receive()
+        #expect(received?.bytes == answer && received?.port == port, "\(String(describing: received))")
     }
 
     @Test func anIPv6SocketKeepsIPv4Out() throws {
@@ -116,39 +143,13 @@ struct MulticastSocketTests {
                 prefixes: [IPPrefix("127.0.0.1/8")!])
             sockets.serve([loopback])
 
-            let asker = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            defer { close(asker) }
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(asker, $0, length) }
-            }
-            _ = withUnsafeMutablePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(asker, $0, &length) }
-            }
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(asker, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let askerPort = UInt16(bigEndian: local.sin_port)
-            func answer() -> (bytes: [UInt8], port: UInt16)? {
-                var buffer = [UInt8](repeating: 0, count: 16)
-                var from = sockaddr_in()
-                var fromLength = socklen_t(MemoryLayout<sockaddr_in>.size)
-                let count = buffer.withUnsafeMutableBytes { raw in
-                    withUnsafeMutablePointer(to: &from) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            recvfrom(asker, raw.baseAddress, raw.count, 0, $0, &fromLength)
-                        }
-                    }
-                }
-                return count > 0 ? (Array(buffer.prefix(count)), UInt16(bigEndian: from.sin_port)) : nil
-            }
+            let asker = Asker()
+            let askerPort = asker.port
             let toAsker = MDNSTransmission.Destination.unicast(
                 address: IPAddress("127.0.0.1")!, port: askerPort, interfaceIndex: 1)
 
             sockets.send([(toAsker, [1, 2, 3])])
-            let first = answer()
+            let first = asker.receive()
             seen.first = first?.bytes
             seen.firstPort = first?.port
             seen.deferredAfterFirst = sockets.deferredUnicastSends
@@ -161,22 +162,12 @@ struct MulticastSocketTests {
             seen.deferredAfterRefused = sockets.deferredUnicastSends
 
             sockets.send([(toAsker, [7, 8, 9])])
-            seen.afterRefused = answer()?.bytes
+            seen.afterRefused = asker.receive()?.bytes
             seen.deferredAtEnd = sockets.deferredUnicastSends
 
             // The channel the refused datagram went through still receives (its error did not close it).
             let query: [UInt8] = [10, 11, 12]
-            var destination = sockaddr_in()
-            destination.sin_family = sa_family_t(AF_INET)
-            destination.sin_port = MDNSRules.port.bigEndian
-            destination.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-            _ = query.withUnsafeBytes { bytes in
-                withUnsafePointer(to: &destination) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(asker, bytes.baseAddress, bytes.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-            }
+            _ = Asker.send(query, from: asker.fd, to: MDNSRules.port)
             let deadline = Date(timeIntervalSinceNow: 5)
             while !received.withLockedValue({ $0.contains(query) }), Date() < deadline { usleep(10_000) }
             seen.queryReceived = received.withLockedValue { $0.contains(query) }
