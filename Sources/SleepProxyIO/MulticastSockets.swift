@@ -80,8 +80,8 @@ public final class MulticastSockets: Sendable {
     private let deferred = Atomic<Int>(0)
 
     /// Unicast datagrams the engine thread could not send itself and left to the event loops (`send`): a full
-    /// socket buffer, or an error the event loop then meets again. A count that keeps growing says the direct way
-    /// is not working and answers wait for a core again (`sleepproxy_unicast_sends_deferred_total`).
+    /// socket buffer (datagrams waiting in the kernel for a neighbour that never answers ARP or NDP fill it too),
+    /// or an error the event loop then meets again (`sleepproxy_unicast_sends_deferred_total`, docs/scale.md).
     var deferredUnicastSends: Int { self.deferred.load(ordering: .relaxed) }
 
     init(
