@@ -104,6 +104,8 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.count("sleepproxy_datagrams_dropped_total", [:], status.droppedDatagrams)
         self.count("sleepproxy_frames_dropped_total", [:], status.droppedFrames)
         self.count("sleepproxy_unicast_sends_deferred_total", [:], status.unicastSendsDeferred)
+        self.count("sleepproxy_unicast_sends_failed_total", [:], status.unicastSendsFailed)
+        self.count("sleepproxy_multicast_sockets_reopened_total", [:], status.multicastSocketsReopened)
         self.count("sleepproxy_queries_answered_total", [:], status.responder.answeredQueries)
         self.count("sleepproxy_mdns_packets_sent_total", [:], status.responder.packetsSent)
         self.count("sleepproxy_hand_backs_total", [:], status.responder.handBacks)

@@ -72,17 +72,25 @@ public final class MulticastSockets: Sendable {
     }
 
     static let receiveBufferSize = 9216
-    private let channels: NIOLockedValueBox<[Key: Channels]> = NIOLockedValueBox([:])
+    /// Internal rather than private for the tests, which close a channel behind our back.
+    let channels: NIOLockedValueBox<[Key: Channels]> = NIOLockedValueBox([:])
     private let group: EventLoopGroup
     private let logger: Logger
     private let profile: MulticastProfile
     private let sink: @Sendable (RegistrationEngine.Event) -> Void
     private let deferred = Atomic<Int>(0)
+    private let failed = Atomic<Int>(0)
+    private let reopenedCount = Atomic<Int>(0)
 
     /// Unicast datagrams the engine thread could not send itself and left to the event loops (`send`): a full
-    /// socket buffer (datagrams waiting in the kernel for a neighbour that never answers ARP or NDP fill it too),
-    /// or an error the event loop then meets again (`sleepproxy_unicast_sends_deferred_total`, docs/scale.md).
+    /// socket buffer (datagrams waiting in the kernel for a neighbour that never answers ARP or NDP fill it too)
+    /// (`sleepproxy_unicast_sends_deferred_total`, docs/scale.md).
     var deferredUnicastSends: Int { self.deferred.load(ordering: .relaxed) }
+    /// Unicast datagrams the kernel refused outright (no route, a firewall's EPERM, a broadcast address without
+    /// SO_BROADCAST): dropped, never handed to NIO, which would close the socket over them.
+    var failedUnicastSends: Int { self.failed.load(ordering: .relaxed) }
+    /// Sockets that closed under us and were opened again (`serve`).
+    var reopened: Int { self.reopenedCount.load(ordering: .relaxed) }
 
     init(
         _ profile: MulticastProfile, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
@@ -101,10 +109,18 @@ public final class MulticastSockets: Sendable {
             interfaces.flatMap { context in
                 Responder.families(of: context).map { Key(interfaceIndex: context.index, family: $0) }
             })
-        let current = self.channels.withLockedValue { $0 }
+        var current = self.channels.withLockedValue { $0 }
         for (key, channels) in current where !wanted.contains(key) {
             self.channels.withLockedValue { $0[key] = nil }
             channels.close()
+        }
+        // A channel NIO closed under us (a write error, `watchClosure`) is opened again; until then its
+        // interface is deaf over that family.
+        for (key, channels) in current where wanted.contains(key) && !channels.all.allSatisfy(\.isActive) {
+            self.channels.withLockedValue { $0[key] = nil }
+            channels.close()
+            current[key] = nil
+            self.reopenedCount.add(1, ordering: .relaxed)
         }
         let devices = (try? System.enumerateDevices()) ?? []
         for context in interfaces {
@@ -126,12 +142,30 @@ public final class MulticastSockets: Sendable {
                             throw error
                         }
                     }
-                    self.channels.withLockedValue { $0[Key(interfaceIndex: context.index, family: family)] = channels }
+                    let key = Key(interfaceIndex: context.index, family: family)
+                    self.channels.withLockedValue { $0[key] = channels }
+                    for channel in channels.all { self.watchClosure(of: channel, key: key, interface: context.name) }
                     self.logger.info("\(name): answering on \(context.name) over \(family)")
                 } catch {
                     self.logger.warning("\(name): cannot use \(context.name) over \(family): \(error)")
                 }
             }
+        }
+    }
+
+    /// NIO closes a datagram channel on any write error but EMSGSIZE and EHOSTUNREACH (docs/linux.md §1.10; a
+    /// multicast while the interface loses its address, say). A channel that closes while it is still ours was not closed by us:
+    /// the engine is asked to open it again (`serve`), so that the interface does not stay deaf.
+    private func watchClosure(of channel: Channel, key: Key, interface: String) {
+        let identifier = ObjectIdentifier(channel)
+        let name = self.profile.name
+        channel.closeFuture.whenComplete { [self] _ in
+            let ours = self.channels.withLockedValue { channels in
+                channels[key].map { $0.all.contains { ObjectIdentifier($0) == identifier } } ?? false
+            }
+            guard ours else { return }
+            self.logger.warning("\(name): the socket on \(interface) over \(key.family) closed; opening it again")
+            self.sink(.multicastSocketClosed)
         }
     }
 
@@ -271,15 +305,26 @@ public final class MulticastSockets: Sendable {
                     let socket = channels[Key(interfaceIndex: index, family: IPFamily(address))]?.replySocket,
                     socket >= 0
                 else { return false }
-                let sent = transmission.bytes.withUnsafeBytes { bytes in
-                    Self.socketAddress(address, port: port, scope: index).withSockAddr { address, length in
-                        sendto(socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, socklen_t(length))
+                var sent = -1
+                var code: CInt = 0
+                repeat {
+                    sent = transmission.bytes.withUnsafeBytes { bytes in
+                        Self.socketAddress(address, port: port, scope: index).withSockAddr { address, length in
+                            sendto(
+                                socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, socklen_t(length))
+                        }
                     }
-                }
-                guard sent == transmission.bytes.count else {
+                    code = sent < 0 ? errno : 0
+                } while sent < 0 && code == EINTR
+                if sent == transmission.bytes.count { return true }
+                // Only a full socket is worth waiting for: the event loop sends when it has room. Any other error
+                // would come back there, and NIO closes the socket over it (docs/linux.md §1.10); the answer is
+                // lost either way, so it is dropped here and counted.
+                if sent < 0, code == EAGAIN || code == EWOULDBLOCK {
                     self.deferred.add(1, ordering: .relaxed)
                     return false
                 }
+                self.failed.add(1, ordering: .relaxed)
                 return true
             }
         }

@@ -107,6 +107,9 @@ extension RegistrationEngine {
                 self.answerWaitingQueries(into: &batch)
             case .linksChanged:
                 self.refreshInventory(now: now)
+            case .multicastSocketClosed:
+                if self.engine.responder != nil { self.mdns?.serve(self.servedContexts) }
+                self.ssdpSockets?.serve(self.servedContexts)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
                 self.engine.reconfigure(
                     takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)

@@ -74,6 +74,9 @@ extension RegistrationEngine {
         case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
         /// Netlink saw a link or address change.
         case linksChanged
+        /// An mDNS or SSDP socket closed under us (NIO closes a datagram channel on most write errors): open the
+        /// served interfaces' sockets again.
+        case multicastSocketClosed
         /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
         case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
         /// Settings a reload (SIGHUP) changes in place.
@@ -93,7 +96,7 @@ extension RegistrationEngine {
             case .frame: Self.framesLane
             case .mdns: Self.mdnsLane
             case .ssdp: Self.ssdpLane
-            case .datagram, .linksChanged, .control, .reconfigure: 0
+            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure: 0
             }
         }
     }
@@ -109,6 +112,10 @@ extension RegistrationEngine {
         public var droppedFrames = 0
         /// Unicast answers (mDNS and SSDP) the engine thread left to the event loops (`MulticastSockets.send`).
         public var unicastSendsDeferred = 0
+        /// Unicast datagrams the kernel refused (no route, a firewall, a broadcast address), dropped.
+        public var unicastSendsFailed = 0
+        /// mDNS and SSDP sockets that closed under us and were opened again.
+        public var multicastSocketsReopened = 0
         public var persistenceFailures = 0
         public var batches = 0
         public var responder = ResponderStatistics()

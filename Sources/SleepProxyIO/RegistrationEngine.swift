@@ -208,6 +208,8 @@ public final class RegistrationEngine: @unchecked Sendable {
         status.droppedFrames = self.packets?.droppedFrames ?? 0
         status.unicastSendsDeferred =
             (self.mdns?.deferredUnicastSends ?? 0) + (self.ssdpSockets?.deferredUnicastSends ?? 0)
+        status.unicastSendsFailed = (self.mdns?.failedUnicastSends ?? 0) + (self.ssdpSockets?.failedUnicastSends ?? 0)
+        status.multicastSocketsReopened = (self.mdns?.reopened ?? 0) + (self.ssdpSockets?.reopened ?? 0)
         return status
     }
 

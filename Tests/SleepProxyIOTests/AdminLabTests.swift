@@ -124,6 +124,8 @@ final class AdminLabTests {
         #expect(scrape.stdout.contains("sleepproxy_magic_packets_total"))
         // Every answer of this quiet lab went out directly from the engine thread.
         #expect(scrape.stdout.contains("sleepproxy_unicast_sends_deferred_total 0"), "\(scrape.stdout)")
+        #expect(scrape.stdout.contains("sleepproxy_unicast_sends_failed_total 0"))
+        #expect(scrape.stdout.contains("sleepproxy_multicast_sockets_reopened_total 0"))
         // Hosts by state: the one host is counted once, in whichever state the last count (at most a second old) saw.
         let byState = scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("sleepproxy_hosts_by_state{") }
         #expect(

@@ -263,6 +263,55 @@ final class SSDPLabTests {
         #expect(again.contains { $0.from == "192.0.2.1" && $0.location == minidlna.location }, "\(again)")
     }
 
+    /// A registration over IPv6 whose only IPv4 address is the subnet's broadcast address (the registrar wants
+    /// the address it comes from among the claims, and the proxy searches the lowest IPv4 one): the search the
+    /// proxy sends to a new host is refused by the kernel (EACCES, no SO_BROADCAST). Handed to NIO, that error
+    /// closed the SSDP socket the proxy searches from and hears answers on, for good: a media server registering
+    /// after it was never learned. Now the search is dropped and counted (docs/linux.md §1.10), and the next
+    /// server is learned and answered for as usual.
+    @Test func aRegistrationNamingABroadcastAddressLeavesSSDPWorking() throws {
+        let minidlna = try MiniDLNA(on: self.sleeper.host, address: "192.0.2.2", directory: self.lab.directory)
+        defer { minidlna.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+
+        let odd = SampleRegistration.message(
+            id: 0x5201, mac: MACAddress("02:53:50:00:00:66")!, host: "odd.local.",
+            addresses: [IPAddress("192.0.2.255")!, IPAddress("2001:db8::20")!], services: [("Odd._http._tcp", 8080)])
+        let replies = try UDPClient.exchange(
+            in: self.tv, to: "2001:db8::1", port: 5599, from: "2001:db8::20",
+            payloads: [odd.encoded(options: .appleUpdate)])
+        #expect(
+            replies.first??.prefix(2) == [0x52, 0x01], "no reply to the registration: \(String(describing: replies))")
+        // The search leaves with the registration's batch; the scrape may come first, so ask until it is counted.
+        var metrics = ""
+        let countDeadline = Date(timeIntervalSinceNow: 5)
+        repeat {
+            metrics = try self.proxy.run([
+                "/usr/bin/python3", "-c",
+                "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
+            ]).stdout
+            if metrics.contains("sleepproxy_unicast_sends_failed_total 1") { break }
+            usleep(100_000)
+        } while Date() < countDeadline
+        #expect(metrics.contains("sleepproxy_unicast_sends_failed_total 1"), "\(metrics)")
+        #expect(metrics.contains("sleepproxy_multicast_sockets_reopened_total 0"))
+
+        try self.register()
+        let learnDeadline = Date(timeIntervalSinceNow: 10)
+        while Date() < learnDeadline, (try self.hostDetail())?.upnp?.isEmpty ?? true { usleep(200_000) }
+        #expect(
+            (try self.hostDetail())?.upnp?.count == 6,
+            "the NAS registering after the odd host was not learned: \(daemon.output.suffix(2000))")
+        minidlna.freeze()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        let responses = try self.search(Self.mediaServer, mx: 1, seconds: 2)
+        #expect(responses.contains { $0.from == "192.0.2.1" && $0.location == minidlna.location }, "\(responses)")
+        #expect(daemon.isRunning)
+    }
+
     /// Bounded: 3,000 searches and a handful of broken datagrams, from one socket.
     static let floodScript = """
         import socket, sys
