@@ -65,4 +65,23 @@ public struct InterfaceContext: Hashable, Sendable {
     public func isOwnAddress(_ address: IPAddress) -> Bool {
         self.prefixes.contains { $0.address == address }
     }
+
+    /// Whether the kernel will send a unicast datagram to `address`:`port` from a socket without SO_BROADCAST.
+    /// A datagram's source can say otherwise (port 0 through a raw socket; a subnet's broadcast address where
+    /// the kernel does not check sources), and the refusal (EINVAL, EACCES) of the reply would close the socket
+    /// that took the datagram (docs/linux.md §1.10): such a datagram gets no reply.
+    public func acceptsReply(to address: IPAddress, port: UInt16) -> Bool {
+        guard port != 0 else { return false }
+        switch address {
+        case .v4(let v4):
+            guard v4 != .any, v4.rawValue != UInt32.max, !v4.isMulticast else { return false }
+            return !self.prefixes.contains { prefix in
+                guard case .v4(let own) = prefix.address, prefix.length < 31 else { return false }
+                let hostBits = UInt32.max >> UInt32(prefix.length)
+                return prefix.contains(address) && v4.rawValue & hostBits == hostBits && own != v4
+            }
+        case .v6(let v6):
+            return !v6.isUnspecified && !v6.isMulticast
+        }
+    }
 }

@@ -141,7 +141,13 @@ extension RegistrationEngine {
                     bytes, from: source, on: interface.context, now: now)
                 self.log(outcome, source: remote, interface: interface.context.name)
                 self.perform(actions, into: &batch)
-                if let reply = outcome.reply { batch.replies.append((channel, remote, reply)) }
+                if let reply = outcome.reply {
+                    if interface.context.acceptsReply(to: source, port: UInt16(remote.port ?? 0)) {
+                        batch.replies.append((channel, remote, reply))
+                    } else {
+                        self.logger.debug("registration: no reply to \(remote), an address no reply can go to")
+                    }
+                }
                 self.answerWaitingQueries(into: &batch)
             }
         }

@@ -1,4 +1,5 @@
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SleepProxyCore
@@ -27,11 +28,24 @@ public final class RegistrationListener: Sendable {
     static let socketReceiveBuffer = 1 << 20
 
     public let port: Int
-    private let channels: [Channel]
+    /// Internal rather than private for the tests, which close one behind our back.
+    let channels: NIOLockedValueBox<[Channel]>
+    private let closing = NIOLockedValueBox(false)
+    private let reopenedCount = NIOLockedValueBox(0)
+    /// Registration sockets that closed under us and were bound again.
+    public var reopened: Int { self.reopenedCount.withLockedValue { $0 } }
+    private let engine: RegistrationEngine
+    private let group: EventLoopGroup
+    private let logger: Logger
 
-    private init(port: Int, channels: [Channel]) {
+    private init(
+        port: Int, channels: [Channel], engine: RegistrationEngine, group: EventLoopGroup, logger: Logger
+    ) {
         self.port = port
-        self.channels = channels
+        self.channels = NIOLockedValueBox(channels)
+        self.engine = engine
+        self.group = group
+        self.logger = logger
     }
 
     /// Binds both sockets. Fails with a sentence naming the cause when the port is taken or not permitted.
@@ -59,7 +73,57 @@ public final class RegistrationListener: Sendable {
         }
         for channel in channels { await Self.enlargeReceiveBuffer(channel, logger: logger) }
         let bound = channels.first?.localAddress?.port ?? port
-        return RegistrationListener(port: bound, channels: channels)
+        let listener = RegistrationListener(
+            port: bound, channels: channels, engine: engine, group: group, logger: logger)
+        for channel in channels { listener.watchClosure(of: channel) }
+        return listener
+    }
+
+    /// NIO closes a datagram channel on most write errors (docs/linux.md §1.10). The replies that a datagram's
+    /// source could make fail are not sent (`InterfaceContext.acceptsReply`), but a local firewall's EPERM still
+    /// can: a socket that closes while we still serve is bound again on the same port, so that the proxy does not
+    /// stop taking registrations until it is restarted.
+    private func watchClosure(of channel: Channel) {
+        let identifier = ObjectIdentifier(channel)
+        let v6: Bool
+        switch channel.localAddress {
+        case .v6: v6 = true
+        default: v6 = false
+        }
+        channel.closeFuture.whenComplete { [self] _ in
+            let ours = self.closing.withLockedValue { closing in
+                !closing && self.channels.withLockedValue { $0.contains { ObjectIdentifier($0) == identifier } }
+            }
+            guard ours else { return }
+            let family = v6 ? "IPv6" : "IPv4"
+            self.logger.warning("registrations: the \(family) socket on port \(self.port) closed; binding it again")
+            Self.bootstrap(group: self.group, engine: self.engine, v6: v6)
+                .bind(host: v6 ? "::" : "0.0.0.0", port: self.port)
+                .whenComplete { result in
+                    switch result {
+                    case .success(let fresh):
+                        let kept = self.closing.withLockedValue { closing in
+                            guard !closing else { return false }
+                            self.channels.withLockedValue { channels in
+                                channels.removeAll { ObjectIdentifier($0) == identifier }
+                                channels.append(fresh)
+                            }
+                            return true
+                        }
+                        guard kept else {
+                            fresh.close(promise: nil)
+                            return
+                        }
+                        self.reopenedCount.withLockedValue { $0 += 1 }
+                        self.watchClosure(of: fresh)
+                        Task { await Self.enlargeReceiveBuffer(fresh, logger: self.logger) }
+                    case .failure(let error):
+                        self.logger.error(
+                            "registrations: cannot bind the \(family) socket on port \(self.port) again (\(Self.explain(error))); restart sleepproxyd"
+                        )
+                    }
+                }
+        }
     }
 
     private static func bootstrap(group: EventLoopGroup, engine: RegistrationEngine, v6: Bool) -> DatagramBootstrap {
@@ -116,7 +180,8 @@ public final class RegistrationListener: Sendable {
     }
 
     public func close() async {
-        for channel in self.channels { try? await channel.close() }
+        self.closing.withLockedValue { $0 = true }
+        for channel in self.channels.withLockedValue({ $0 }) { try? await channel.close() }
     }
 }
 

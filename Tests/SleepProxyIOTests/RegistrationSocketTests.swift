@@ -108,6 +108,61 @@ final class RegistrationSocketTests {
         #expect(refusals["sourceNotClaimed"] == 1 && refusals["malformed-missingOwner"] == 1, "\(refusals)")
     }
 
+    /// A datagram from UDP source port 0 (any machine on the link can send one through a raw socket) gets an
+    /// answer the kernel refuses to send (EINVAL). Written through NIO, that refusal closes the socket for good
+    /// (docs/linux.md §1.10): the proxy would take no registration, and answer no mDNS question, until restarted.
+    /// It must drop that one reply and go on.
+    @Test func aDatagramFromPortZeroLeavesTheSocketsServing() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        var noOwner = SampleRegistration.message(id: 9, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
+        noOwner.additionals = [
+            .opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])
+        ]
+        // A registration (its reply a FORMERR) and a legacy mDNS question for the proxy's own service, each from
+        // port 0.
+        var question = DNSMessage(id: 0x0A0B)
+        question.questions = [DNSQuestion(name: try DNSName(parsing: "_sleep-proxy._udp.local."), type: .ptr)]
+        // Ready: the proxy answers for its own service once it has probed its name.
+        let readyDeadline = Date(timeIntervalSinceNow: 10)
+        var ready = false
+        while !ready, Date() < readyDeadline {
+            let answers = try UDPClient.exchange(
+                in: self.sleeper, to: "192.0.2.1", port: 5353, from: "192.0.2.2", timeout: 1,
+                payloads: [question.encoded()])
+            ready = answers.first??.prefix(2) == [0x0A, 0x0B]
+        }
+        #expect(ready, "the proxy never answered a legacy question")
+        for (port, payload) in [(5599, noOwner.encoded()), (5353, question.encoded())] {
+            let sent = try self.sleeper.run([
+                "/usr/bin/python3", "-c", Self.fromPortZeroScript, "192.0.2.2", "192.0.2.1", "\(port)",
+                payload.map { String(format: "%02x", $0) }.joined(),
+            ])
+            #expect(sent.stdout.contains("sent"), "\(sent)")
+        }
+        // Still taking registrations, and still answering questions.
+        let replies = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 2,
+            payloads: [noOwner.encoded()])
+        #expect(replies == [[0, 9, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0]], "\(daemon.output.suffix(2000))")
+        let answers = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5353, from: "192.0.2.2", timeout: 2,
+            payloads: [question.encoded()])
+        #expect(answers.first??.prefix(2) == [0x0A, 0x0B], "no answer to a legacy question after the port-0 one")
+        #expect(daemon.isRunning)
+    }
+
+    /// Sends one UDP datagram with source port 0 through a raw socket: source, destination, port, payload (hex).
+    static let fromPortZeroScript = """
+        import socket, struct, sys
+        payload = bytes.fromhex(sys.argv[4])
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
+        s.bind((sys.argv[1], 0))
+        # Checksum 0: none, which IPv4 allows.
+        s.sendto(struct.pack('!HHHH', 0, int(sys.argv[3]), 8 + len(payload), 0) + payload, (sys.argv[2], 0))
+        print('sent', flush=True)
+        """
+
     @Test func startupProblemsAreOneClearSentence() throws {
         let unknown = try self.proxy.run([
             Daemon.executable.path, "--interface", "wlan9", "--state-directory", self.state.path,
