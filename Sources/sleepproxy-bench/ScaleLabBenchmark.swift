@@ -190,6 +190,7 @@ enum ScaleLabBenchmark {
         let dropped = metrics.stdout.split(separator: "\n").filter {
             $0.hasPrefix("sleepproxy_datagrams_dropped_total") || $0.hasPrefix("sleepproxy_frames_dropped")
                 || $0.hasPrefix("sleepproxy_unicast_sends_deferred_total")
+                || $0.hasPrefix("sleepproxy_unicast_sends_failed_total")
         }
         if !dropped.isEmpty { print("    daemon: " + dropped.joined(separator: ", ")) }
         let cpuSeconds = Self.cpuSeconds(process.pid) - cpuBefore
