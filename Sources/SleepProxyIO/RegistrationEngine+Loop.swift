@@ -142,7 +142,7 @@ extension RegistrationEngine {
                 self.log(outcome, source: remote, interface: interface.context.name)
                 self.perform(actions, into: &batch)
                 if let reply = outcome.reply {
-                    if interface.context.acceptsReply(to: source, port: UInt16(remote.port ?? 0)) {
+                    if interface.context.acceptsReply(to: source, port: UInt16(exactly: remote.port ?? 0) ?? 0) {
                         batch.replies.append((channel, remote, reply))
                     } else {
                         self.logger.debug("registration: no reply to \(remote), an address no reply can go to")

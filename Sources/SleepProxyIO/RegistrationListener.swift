@@ -90,15 +90,17 @@ public final class RegistrationListener: Sendable {
         case .v6: v6 = true
         default: v6 = false
         }
+        // Its own port: with `--registration-port 0` the two families got different ones.
+        let port = channel.localAddress?.port ?? self.port
         channel.closeFuture.whenComplete { [self] _ in
             let ours = self.closing.withLockedValue { closing in
                 !closing && self.channels.withLockedValue { $0.contains { ObjectIdentifier($0) == identifier } }
             }
             guard ours else { return }
             let family = v6 ? "IPv6" : "IPv4"
-            self.logger.warning("registrations: the \(family) socket on port \(self.port) closed; binding it again")
+            self.logger.warning("registrations: the \(family) socket on port \(port) closed; binding it again")
             Self.bootstrap(group: self.group, engine: self.engine, v6: v6)
-                .bind(host: v6 ? "::" : "0.0.0.0", port: self.port)
+                .bind(host: v6 ? "::" : "0.0.0.0", port: port)
                 .whenComplete { result in
                     switch result {
                     case .success(let fresh):
@@ -119,7 +121,7 @@ public final class RegistrationListener: Sendable {
                         Task { await Self.enlargeReceiveBuffer(fresh, logger: self.logger) }
                     case .failure(let error):
                         self.logger.error(
-                            "registrations: cannot bind the \(family) socket on port \(self.port) again (\(Self.explain(error))); restart sleepproxyd"
+                            "registrations: cannot bind the \(family) socket on port \(port) again (\(Self.explain(error))); restart sleepproxyd"
                         )
                     }
                 }

@@ -120,11 +120,24 @@ struct MulticastSocketTests {
         static let loopback = InterfaceContext(
             name: "lo", index: 1, macAddress: MACAddress("00:00:00:00:00:00")!, prefixes: [IPPrefix("127.0.0.1/8")!])
 
-        init() {
+        init(serving interfaces: [InterfaceContext] = [LoopbackSockets.loopback]) {
             let events = self.events
             self.sockets = MulticastSockets(
                 .mdns, logger: Logger(label: "test"), sink: { event in events.withLockedValue { $0.append(event) } })
-            self.sockets.serve([Self.loopback])
+            self.sockets.serve(interfaces)
+        }
+
+        /// A namespace of the test's own whose loopback is multicast-capable, as NIO requires of a device it joins
+        /// a group on.
+        static func namespace() throws -> NetworkNamespace {
+            let namespace = try NetworkNamespace()
+            do {
+                try namespace.check(["ip", "link", "set", "lo", "multicast", "on"])
+            } catch {
+                namespace.close()
+                throw error
+            }
+            return namespace
         }
 
         deinit { self.sockets.close() }
@@ -153,13 +166,11 @@ struct MulticastSocketTests {
     }
 
     /// An answer the kernel refuses is dropped and counted, not handed to NIO (which would close the socket over
-    /// it): the socket goes on answering directly and receiving. An answer to a full socket waits on the event
-    /// loop instead (the scale bench shows that one). In a namespace of the test's own, on its loopback.
+    /// it): the socket goes on answering directly and receiving. In a namespace of the test's own, on its loopback.
     @Test(.enabled(if: Command.canBuildNetworks, "needs root, unshare, nsenter and ip"))
     func anAnswerTheKernelRefusesIsDroppedAndTheSocketGoesOn() throws {
-        let namespace = try NetworkNamespace()
+        let namespace = try LoopbackSockets.namespace()
         defer { namespace.close() }
-        try namespace.check(["ip", "link", "set", "lo", "multicast", "on"])
         struct Seen: Sendable {
             var first: (bytes: [UInt8], port: UInt16)?
             var countsAfterFirst = (deferred: -1, failed: -1)
@@ -201,14 +212,58 @@ struct MulticastSocketTests {
         #expect(seen.queryReceived)
     }
 
+    /// Answers to a full socket wait on the event loop instead, counted as deferred, and the socket goes on. The
+    /// socket is filled the way the scale bench first filled it: datagrams to a neighbour that never answers ARP
+    /// wait in the kernel, charged to the socket (here one with the smallest send buffer, on a veth whose other
+    /// end has no address).
+    @Test(.enabled(if: Command.canBuildNetworks, "needs root, unshare, nsenter and ip"))
+    func answersToAFullSocketWaitOnTheEventLoop() throws {
+        let namespace = try LoopbackSockets.namespace()
+        defer { namespace.close() }
+        for command in [
+            ["ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1"], ["ip", "link", "set", "v0", "up"],
+            ["ip", "link", "set", "v1", "up"], ["ip", "addr", "add", "192.0.2.1/24", "dev", "v0"],
+        ] {
+            try namespace.check(command)
+        }
+        struct Seen: Sendable {
+            var counts = (deferred: -1, failed: -1)
+            var listenerActive = false
+            var queryReceived = false
+        }
+        let seen = try namespace.inside { () -> Seen in
+            var seen = Seen()
+            let veth = InterfaceContext(
+                name: "v0", index: Int(if_nametoindex("v0")), macAddress: MACAddress("02:00:00:00:00:01")!,
+                prefixes: [IPPrefix("192.0.2.1/24")!])
+            let lab = LoopbackSockets(serving: [LoopbackSockets.loopback, veth])
+            let key = MulticastSockets.Key(interfaceIndex: veth.index, family: .v4)
+            guard let socket = lab.sockets.channels.withLockedValue({ $0[key]?.replySocket }) else { return seen }
+            var smallest: CInt = 1
+            setsockopt(socket, SOL_SOCKET, SO_SNDBUF, &smallest, socklen_t(MemoryLayout<CInt>.size))
+            let nobody = MDNSTransmission.Destination.unicast(
+                address: IPAddress("192.0.2.9")!, port: MDNSRules.port, interfaceIndex: veth.index)
+            lab.sockets.send(Array(repeating: (nobody, [UInt8](repeating: 0, count: 200)), count: 64))
+            seen.counts = (lab.sockets.deferredUnicastSends, lab.sockets.failedUnicastSends)
+            usleep(200_000)
+            seen.listenerActive =
+                lab.sockets.channels.withLockedValue { $0[key]?.listener.isActive } ?? false
+            let asker = Asker()
+            seen.queryReceived = lab.receives([1, 2, 3], from: asker)
+            return seen
+        }
+        #expect(seen.counts.deferred > 0 && seen.counts.failed == 0, "\(seen.counts)")
+        #expect(seen.listenerActive)
+        #expect(seen.queryReceived)
+    }
+
     /// A socket NIO closes under us (it does on most write errors, a multicast on an interface that lost its
     /// address say) is reported to the engine, and the next `serve` opens it again: the interface is not left
     /// deaf until its addresses change.
     @Test(.enabled(if: Command.canBuildNetworks, "needs root, unshare, nsenter and ip"))
     func aSocketClosedUnderUsIsReportedAndOpenedAgain() throws {
-        let namespace = try NetworkNamespace()
+        let namespace = try LoopbackSockets.namespace()
         defer { namespace.close() }
-        try namespace.check(["ip", "link", "set", "lo", "multicast", "on"])
         struct Seen: Sendable {
             var reported = false
             var reopened = -1

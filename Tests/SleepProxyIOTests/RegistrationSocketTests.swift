@@ -91,13 +91,19 @@ final class RegistrationSocketTests {
         #expect(Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.records == distinct)
     }
 
+    /// A registration of the sleeper's with a Lease but no Owner option: malformed, so answered with FORMERR.
+    func withoutOwner(id: UInt16) -> DNSMessage {
+        var message = SampleRegistration.message(id: id, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
+        message.additionals = [
+            .opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])
+        ]
+        return message
+    }
+
     @Test func malformedGetsFormErrAndRefusedGetsSilence() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
-        var noOwner = SampleRegistration.message(id: 7, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
-        noOwner.additionals = [
-            .opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])
-        ]
+        let noOwner = self.withoutOwner(id: 7)
         // Claims 192.0.2.77 but is sent from 192.0.2.2: refused by policy, so no reply.
         let stranger = SampleRegistration.message(id: 8, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.77")!])
         let replies = try UDPClient.exchange(
@@ -115,10 +121,7 @@ final class RegistrationSocketTests {
     @Test func aDatagramFromPortZeroLeavesTheSocketsServing() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { daemon.stop() }
-        var noOwner = SampleRegistration.message(id: 9, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!])
-        noOwner.additionals = [
-            .opt(EDNSHeader(udpPayloadSize: 1440), options: [.updateLease(UpdateLeaseOption(lease: 7200))])
-        ]
+        let noOwner = self.withoutOwner(id: 9)
         // A registration (its reply a FORMERR) and a legacy mDNS question for the proxy's own service, each from
         // port 0.
         var question = DNSMessage(id: 0x0A0B)
