@@ -13,6 +13,8 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         case noResponse = "no-response"
         /// Traffic that was no reason to wake (a connection to a port the host registered no service on).
         case ignored
+        /// Traffic to a service that the wake gate declined: a scanner, a source rule, a monitor (docs/waking.md).
+        case declined
     }
 
     public var kind: Kind
@@ -26,6 +28,15 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
     public var seconds: Double?
     /// `no-response`: magic packets sent.
     public var attempts: Int?
+    /// `wake`, `ignored`, `declined`: the wake gate's rule (`resolved-first`, `scanner`, ...; docs/waking.md).
+    public var rule: String?
+    /// `ignored`, `declined`: packets of this kind since the last line about them, this one included.
+    public var count: Int?
+    /// A `declined` that found a scanner: distinct ports of one host and hosts it touched, and how long it is
+    /// ignored after its last packet.
+    public var scanPorts: Int?
+    public var scanHosts: Int?
+    public var quarantineSeconds: Int?
     /// The line as logged.
     public var summary: String
 
@@ -66,7 +77,8 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
 
     public init(
         kind: Kind, time: Date, mac: String, interface: String, hostName: String?, trigger: Trigger, seconds: Double?,
-        attempts: Int?, summary: String
+        attempts: Int?, rule: String? = nil, count: Int? = nil, scanPorts: Int? = nil, scanHosts: Int? = nil,
+        quarantineSeconds: Int? = nil, summary: String
     ) {
         self.kind = kind
         self.time = time
@@ -76,6 +88,11 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
         self.trigger = trigger
         self.seconds = seconds
         self.attempts = attempts
+        self.rule = rule
+        self.count = count
+        self.scanPorts = scanPorts
+        self.scanHosts = scanHosts
+        self.quarantineSeconds = quarantineSeconds
         self.summary = summary
     }
 }

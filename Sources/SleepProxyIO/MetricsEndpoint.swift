@@ -113,6 +113,14 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.count("sleepproxy_arp_replies_total", [:], status.takeover.arpReplies)
         self.count("sleepproxy_neighbour_advertisements_total", [:], status.takeover.neighbourAdvertisements)
         self.count("sleepproxy_ignored_connections_total", [:], status.takeover.ignoredConnections)
+        // docs/waking.md: every rule that declines (a hold for a retransmission that never came declines with its
+        // hold's rule), at zero until it first happens, so that a dashboard's rate() sees the series from the start.
+        for rule in WakeRule.allCases where !rule.wakes && rule != .holdingForScan {
+            self.count(
+                "sleepproxy_wakes_declined_total", ["reason": rule.rawValue], status.wakeDecisions.declined[rule] ?? 0)
+        }
+        self.count("sleepproxy_scanners_found_total", [:], status.wakeDecisions.scannersFound)
+        self.count("sleepproxy_wake_holds_total", [:], status.wakeDecisions.held)
         for reason in WakeLogEntry.Trigger.Kind.allCases {
             self.count("sleepproxy_wakes_total", ["reason": reason.rawValue], status.wakesByReason[reason] ?? 0)
         }

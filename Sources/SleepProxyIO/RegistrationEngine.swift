@@ -260,7 +260,10 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.status.responder = responder.statistics
                 self.status.instanceLabel = responder.configuration.instanceLabel
             }
-            if let takeover = self.engine.takeover { self.status.takeover = takeover.statistics }
+            if let takeover = self.engine.takeover {
+                self.status.takeover = takeover.statistics
+                self.status.wakeDecisions = takeover.gate.statistics
+            }
         }
     }
 }

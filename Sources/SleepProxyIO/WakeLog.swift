@@ -110,6 +110,7 @@ public final class WakeLog: @unchecked Sendable {
         case .awake: .awake
         case .noResponse: .noResponse
         case .ignored: .ignored
+        case .declined: .declined
         }
     }
 
@@ -130,6 +131,8 @@ public final class WakeLog: @unchecked Sendable {
         return WakeLogEntry(
             kind: Self.kind(event.kind), time: time, mac: event.host.primaryMAC.description,
             interface: event.host.interface, hostName: event.hostName,
-            trigger: trigger, seconds: event.seconds, attempts: event.attempts, summary: event.summary)
+            trigger: trigger, seconds: event.seconds, attempts: event.attempts, rule: event.rule?.rawValue,
+            count: event.count, scanPorts: event.scan?.ports, scanHosts: event.scan?.hosts,
+            quarantineSeconds: event.scan.map { Int($0.quarantine.components.seconds) }, summary: event.summary)
     }
 }

@@ -326,11 +326,25 @@ enum Client {
         let time = Self.localTime(event.time)
         let who = event.hostName ?? event.mac
         switch event.kind {
-        case .wake: return "\(time)  \(who)  woken: \(self.reason(event))"
+        case .wake: return "\(time)  \(who)  woken: \(self.reason(event))\(event.rule.map { " (\($0))" } ?? "")"
         case .awake: return "\(time)  \(who)  awake after \(Self.tenths(event.seconds ?? 0)) s"
         case .noResponse: return "\(time)  \(who)  no sign of waking after \(event.attempts ?? 0) magic packets"
-        case .ignored: return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)"
+        case .ignored:
+            return "\(time)  \(who)  not woken: \(self.reason(event)) (no registered service)\(Self.times(event))"
+        case .declined:
+            var why = event.rule ?? "declined"
+            if let ports = event.scanPorts, let hosts = event.scanHosts {
+                why +=
+                    " (\(ports) ports of one host, \(hosts) host\(hosts == 1 ? "" : "s"); ignored for \(HumanDuration.format(Double(event.quarantineSeconds ?? 0))) after its last packet)"
+            }
+            return "\(time)  \(who)  not woken: \(self.reason(event)), \(why)\(Self.times(event))"
         }
+    }
+
+    /// " ×12" when the daemon collapsed several declines into one line.
+    static func times(_ event: WakeLogEntry) -> String {
+        guard let count = event.count, count > 1 else { return "" }
+        return " ×\(count)"
     }
 
     static func printDetail(_ host: HostDetail) {

@@ -97,6 +97,34 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             valueName: "rule"))
     var wakeRule: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A source that never wakes any host: an address, a subnet (192.0.2.0/24) or a MAC (a router's MAC stands for everything it routes). Repeat for several.",
+            valueName: "source"))
+    var wakeIgnoreSource: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Only these sources may wake: SOURCE for every host, or HOSTMAC@SOURCE for one host (its primary or wake MAC). Repeat for several. A source named here may wake even from another subnet.",
+            valueName: "[mac@]source"))
+    var wakeOnlyFrom: [String] = []
+
+    @Flag(
+        name: .long,
+        help:
+            "Let traffic routed in from other subnets (a VPN, a port forward) wake hosts; off by default, as the internet's scanners come that way too."
+    )
+    var wakeFromRouted = false
+
+    @Option(
+        name: .long,
+        help:
+            "Seconds during which a source whose wake went unused (no resolve, no retransmitted SYN: a monitor polling a port) must retransmit before it wakes the same host again; 0 turns this off."
+    )
+    var wakeMonitorHoldoff: Int = Int(WakeRules.defaultMonitorHoldoff.components.seconds)
+
     @Flag(
         name: .long,
         help:
@@ -149,7 +177,9 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         "refusal-reply": .single, "expiry-action": .single, "max-hosts": .single, "max-records": .single,
         "allow-transfers": .flag,
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
-        "wake-zero-password": .flag, "wake-udp": .flag, "no-takeover": .flag, "no-ssdp": .flag,
+        "wake-zero-password": .flag, "wake-ignore-source": .repeated, "wake-only-from": .repeated,
+        "wake-from-routed": .flag, "wake-monitor-holdoff": .single, "wake-udp": .flag, "no-takeover": .flag,
+        "no-ssdp": .flag,
         "control-socket": .single,
         "control-group": .single, "prometheus-address": .single,
     ]
@@ -233,6 +263,12 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
         _ = try self.advertisedName()
         _ = try self.wakePolicy()
+        _ = try self.wakeSources()
+        guard (0...WakeRules.maximumMonitorHoldoffSeconds).contains(self.wakeMonitorHoldoff) else {
+            throw ValidationError(
+                "--wake-monitor-holdoff must be 0 to \(WakeRules.maximumMonitorHoldoffSeconds) seconds, not \(self.wakeMonitorHoldoff)"
+            )
+        }
         if self.prometheusAddress != "none",
             self.prometheusAddress.split(separator: ":").count != 2
                 || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil
@@ -261,6 +297,26 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             }
         }
         return policy
+    }
+
+    func wakeSources() throws -> WakeSources {
+        var sources = WakeSources(allowRouted: self.wakeFromRouted)
+        do {
+            for source in self.wakeIgnoreSource { try sources.addIgnored(source) }
+            for source in self.wakeOnlyFrom { try sources.addOnlyFrom(source) }
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        return sources
+    }
+
+    /// What the packet side runs with (at start and after SIGHUP).
+    func takeoverConfiguration() throws -> TakeoverConfiguration? {
+        guard !self.noTakeover else { return nil }
+        return TakeoverConfiguration(
+            policy: try self.wakePolicy(), sources: try self.wakeSources(),
+            monitorHoldoff: .seconds(self.wakeMonitorHoldoff), appendZeroPassword: self.wakeZeroPassword,
+            udpMagicPacket: self.wakeUDP)
     }
 
     /// The settings a reload cannot change in place.
@@ -342,11 +398,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         hostLabel: self.hostLabel ?? "\(Self.machineHostName)-sleep-proxy",
                         registrationPort: UInt16(self.registrationPort),
                         seed: UInt64.random(in: .min ... .max)),
-                    takeover: self.noTakeover
-                        ? nil
-                        : TakeoverConfiguration(
-                            policy: try self.wakePolicy(), appendZeroPassword: self.wakeZeroPassword,
-                            udpMagicPacket: self.wakeUDP),
+                    takeover: try self.takeoverConfiguration(),
                     ssdp: !self.noSSDP
                 ),
                 logger: logger
@@ -480,11 +532,7 @@ struct ReloadService: Service {
                 try fresh.validate()
                 self.levelBox.level = fresh.logLevel
                 self.engine.reconfigure(
-                    takeover: fresh.noTakeover
-                        ? nil
-                        : TakeoverConfiguration(
-                            policy: try fresh.wakePolicy(), appendZeroPassword: fresh.wakeZeroPassword,
-                            udpMagicPacket: fresh.wakeUDP),
+                    takeover: try fresh.takeoverConfiguration(),
                     expiryAction: fresh.expiryAction,
                     refusalReply: fresh.refusalReply)
                 let restartOnly = fresh.restartSettings != self.original.restartSettings

@@ -64,6 +64,12 @@ struct EngineHarness {
         return actions
     }
 
+    /// A captured frame, then the wake gate's hold run out (docs/waking.md): all the frame leads to.
+    @discardableResult
+    mutating func deliver(_ bytes: [UInt8]) -> [EngineAction] {
+        self.frame(bytes) + self.run(for: WakeRules.holdDelay).map(\.1)
+    }
+
     /// Runs every timer due within `duration`; `each` may answer at each step (the host's NIC, say).
     @discardableResult
     mutating func run(for duration: Duration, each: ((inout EngineHarness, [EngineAction]) -> Void)? = nil) -> [(
@@ -301,7 +307,7 @@ struct ProxyEngineTests {
         let syn = TestFrames.tcp(
             from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40001,
             port: 8080)
-        #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
+        #expect(H.wakeEvents(h.deliver(syn)).map(\.kind) == [.wake])
         h.run(for: .seconds(1))
         let announcement = DNSMessage(
             flags: DNSHeaderFlags(response: true, authoritative: true),
@@ -373,7 +379,7 @@ struct ProxyEngineTests {
         let syn = TestFrames.tcp(
             from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40002,
             port: 8080)
-        #expect(H.frames(h.frame(syn)).contains(where: H.isMagic))
+        #expect(H.frames(h.deliver(syn)).contains(where: H.isMagic))
     }
 
     @Test func aLeaseEndingOnAnAwakeHostDropsItWithoutMagicPacketsOrGoodbyes() throws {
@@ -506,7 +512,7 @@ struct ProxyEngineTests {
         let syn = TestFrames.tcp(
             from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40003,
             port: 8080)
-        h.frame(syn)
+        h.deliver(syn)
         #expect(h.engine.hostsByState == [.waking: 1])
         // A second host, asleep, is counted apart from the waking one; once the first is seen awake, no waking.
         h.register(

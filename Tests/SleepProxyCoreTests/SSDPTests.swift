@@ -524,7 +524,7 @@ struct EngineSSDPTests {
         // A control point fetching the description (port 8200, not a registered service) wakes it.
         let syn = TestFrames.tcp(
             from: Self.tvMAC, to: Lab.proxyMAC, source: Self.tv, destination: Lab.hostV4, sourcePort: 40100, port: 8200)
-        #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
+        #expect(H.wakeEvents(h.deliver(syn)).map(\.kind) == [.wake])
     }
 
     @Test func withoutWhatSSDPLearnedTheDescriptionPortWakesNothing() throws {
@@ -605,6 +605,6 @@ extension EngineSSDPTests {
         #expect(Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000)).count == 6)
         let syn = TestFrames.tcp(
             from: Self.tvMAC, to: Lab.proxyMAC, source: Self.tv, destination: Lab.hostV4, sourcePort: 40100, port: 8200)
-        #expect(H.wakeEvents(h.frame(syn)).map(\.kind) == [.wake])
+        #expect(H.wakeEvents(h.deliver(syn)).map(\.kind) == [.wake])
     }
 }

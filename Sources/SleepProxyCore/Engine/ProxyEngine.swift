@@ -608,6 +608,8 @@ public struct ProxyEngine: Sendable {
                         self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now),
                         now: now)
                 }
+            case .resolved(let key, let source):
+                self.takeover?.noteResolve(by: source, of: key, now: now)
             case .renamed(let instance, let host):
                 result.append(
                     .log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
@@ -624,7 +626,10 @@ public struct ProxyEngine: Sendable {
                 result.append(.packet(action))
             case .event(let event):
                 result.append(.wakeEvent(event))
-                result.append(.log(event.kind == .ignored ? .info : .notice, "wake: \(event.summary)"))
+                // Declines are information (collapsed by the gate: one line per scanner and per declined source);
+                // wakes and their outcomes are what a user looks for.
+                let quiet = event.kind == .ignored || event.kind == .declined
+                result.append(.log(quiet ? .info : .notice, "wake: \(event.summary)"))
             case .claimed(let key, let address):
                 guard let registration = self.registrar.store[key] else { continue }
                 result.append(

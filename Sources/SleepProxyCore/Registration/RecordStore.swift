@@ -88,6 +88,15 @@ public struct RecordStore: Sendable {
 
     /// Records named `name` (case-insensitively) registered on `interface`, with their owners. With `uniqueOnly`,
     /// only the records of owners holding a unique record at that name (all of their records there).
+    /// The hosts that hold a unique record at `name` on the interface (its host name, or one of its service
+    /// instances), without collecting the records.
+    public func uniqueHolders(of name: DNSName, on interface: String) -> [OwnerKey] {
+        guard let holders = self.nameIndex[name] else { return [] }
+        var result: [OwnerKey] = []
+        for key in holders.unique where key.interface == interface { result.append(key) }
+        return result
+    }
+
     public func records(named name: DNSName, on interface: String, uniqueOnly: Bool = false) -> [(
         OwnerKey, ProxiedRecord
     )] {

@@ -351,6 +351,7 @@ public struct Responder: Sendable {
         }
 
         self.statistics.queries += 1
+        actions += self.resolves(message, from: source, context: context, store: store)
         let querySource = QuerySource(address: source, port: sourcePort, interfaceIndex: interfaceIndex)
         let legacy = sourcePort != MDNSRules.port
         if legacy {
@@ -393,6 +394,25 @@ public struct Responder: Sendable {
             context: context, store: store, excluded: excluded, delayed: false, probing: !message.authorities.isEmpty,
             now: now)
         return actions
+    }
+
+    /// The sleeping hosts whose names the query resolves (not browses: a PTR question is every browser's, and
+    /// says nothing about a wish to connect), one action each. Asked whether or not an answer is suppressed:
+    /// a querier that knows the answer is still resolving.
+    private func resolves(
+        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore
+    ) -> [ResponderAction] {
+        var owners: [OwnerKey] = []
+        for question in message.questions
+        where question.type == .srv || question.type == .txt || question.type == .a || question.type == .aaaa
+            || question.type == .any
+        {
+            for owner in store.uniqueHolders(of: question.name, on: context.name)
+            where !owners.contains(owner) && !self.silenced.contains(owner) {
+                owners.append(owner)
+            }
+        }
+        return owners.map { .resolved($0, by: source) }
     }
 
     // MARK: - Hand-back (docs/protocol.md §5.1)

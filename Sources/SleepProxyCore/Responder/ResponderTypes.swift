@@ -32,6 +32,9 @@ public enum ResponderAction: Hashable, Sendable {
     /// The host probed its own names with exactly the records the proxy holds for it: its responder is running,
     /// so the host is awake (docs/coexistence.md).
     case ownerProbing(OwnerKey)
+    /// `source` asked for a sleeping host's SRV, TXT or address records (or ANY): the resolve step of browse →
+    /// resolve → connect, which vouches for its next connection to the host (docs/waking.md §3).
+    case resolved(OwnerKey, by: IPAddress)
     /// The proxy's own advertised name or host name lost a conflict and was changed (RFC 6762 §9).
     case renamed(instanceLabel: String, hostLabel: String)
 }

@@ -33,7 +33,7 @@ extension Takeover {
                 return self.handleTransport(
                     proto: packet.header.proto, source: .v4(packet.header.source),
                     destination: .v4(packet.header.destination), payload: packet.payload,
-                    bytes: bytes, context: context, outgoing: outgoing, now: now)
+                    bytes: bytes, sourceMAC: frame.source, context: context, outgoing: outgoing, now: now)
             case .ipv6:
                 let packet = try IPv6Packet(decoding: frame.payload)
                 if packet.upperLayerProtocol == .icmpv6 {
@@ -45,7 +45,7 @@ extension Takeover {
                 return self.handleTransport(
                     proto: packet.upperLayerProtocol, source: .v6(packet.header.source),
                     destination: .v6(packet.header.destination), payload: packet.payload,
-                    bytes: bytes, context: context, outgoing: outgoing, now: now)
+                    bytes: bytes, sourceMAC: frame.source, context: context, outgoing: outgoing, now: now)
             default:
                 return []
             }
@@ -95,7 +95,8 @@ extension Takeover {
         if arp.senderIP != .any, let key = self.owner(of: .v4(arp.senderIP), on: context), let host = self.hosts[key] {
             if host.macs.contains(arp.senderMAC) {
                 if handled != key {
-                    actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: .arpSender, now: now)
+                    let signal: OwnerSignal = arp.operation == .reply ? .arpReply : .arpSender
+                    actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: signal, now: now)
                 }
             } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
                 self.statistics.conflicts += 1
@@ -134,7 +135,7 @@ extension Takeover {
             } else if source.isUnspecified {
                 // Someone else wants the address (DAD, RFC 4862 §5.4). Defend it with an NA to all nodes (RFC 4861
                 // §7.2.4: S clear, O set), and wake the owner: docs/protocol.md §4.3 recommends treating it as a conflict.
-                if host.isAnswering(target), host.wake == nil {
+                if host.isAnswering(target) {
                     self.statistics.neighbourAdvertisements += 1
                     actions.append(
                         Self.unsolicitedAdvertisement(of: message.target, at: context.macAddress, from: context))
@@ -144,7 +145,9 @@ extension Takeover {
                     actions += self.startWake(
                         key, trigger: .addressConflict(address: target, from: frame.source), now: now)
                 }
-            } else if host.isAnswering(target), host.wake == nil {
+            } else if host.isAnswering(target) {
+                // Answered while a wake is under way too: until the host itself speaks, the proxy is where its
+                // traffic must go, or a client's connect() fails with "No route to host" (docs/waking.md §6).
                 // RFC 4861 §7.2.4: a solicited NA, unicast to the solicitor, S and O set (Apple's are inverted).
                 self.statistics.neighbourAdvertisements += 1
                 let na = NeighborDiscoveryMessage(
@@ -184,15 +187,20 @@ extension Takeover {
 
     /// docs/protocol.md §5.2: the owner spoke for one of its own addresses, so it is up there. Stop answering for
     /// that address only, and probe it again later (the records stay until an Owner option, the host's own mDNS,
-    /// or expiry: docs/coexistence.md). While a wake is in progress the sign means the wake worked: the whole host
-    /// is up, so every address is let go (the wake ends with success and the captured SYNs are replayed).
+    /// or expiry: docs/coexistence.md). While a wake is in progress a sign that only a running host gives means
+    /// the wake worked: the whole host is up, so every address is let go (the wake ends with success and the
+    /// captured SYNs are replayed). An answer for an address the proxy was not answering for is no such sign: a
+    /// sleeping NIC with ARP or ND offload gives it (docs/waking.md §6), and ending the wake on it would replay
+    /// the SYNs into a sleeping host and release its other addresses.
     mutating func ownerSeen(_ key: OwnerKey, address: IPAddress, signal: OwnerSignal, now: Timestamp)
         -> [TakeoverAction]
     {
         guard var host = self.hosts[key] else { return [] }
         self.statistics.ownerSeen += 1
         var actions: [TakeoverAction] = []
-        let woken = host.wake != nil
+        let woken = host.wake != nil && (!signal.isAnswer || host.isAnswering(address))
+        // The addresses the proxy answered for, which a successful wake points back at the host.
+        let answered = woken ? host.addresses.filter(host.isAnswering) : []
         let affected = woken ? host.addresses : [address]
         var released: [(IPAddress, Bool)] = []
         for address in affected {
@@ -229,7 +237,7 @@ extension Takeover {
         host.refreshNext()
         // The wake ends after the addresses are let go, so the replayed SYNs reach a host the proxy no longer
         // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
-        if woken { actions += self.finishWake(&host, awake: true, now: now) }
+        if woken { actions += self.finishWake(&host, awake: true, handingBack: answered, now: now) }
         self.hosts[key] = host
         // Only its wake was left (its lease had ended): with the wake done, nothing of it remains to keep.
         if !host.registered, host.wake == nil { self.forget(key) }
@@ -242,74 +250,96 @@ extension Takeover {
 
     mutating func handleTransport(
         proto: IPProtocol, source: IPAddress, destination: IPAddress, payload: ByteBuffer, bytes: [UInt8],
-        context: InterfaceContext, outgoing: Bool, now: Timestamp
+        sourceMAC: MACAddress, context: InterfaceContext, outgoing: Bool, now: Timestamp
     ) -> [TakeoverAction] {
         guard proto == .tcp || proto == .udp, let key = self.owner(of: destination, on: context),
-            var host = self.hosts[key]
+            let host = self.hosts[key]
         else { return [] }
         // Only while the proxy stands in for the host on at least one address (or is already waking it): before
         // the takeover and after the owner was seen everywhere, the host itself is up and gets its own traffic.
         // An address the owner still answers for itself (NIC offload) wakes too when the host sleeps elsewhere.
         guard host.isAnsweringAny || host.wake != nil else { return [] }
-        let trigger: WakeTrigger
-        let port: WakePolicy.Port
-        var connectionRequest = false
+        let candidate: WakeCandidate
         do {
+            let port: WakePolicy.Port
+            let sourcePort: UInt16
+            var tcp: WakeCandidate.TCPShape? = nil
+            var keepalive = false
             if proto == .tcp {
                 let segment = try TCPSegment(decoding: payload)
-                let flags = segment.flags
-                // docs/protocol.md §4.4: never RST, never FIN alone; a SYN (not a SYN-ACK) opens a connection.
-                guard !flags.contains(.rst), flags != .fin, flags != [.fin, .ack] else { return [] }
-                connectionRequest = segment.isConnectionRequest
                 port = WakePolicy.Port(.tcp, segment.destinationPort)
-                trigger = .connection(
-                    transport: .tcp, client: source, clientPort: segment.sourcePort, port: segment.destinationPort)
-                // Port 22 wakes on any segment when the host offers SSH; elsewhere only a connection request does.
-                let sshData =
-                    segment.destinationPort == TakeoverRules.sshPort
-                    && host.ports.contains(WakePolicy.Port(.tcp, TakeoverRules.sshPort))
-                guard connectionRequest || sshData else { return [] }
+                sourcePort = segment.sourcePort
+                tcp = WakeCandidate.TCPShape(segment)
             } else {
                 let datagram = try UDPDatagram(decoding: payload)
-                if datagram.destinationPort == TakeoverRules.natTraversalPort, datagram.payload.readableBytes == 1,
-                    datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF
-                {
-                    return []
-                }
                 port = WakePolicy.Port(.udp, datagram.destinationPort)
-                trigger = .connection(
-                    transport: .udp, client: source, clientPort: datagram.sourcePort, port: datagram.destinationPort)
+                sourcePort = datagram.sourcePort
+                keepalive =
+                    datagram.destinationPort == TakeoverRules.natTraversalPort && datagram.payload.readableBytes == 1
+                    && datagram.payload.getInteger(at: datagram.payload.readerIndex, as: UInt8.self) == 0xFF
             }
+            // The proxy machine's own kernel connecting is on the link whatever its source address.
+            candidate = WakeCandidate(
+                source: source, sourceMAC: sourceMAC, sourcePort: sourcePort, host: key, hostMACs: host.macs,
+                destination: destination, port: port, tcp: tcp, servicePorts: host.ports.union(host.otherPorts),
+                onLink: outgoing || context.isOnLink(source), isNATKeepalive: keepalive)
         } catch {
             self.statistics.malformedFrames += 1
             return []
         }
-        guard self.configuration.policy.wakes(port, macs: host.macs, registered: host.ports.union(host.otherPorts))
-        else {
-            if connectionRequest { return self.logIgnored(host: host, port: port, trigger: trigger, now: now) }
+        let decision = self.gate.consider(candidate, now: now)
+        switch decision.verdict {
+        case .ignore:
             return []
+        case .wake, .hold:
+            self.keepForReplay(candidate, frame: bytes, now: now)
+        case .decline:
+            break
         }
-        if connectionRequest, case .connection(_, let client, let clientPort, _) = trigger {
-            // A retransmitted SYN replaces the one kept for its connection.
-            let connection = "\(client) \(clientPort)"
-            host.replay.removeAll { now - $0.at > TakeoverRules.replayWindow || $0.client == connection }
-            if host.replay.count >= TakeoverRules.maximumReplayedSegments { host.replay.removeFirst() }
-            host.replay.append((now, connection, bytes))
-            self.hosts[key] = host
-        }
-        return self.startWake(key, trigger: trigger, now: now)
+        return self.carryOut(decision, for: candidate, now: now)
     }
 
-    mutating func logIgnored(host: Host, port: WakePolicy.Port, trigger: WakeTrigger, now: Timestamp)
+    /// A connection request the host should see once it is up: kept (a retransmission replaces its first copy).
+    mutating func keepForReplay(_ candidate: WakeCandidate, frame: [UInt8], now: Timestamp) {
+        guard let tcp = candidate.tcp, tcp.isConnectionRequest, var host = self.hosts[candidate.host] else { return }
+        let connection = "\(candidate.source) \(candidate.sourcePort)"
+        host.replay.removeAll { now - $0.at > TakeoverRules.replayWindow || $0.client == connection }
+        if host.replay.count >= TakeoverRules.maximumReplayedSegments { host.replay.removeFirst() }
+        host.replay.append((now, connection, frame))
+        self.hosts[candidate.host] = host
+    }
+
+    /// What the gate decided, done: a wake starts, a decline is counted and (when the gate says so) logged, and
+    /// a declined packet is not replayed.
+    mutating func carryOut(_ decision: WakeGate.Decision, for candidate: WakeCandidate, now: Timestamp)
         -> [TakeoverAction]
     {
-        self.statistics.ignoredConnections += 1
-        let key = IgnoredKey(host: host.key, port: port)
-        if let last = self.ignoredLogged[key], now - last < TakeoverRules.ignoredLogInterval { return [] }
-        guard self.ignoredLogged.count < TakeoverRules.maximumIgnoredLogKeys || self.ignoredLogged[key] != nil else {
+        let trigger = WakeTrigger.connection(
+            transport: candidate.port.transport, client: candidate.source, clientPort: candidate.sourcePort,
+            port: candidate.port.port)
+        switch decision.verdict {
+        case .wake(let rule):
+            return self.startWake(candidate.host, trigger: trigger, rule: rule, now: now)
+        case .decline(let rule):
+            if rule == .noService {
+                self.statistics.ignoredConnections += 1
+            } else {
+                self.statistics.wakesDeclined += 1
+            }
+            if var host = self.hosts[candidate.host] {
+                let connection = "\(candidate.source) \(candidate.sourcePort)"
+                host.replay.removeAll { $0.client == connection }
+                self.hosts[candidate.host] = host
+            }
+            guard let report = decision.report, let host = self.hosts[candidate.host] else { return [] }
+            return [
+                .event(
+                    WakeEvent(
+                        kind: rule == .noService ? .ignored : .declined, at: now, host: host.key,
+                        hostName: host.hostName, trigger: trigger, rule: rule, count: report.count, scan: report.scan))
+            ]
+        case .hold, .ignore:
             return []
         }
-        self.ignoredLogged[key] = now
-        return [.event(WakeEvent(kind: .ignored, at: now, host: host.key, hostName: host.hostName, trigger: trigger))]
     }
 }

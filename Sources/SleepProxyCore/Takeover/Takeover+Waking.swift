@@ -4,27 +4,28 @@ import SleepProxyWire
 extension Takeover {
     // MARK: - Waking
 
-    mutating func startWake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [TakeoverAction] {
+    mutating func startWake(_ key: OwnerKey, trigger: WakeTrigger, rule: WakeRule? = nil, now: Timestamp)
+        -> [TakeoverAction]
+    {
         guard var host = self.hosts[key] else { return [] }
         guard host.wake == nil else { return [] }
-        if let ended = host.lastWakeEnded, now - ended < TakeoverRules.wakeHoldoff {
+        // The hold-off after an unanswered wake keeps conflicts and repeated admin requests from filling the link
+        // with magic packets; a connection the gate let through wakes again at once (docs/waking.md §6: after a
+        // wake that failed, the next real connection must not find the host unreachable or unwakeable).
+        if rule == nil, let ended = host.lastWakeEnded, now - ended < TakeoverRules.wakeHoldoff {
             self.statistics.wakesSuppressed += 1
             return []
         }
         self.statistics.wakes += 1
-        host.wake = WakeProgress(trigger: trigger, startedAt: now, next: now)
+        host.wake = WakeProgress(trigger: trigger, rule: rule, startedAt: now, next: now)
         var actions: [TakeoverAction] = [
-            .event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger))
+            .event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger, rule: rule))
         ]
         actions += self.sendBurst(&host, now: now)
-        // Issue 5 §3 / docs/protocol.md §4.6: one NA with the owner's MAC, so IPv6 neighbours send to the host itself
-        // as soon as it is up. The Ethernet source stays the proxy's: a forged owner source would teach the
-        // switch to send the host's unicast (our magic packets included) to the proxy's port.
-        if let index = self.index(of: key.interface), let context = self.interfaces[index], host.registered {
-            for address in host.v6 {
-                actions.append(Self.unsolicitedAdvertisement(of: address, at: host.wakeMAC, from: context))
-            }
-        }
+        // Apple sends an NA with the owner's MAC here (docs/protocol.md §4.6). We do not: a host that does not
+        // wake would then be unreachable over IPv6 for every neighbour that believed it, and a client's connect()
+        // would fail instead of waiting. The neighbours are pointed at the host once it shows it is up
+        // (`finishWake`), and until then the proxy answers and captures for it (docs/waking.md §6).
         self.hosts[key] = host
         return actions
     }
@@ -51,8 +52,12 @@ extension Takeover {
         return actions
     }
 
-    /// Ends a wake sequence: logged with its outcome; on success the captured connection requests go to the host.
-    mutating func finishWake(_ host: inout Host, awake: Bool, now: Timestamp) -> [TakeoverAction] {
+    /// Ends a wake sequence: logged with its outcome; on success the neighbours are told that the addresses the
+    /// proxy answered for (`handingBack`; by default those it answers for now) are at the host's MAC again, then
+    /// the captured connection requests go to the host.
+    mutating func finishWake(_ host: inout Host, awake: Bool, handingBack: [IPAddress]? = nil, now: Timestamp)
+        -> [TakeoverAction]
+    {
         guard let wake = host.wake else { return [] }
         host.wake = nil
         var actions: [TakeoverAction] = []
@@ -64,6 +69,22 @@ extension Takeover {
                         kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger,
                         seconds: seconds)))
             if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
+                // First the neighbours' caches, so that the client's answer to the host's SYN-ACK goes to the host
+                // and not to the proxy: a gratuitous ARP and an unsolicited NA (Override) carrying the host's MAC.
+                // The Ethernet source stays the proxy's: a forged owner source would teach the switch to send the
+                // host's unicast to the proxy's port.
+                for address in handingBack ?? host.addresses.filter(host.isAnswering) {
+                    switch address {
+                    case .v4(let v4):
+                        actions.append(
+                            .sendFrame(
+                                ARPPacket.announcement(from: host.wakeMAC, for: v4).frame(
+                                    destination: .broadcast, source: context.macAddress
+                                ).bytes, interfaceIndex: index))
+                    case .v6(let v6):
+                        actions.append(Self.unsolicitedAdvertisement(of: v6, at: host.wakeMAC, from: context))
+                    }
+                }
                 for (at, _, frame) in host.replay where now - at <= TakeoverRules.replayWindow {
                     guard frame.count >= EthernetFrame.headerLength else { continue }
                     // Addressed to the host itself now, from the proxy's MAC.

@@ -25,21 +25,36 @@ public enum TakeoverAction: Hashable, Sendable {
 public enum OwnerSignal: String, Hashable, Sendable, CustomStringConvertible {
     case arpRequest = "an ARP request from its MAC"
     case arpSender = "an ARP packet from its MAC giving the address as its own"
+    case arpReply = "an ARP reply from its MAC"
     case neighbourSolicitation = "a neighbour solicitation from its MAC"
     case neighbourAdvertisement = "a neighbour advertisement from its MAC"
     public var description: String { self.rawValue }
+
+    /// An answer to a question (ours or anyone's): a sleeping NIC with ARP or ND offload gives these for the
+    /// addresses it kept, so during a wake they prove nothing about the host (docs/waking.md §6).
+    var isAnswer: Bool { self == .arpReply || self == .neighbourAdvertisement }
 }
 
 public struct TakeoverConfiguration: Hashable, Sendable {
     public var policy = WakePolicy()
+    /// Who may wake (docs/waking.md §5).
+    public var sources = WakeSources()
+    /// `wake-monitor-holdoff` (docs/waking.md §4); zero turns the monitor budget off.
+    public var monitorHoldoff: Duration = WakeRules.defaultMonitorHoldoff
     /// Append six zero bytes when the host registered no SecureOn password, as Apple does. Off by default: some
     /// NICs ignore a magic packet with a zero trailer (issue 5 §5).
     public var appendZeroPassword = false
     /// Also send each magic packet as a UDP broadcast to port 9.
     public var udpMagicPacket = false
 
-    public init(policy: WakePolicy = WakePolicy(), appendZeroPassword: Bool = false, udpMagicPacket: Bool = false) {
+    public init(
+        policy: WakePolicy = WakePolicy(), sources: WakeSources = WakeSources(),
+        monitorHoldoff: Duration = WakeRules.defaultMonitorHoldoff, appendZeroPassword: Bool = false,
+        udpMagicPacket: Bool = false
+    ) {
         self.policy = policy
+        self.sources = sources
+        self.monitorHoldoff = monitorHoldoff
         self.appendZeroPassword = appendZeroPassword
         self.udpMagicPacket = udpMagicPacket
     }
@@ -53,7 +68,10 @@ public struct TakeoverStatistics: Hashable, Sendable {
     public var wakes = 0
     public var magicPackets = 0
     public var wakesSuppressed = 0
+    /// Connection requests to ports the host serves no service on (the gate's `no-service`).
     public var ignoredConnections = 0
+    /// Traffic to a service that the gate declined for any other rule.
+    public var wakesDeclined = 0
     public var ownerSeen = 0
     public var conflicts = 0
     public init() {}
@@ -67,8 +85,12 @@ public struct TakeoverStatistics: Hashable, Sendable {
 /// 2 s, at most 15, until the host shows it is awake; then everything is released and the captured connection
 /// requests are replayed to it. Frames come in with `now`; frames to send and decisions go out as actions.
 public struct Takeover: Sendable {
-    public var configuration: TakeoverConfiguration
+    public var configuration: TakeoverConfiguration {
+        didSet { self.gate.configuration = Self.gateConfiguration(self.configuration) }
+    }
     public internal(set) var statistics = TakeoverStatistics()
+    /// Decides which traffic wakes a host (docs/waking.md); the takeover carries its verdicts out.
+    public internal(set) var gate: WakeGate
 
     var interfaces: [Int: InterfaceContext] = [:]
     var hosts = HostTable()
@@ -81,17 +103,9 @@ public struct Takeover: Sendable {
         var v4 = 0
         var v6 = 0
     }
-    /// When an ignored connection to (host, port) was last logged.
-    var ignoredLogged: [IgnoredKey: Timestamp] = [:]
-
     struct InterfaceAddressKey: Hashable, Sendable {
         var interface: String
         var address: IPAddress
-    }
-
-    struct IgnoredKey: Hashable, Sendable {
-        var host: OwnerKey
-        var port: WakePolicy.Port
     }
 
     enum Phase: Hashable, Sendable {
@@ -108,6 +122,7 @@ public struct Takeover: Sendable {
 
     struct WakeProgress: Hashable, Sendable {
         var trigger: WakeTrigger
+        var rule: WakeRule?
         var startedAt: Timestamp
         var attempts = 0
         var next: Timestamp
@@ -179,6 +194,12 @@ public struct Takeover: Sendable {
 
     public init(configuration: TakeoverConfiguration = TakeoverConfiguration()) {
         self.configuration = configuration
+        self.gate = WakeGate(configuration: Self.gateConfiguration(configuration))
+    }
+
+    static func gateConfiguration(_ configuration: TakeoverConfiguration) -> WakeGate.Configuration {
+        WakeGate.Configuration(
+            policy: configuration.policy, sources: configuration.sources, monitorHoldoff: configuration.monitorHoldoff)
     }
 
     /// Sizes the host table and the address index for `hosts` hosts of two addresses (an IPv4 and a link-local
@@ -347,6 +368,7 @@ public struct Takeover: Sendable {
     /// the owner's own ARP or neighbour discovery could still end that sequence as a success (a wake outcome
     /// must tell the truth: issue 13).
     mutating func forget(_ key: OwnerKey) {
+        self.gate.forget(host: key)
         guard let host = self.hosts.removeValue(forKey: key) else { return }
         for address in host.addresses
         where self.addressOwners[InterfaceAddressKey(interface: key.interface, address: address)] == key {
@@ -453,11 +475,27 @@ public struct Takeover: Sendable {
 
     // MARK: - Timers
 
-    public mutating func nextDeadline() -> Timestamp? { self.hosts.nextDeadline() }
+    public mutating func nextDeadline() -> Timestamp? {
+        let hosts = self.hosts.nextDeadline()
+        guard let held = self.gate.nextDeadline() else { return hosts }
+        return hosts.map { min($0, held) } ?? held
+    }
+
+    /// `source` resolved one of `host`'s names through the proxy (the responder saw the question): it vouches
+    /// for the source's next connection (docs/waking.md §3).
+    public mutating func noteResolve(by source: IPAddress, of host: OwnerKey, now: Timestamp) {
+        guard self.hosts[host] != nil else { return }
+        self.gate.noteResolve(by: source, of: host, now: now)
+    }
 
     /// Steps the hosts due at `now`, `limit` of them at most (the rest stay due for the next call).
     public mutating func tick(now: Timestamp, limit: Int = TakeoverRules.maximumHostsPerTick) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
+        // Held packets first: a wake they start is stepped with the host below.
+        for (candidate, decision) in self.gate.due(now: now) {
+            guard let host = self.hosts[candidate.host], host.isAnsweringAny || host.wake != nil else { continue }
+            actions += self.carryOut(decision, for: candidate, now: now)
+        }
         let due = self.hosts.due(now: now, limit: limit)
         for key in due {
             guard var host = self.hosts[key] else { continue }
@@ -485,10 +523,6 @@ public struct Takeover: Sendable {
             self.hosts[key] = host
             // Its timers were taken off the heap as due: file what is due next, even if unchanged.
             self.hosts.refile(key)
-        }
-        // Forget logged ignores once they can be logged again.
-        if self.ignoredLogged.count > TakeoverRules.maximumIgnoredLogKeys / 2 {
-            self.ignoredLogged = self.ignoredLogged.filter { now - $0.value < TakeoverRules.ignoredLogInterval }
         }
         return actions
     }
@@ -563,7 +597,6 @@ public struct Takeover: Sendable {
                             destination: .broadcast, source: context.macAddress
                         ).bytes, interfaceIndex: index))
             case .v6(let v6):
-                guard host.wake == nil else { continue }
                 actions.append(Self.unsolicitedAdvertisement(of: v6, at: context.macAddress, from: context))
             }
         }

@@ -31,10 +31,6 @@ public enum TakeoverRules {
     /// connect() gives up after about 75-130 s; a replay older than a minute helps nobody).
     public static let maximumReplayedSegments = 8
     public static let replayWindow: Duration = .seconds(60)
-    /// A SYN to an unregistered port is logged at most once per (host, port) in this period, and the table of
-    /// recently logged ones is bounded, so a port scan cannot flood the wake log.
-    public static let ignoredLogInterval: Duration = .seconds(60)
-    public static let maximumIgnoredLogKeys = 1024
     /// docs/protocol.md §4.3: Apple's capture filter took at most 250 addresses per interface (`MAX_BPF_ADDRS`).
     /// Past it, the filter passes all IP traffic and the packet path sorts it out.
     public static let maximumFilteredAddresses = 250

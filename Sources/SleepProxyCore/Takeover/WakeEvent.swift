@@ -38,6 +38,9 @@ public struct WakeEvent: Hashable, Sendable {
         case noResponse = "no-response"
         /// A connection attempt to a port the host did not register: not woken.
         case ignored
+        /// Traffic to a registered service that the wake gate declined (a scanner, a source rule, a monitor that
+        /// did not prove itself): not woken (docs/waking.md).
+        case declined
     }
 
     public var kind: Kind
@@ -49,10 +52,16 @@ public struct WakeEvent: Hashable, Sendable {
     /// For `awake`: seconds from the first magic packet. For `noResponse`: magic packets sent.
     public var seconds: Double?
     public var attempts: Int?
+    /// For `wake`, `ignored` and `declined` from traffic: the wake gate's rule (docs/waking.md).
+    public var rule: WakeRule?
+    /// For `ignored` and `declined`: how many such packets since the last line about them, this one included.
+    public var count: Int?
+    /// For a `declined` that found a scanner: what it touched and how long it is ignored.
+    public var scan: WakeGate.ScanSummary?
 
     public init(
         kind: Kind, at: Timestamp, host: OwnerKey, hostName: String?, trigger: WakeTrigger, seconds: Double? = nil,
-        attempts: Int? = nil
+        attempts: Int? = nil, rule: WakeRule? = nil, count: Int? = nil, scan: WakeGate.ScanSummary? = nil
     ) {
         self.kind = kind
         self.at = at
@@ -61,6 +70,9 @@ public struct WakeEvent: Hashable, Sendable {
         self.trigger = trigger
         self.seconds = seconds
         self.attempts = attempts
+        self.rule = rule
+        self.count = count
+        self.scan = scan
     }
 
     static func twoDecimals(_ value: Double) -> String {
@@ -72,12 +84,29 @@ public struct WakeEvent: Hashable, Sendable {
     public var summary: String {
         let who = "\(self.hostName ?? "?") (\(self.host))"
         switch self.kind {
-        case .wake: return "waking \(who): \(self.trigger)"
+        case .wake: return "waking \(who): \(self.trigger)" + (self.rule.map { " (\($0))" } ?? "")
         case .awake: return "\(who) is awake after \(Self.twoDecimals(self.seconds ?? 0)) s (woken for \(self.trigger))"
         case .noResponse:
             return
                 "\(who) showed no sign of waking after \(self.attempts ?? 0) magic packets (woken for \(self.trigger))"
-        case .ignored: return "not waking \(who) for \(self.trigger): no registered service on that port"
+        case .ignored:
+            return "not waking \(who) for \(self.trigger): no registered service on that port\(self.times)"
+        case .declined:
+            let why: String
+            if let scan = self.scan {
+                let hosts = scan.hosts == 1 ? "1 host" : "\(scan.hosts) hosts"
+                why =
+                    "a scanner (\(scan.ports) ports of one host, \(hosts) within \(WakeRules.scanWindow.components.seconds) s); it wakes nobody for \(scan.quarantine.components.seconds) s after its last packet"
+            } else {
+                why = self.rule?.rawValue ?? "declined"
+            }
+            return "not waking \(who) for \(self.trigger): \(why)\(self.times)"
         }
+    }
+
+    /// ", 12 times since the last line" when the gate collapsed several.
+    private var times: String {
+        guard let count = self.count, count > 1 else { return "" }
+        return ", \(count) times since the last line"
     }
 }

@@ -29,6 +29,10 @@ public struct TCPSegment: Hashable, Sendable {
     public var window: UInt16
     public var checksum: UInt16
     public var payload: ByteBuffer
+    /// The kinds of the options in the header, in order, NOPs left out (2 MSS, 3 window scale, 4 SACK permitted,
+    /// 8 timestamps): a SYN's shape tells a raw scanner's probe from an operating system's connect()
+    /// (docs/waking.md). Empty for a segment built here; `write(to:)` writes no options.
+    public var optionKinds: [UInt8] = []
 
     public init(
         sourcePort: UInt16, destinationPort: UInt16, sequenceNumber: UInt32 = 0, acknowledgementNumber: UInt32 = 0,
@@ -61,16 +65,38 @@ public struct TCPSegment: Hashable, Sendable {
             guard headerLength >= TCPSegment.minimumHeaderLength else {
                 throw WireError(.badHeader, at: 12, "TCP data offset \(headerLength) < 20")
             }
-            try reader.skip(headerLength - TCPSegment.minimumHeaderLength, "TCP options")
-            let segment = TCPSegment(
+            let options = try reader.readBytes(headerLength - TCPSegment.minimumHeaderLength, "TCP options")
+            var segment = TCPSegment(
                 sourcePort: sourcePort, destinationPort: destinationPort, sequenceNumber: sequence,
                 acknowledgementNumber: ack, flags: TCPFlags(rawValue: UInt8(truncatingIfNeeded: offsetAndFlags)),
                 window: window, checksum: checksum
             )
+            segment.optionKinds = Self.optionKinds(options)
             return (segment, headerLength)
         }
         self = segment
         self.payload = buffer.slice(from: offset, length: buffer.readableBytes - offset)
+    }
+
+    /// RFC 9293 §3.1: kind 0 ends the list, kind 1 is one byte of padding, every other option is kind, length
+    /// (counting both), data. A length that does not fit ends the walk: what came before it is kept.
+    static func optionKinds(_ bytes: [UInt8]) -> [UInt8] {
+        var kinds: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            let kind = bytes[index]
+            if kind == 0 { break }
+            if kind == 1 {
+                index += 1
+                continue
+            }
+            guard index + 1 < bytes.count, bytes[index + 1] >= 2, index + Int(bytes[index + 1]) <= bytes.count else {
+                break
+            }
+            kinds.append(kind)
+            index += Int(bytes[index + 1])
+        }
+        return kinds
     }
 
     /// Appends a 20-byte header (checksum as stored in `checksum`) and the payload.
