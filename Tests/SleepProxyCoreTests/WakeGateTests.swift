@@ -430,3 +430,56 @@ struct WakeGateTests {
         #expect(TCPSegment.optionKinds([0, 2, 4, 5, 0xB4]) == [])
     }
 }
+
+/// The composed engine tells the gate who resolved what: the responder's answers and resolve questions reach the
+/// takeover, so a Bonjour app's connection wakes at once while a stranger's is held (docs/waking.md §3).
+@Suite("Wake gate in the engine: resolves vouch for connections")
+struct WakeGateEngineTests {
+    typealias H = EngineHarness
+    static let other = IPAddress("192.0.2.21")!
+
+    static func syn(from source: IPAddress, port: UInt16 = 40001) -> [UInt8] {
+        TestFrames.tcp(
+            from: H.querierMAC, to: Lab.proxyMAC, source: source, destination: Lab.hostV4, sourcePort: port, port: 8080)
+    }
+
+    static func asleep() -> EngineHarness {
+        var h = H()
+        h.register()
+        h.run(for: .seconds(12))
+        return h
+    }
+
+    @Test func aBrowseAnswerCarryingTheServiceVouchesForItsAsker() {
+        var h = Self.asleep()
+        // A browse from 5353 (as python-zeroconf and mDNSResponder ask): the answer carries the SRV and address.
+        h.mdns(DNSMessage(id: 0, questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)]))
+        h.run(for: .milliseconds(200))
+        #expect(H.wakeEvents(h.frame(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
+    }
+
+    @Test func aResolveQuestionVouchesEvenWhenItsAnswerIsSuppressed() throws {
+        var h = Self.asleep()
+        var srv = try #require(h.ask(H.http, .srv).first)
+        srv.ttl = 4500  // as long as any TTL the host registered (a legacy answer caps it at 10 s)
+        // The asker already holds the SRV (known answer): nothing is sent, but it is resolving.
+        h.mdns(DNSMessage(id: 0, questions: [DNSQuestion(name: H.http, type: .srv)], answers: [srv]), from: Self.other)
+        #expect(H.transmissions(h.run(for: .seconds(1))).isEmpty, "the known answer was not suppressed")
+        #expect(H.wakeEvents(h.frame(Self.syn(from: Self.other))).map(\.rule) == [.resolvedFirst])
+    }
+
+    @Test func aStrangerAndASuppressedBrowseAreHeldAndAnAnswerToAnotherHostVouchesForNothing() throws {
+        var h = Self.asleep()
+        var ptr = try #require(h.ask("_http._tcp.local.", .ptr).first)
+        ptr.ttl = 4500  // as a cache holds it (a legacy answer caps TTLs at 10 s, too low to suppress)
+        // A cache refreshing its browse with the answer known: no answer, no vouching.
+        h.mdns(
+            DNSMessage(id: 0, questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)], answers: [ptr]),
+            from: Self.other)
+        // A question about the proxy's own name tells nothing about the sleeper.
+        h.mdns(DNSMessage(id: 0, questions: [DNSQuestion(name: "labproxy.local.", type: .a)]), from: Self.other)
+        #expect(H.wakeEvents(h.frame(Self.syn(from: Self.other))).isEmpty, "held, not woken at once")
+        let later = h.run(for: WakeRules.holdDelay).map(\.1)
+        #expect(H.wakeEvents(later).map(\.rule) == [.noScanSeen])
+    }
+}

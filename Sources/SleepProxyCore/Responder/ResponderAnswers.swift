@@ -181,6 +181,15 @@ extension Responder {
             questions: questions, knownAnswers: knownAnswers, context: context, store: store, excluded: excluded)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
+        // docs/waking.md §3: an answer that tells the querier about a sleeping host (a browse answer carries the
+        // instance's SRV, TXT and addresses as additionals, and apps resolve from that) vouches for its next
+        // connection, as a resolve question does. Suppressed answers are not counted: a cache that already holds
+        // them is refreshing, not looking.
+        var vouched: [OwnerKey] = []
+        for (_, answer) in answers {
+            if let owner = answer.owner, !vouched.contains(owner) { vouched.append(owner) }
+        }
+        let resolved: [ResponderAction] = vouched.map { .resolved($0, by: source.address) }
         let channel = Channel(interfaceIndex: context.index, family: IPFamily(source.address))
         // RFC 6762 §5.5: a query sent to our unicast address is answered by unicast.
         let direct: Bool
@@ -238,7 +247,7 @@ extension Responder {
             if probing { response.probeDefence = true }
             self.pending[channel] = response
         }
-        return actions
+        return resolved + actions
     }
 
     /// Sends the multicast responses that are due, holding back any record multicast less than a second ago

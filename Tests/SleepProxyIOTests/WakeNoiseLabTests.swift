@@ -1,0 +1,179 @@
+import Foundation
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyIO
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+private let hasNmap = FileManager.default.isExecutableFile(atPath: "/usr/bin/nmap")
+
+/// What reaches a sleeping host on a real LAN, in the lab (docs/waking.md): Debian's nmap in Home Assistant's
+/// profile, raw and as a connect scan, a ping sweep with ARP, pings and SMB-style probes must put no magic
+/// packet on the sleeper's wire; a Bonjour app (python-zeroconf) that resolves and connects, and Windows opening
+/// 445 and 139 at once, must wake it. Every verdict is read where it happens: the magic packets the sleeper's own
+/// interface received, what the app's connect() returned, and the daemon's wake log.
+@Suite(
+    "Wakes only for people, against real scanners", .ownThread, .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"),
+    .enabled(if: hasNmap, "needs nmap (scripts/test installs it)"))
+final class WakeNoiseLabTests {
+    static let laptopMAC = MACAddress("02:53:50:00:00:30")!
+
+    let lab: LabNetwork
+    let proxy: LabHost
+    let sleeper: SleepingHost
+    /// The machine that runs the scanners (Home Assistant's box).
+    let scanner: LabHost
+    /// A machine whose single-host SMB probe (Pi.Alert style) touches two ports: no scan, but no person either.
+    let laptop: LabHost
+    /// A person's machine.
+    let phone: LabHost
+    let state: URL
+
+    init() throws {
+        let setup = try ThreeHostLab(thirdName: "scanner")
+        (self.lab, self.proxy, self.sleeper, self.scanner, self.state) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
+        self.laptop = try self.lab.addHost(
+            "laptop", mac: Self.laptopMAC, ipv4: ["192.0.2.30/24"], ipv6: ["2001:db8::30/64"])
+        self.phone = try self.lab.addHost(
+            "phone", mac: MACAddress("02:53:50:00:00:40")!, ipv4: ["192.0.2.40/24"], ipv6: ["2001:db8::40/64"])
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    /// The sleeper registers a web server on 8080 (which its listener serves), SSH and SMB, then sleeps; the
+    /// proxy is waited for until it answers for it.
+    func registerAndSleep(extraServices: [(String, UInt16)] = []) throws {
+        let message = SampleRegistration.message(
+            id: 0x7100, mac: ThreeHostLab.sleeperMAC, host: "sleeper.local.",
+            addresses: [IPAddress("192.0.2.2")!, IPAddress("2001:db8::2")!],
+            services: [("Web._http._tcp", 8080), ("Shell._ssh._tcp", 22), ("Files._smb._tcp", 445)] + extraServices)
+        let replies = try UDPClient.exchange(
+            in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
+            payloads: [message.encoded(options: .appleUpdate)])
+        #expect(replies.first??.prefix(2) == [0x71, 0x00], "registration not accepted")
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+    }
+
+    func wakeLog() -> [WakeLogEntry] {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        let data = (try? Data(contentsOf: self.state.appendingPathComponent(WakeLog.fileName))) ?? Data()
+        return data.split(separator: 0x0A).compactMap { try? decoder.decode(WakeLogEntry.self, from: Data($0)) }
+    }
+
+    /// Runs nmap to completion (it bounds itself with --host-timeout; the command is bounded too).
+    func nmap(_ arguments: [String], from host: LabHost) throws -> String {
+        let result = try host.run(["/usr/bin/nmap", "-n", "--host-timeout", "5s"] + arguments, timeout: .seconds(60))
+        return result.stdout
+    }
+
+    /// A Bonjour app: browse for the web service, resolve it (python-zeroconf asks for its SRV, TXT and
+    /// address), connect to what it resolved, print how long connect() took and what the server said.
+    static let appScript = """
+        import socket, sys, time
+        from zeroconf import Zeroconf, ServiceBrowser, IPVersion
+        zc = Zeroconf(ip_version=IPVersion.V4Only)
+        found = []
+        class Listener:
+            def add_service(self, zc, type_, name): found.append(name)
+            def update_service(self, zc, type_, name): pass
+            def remove_service(self, zc, type_, name): pass
+        ServiceBrowser(zc, '_http._tcp.local.', Listener())
+        deadline = time.time() + 8
+        while time.time() < deadline and not found: time.sleep(0.05)
+        info = zc.get_service_info('_http._tcp.local.', found[0], timeout=3000) if found else None
+        if info is None:
+            print('unresolved', found, flush=True); zc.close(); sys.exit(0)
+        address = info.parsed_addresses()[0]
+        print('resolved %s %s:%d' % (found[0], address, info.port), flush=True)
+        s = socket.socket(); s.settimeout(20)
+        start = time.monotonic()
+        try:
+            s.connect((address, info.port))
+            print('connected %.3f %s' % (time.monotonic() - start, s.recv(64).decode().strip()), flush=True)
+        except Exception as e:
+            print('failed %.3f %s' % (time.monotonic() - start, e), flush=True)
+        zc.close()
+        """
+
+    @Test func scansSweepsAndPingsWakeNobodyAndAnAppThatResolvesDoes() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.registerAndSleep()
+
+        // Home Assistant's nmap device tracker, raw (it runs as root), then as a connect scan (nmap without root),
+        // then an ARP/ping sweep of the subnet's first addresses, plain pings, and an SMB-style probe of 139 and
+        // 445. nmap sees the host up (the proxy answers its ARP) and its ports filtered.
+        let raw = try self.nmap(["-sS", "-F", "-T4", "--min-rate", "10", "192.0.2.2"], from: self.scanner)
+        #expect(raw.contains("Host is up"), "nmap did not scan the sleeper: \(raw)")
+        _ = try self.nmap(["-sT", "-F", "-T4", "--min-rate", "10", "192.0.2.2"], from: self.scanner)
+        _ = try self.nmap(["-sn", "192.0.2.0/28"], from: self.scanner)
+        _ = try self.scanner.run(["ping", "-c", "3", "-i", "0.2", "-W", "1", "192.0.2.2"], timeout: .seconds(10))
+        _ = try self.nmap(["-sS", "-p", "139,445", "-T4", "192.0.2.2"], from: self.laptop)
+        // The SMB probe's SYNs are held for a retransmission that nmap never sends; the daemon's verdict on them,
+        // in its wake log, is the last one due.
+        let deadline = Date(timeIntervalSinceNow: 10)
+        while Date() < deadline, !self.wakeLog().contains(where: { $0.rule == "probe-shape" }) { usleep(200_000) }
+        #expect(self.sleeper.magicPackets.isEmpty, "woken by noise: \(self.sleeper.magicPackets.count) magic packets")
+        let log = self.wakeLog()
+        #expect(!log.contains { $0.kind == .wake }, "\(log.map(\.summary))")
+        let scans = log.filter { $0.kind == .declined && $0.rule == "scanner" && $0.scanPorts != nil }
+        #expect(
+            scans.contains { $0.trigger.client == "192.0.2.20" }, "the scanner was not named: \(log.map(\.summary))")
+        #expect(log.contains { $0.kind == .declined && $0.rule == "probe-shape" && $0.trigger.client == "192.0.2.30" })
+        // One line per scanner, not one per packet: nmap sent some 400 SYNs.
+        #expect(log.count < 20, "\(log.count) wake-log lines for a few scans")
+
+        // A person on the phone opens the web server from a Bonjour app: browse, resolve, connect. The proxy
+        // answered the resolve, so the SYN wakes at once; the sleeper resumes half a second after the first
+        // magic packet and the app's connect() completes.
+        let app = try self.phone.spawn(["/usr/bin/python3", "-c", Self.appScript], logName: "bonjour-app")
+        defer { app.stop() }
+        let packets = self.sleeper.waitForMagicPackets(1, timeout: 15)
+        #expect(!packets.isEmpty, "the app's connection did not wake the sleeper: \(app.output)\n\(daemon.output.suffix(4000))")
+        usleep(500_000)
+        try self.sleeper.wake()
+        #expect(app.waitForOutput("connected", timeout: 10), "\(app.output)")
+        #expect(app.output.contains("awake"), "\(app.output)")
+        let wake = self.wakeLog().first { $0.kind == .wake }
+        #expect(wake?.rule == "resolved-first" && wake?.trigger.client == "192.0.2.40", "\(String(describing: wake))")
+        // And the metrics count what was declined, by rule.
+        let metrics = try self.proxy.run([
+            "/usr/bin/python3", "-c",
+            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
+        ]).stdout
+        #expect(metrics.contains("sleepproxy_wakes_declined_total{reason=\"scanner\"}"), "\(metrics.prefix(400))")
+    }
+
+    /// Windows Explorer opens 445 and 139 at the same moment: two ports of one host is a person, and it wakes.
+    @Test func windowsOpeningSMBOnTwoPortsAtOnceWakes() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.registerAndSleep(extraServices: [("NetBIOS._netbios-ssn._tcp", 139)])
+        let script = """
+            import socket, select, time
+            socks = []
+            for port in (445, 139):
+                s = socket.socket(); s.setblocking(False)
+                try: s.connect(('192.0.2.2', port))
+                except BlockingIOError: pass
+                socks.append(s)
+            time.sleep(3)
+            print('done', flush=True)
+            """
+        let windows = try self.phone.spawn(["/usr/bin/python3", "-c", script], logName: "windows-smb")
+        defer { windows.stop() }
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "Windows' SMB connection did not wake")
+        #expect(self.wakeLog().first { $0.kind == .wake }?.rule == "no-scan-seen")
+    }
+}
