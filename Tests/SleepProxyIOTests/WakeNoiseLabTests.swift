@@ -140,7 +140,9 @@ final class WakeNoiseLabTests {
         let app = try self.phone.spawn(["/usr/bin/python3", "-c", Self.appScript], logName: "bonjour-app")
         defer { app.stop() }
         let packets = self.sleeper.waitForMagicPackets(1, timeout: 15)
-        #expect(!packets.isEmpty, "the app's connection did not wake the sleeper: \(app.output)\n\(daemon.output.suffix(4000))")
+        #expect(
+            !packets.isEmpty,
+            "the app's connection did not wake the sleeper: \(app.output)\n\(daemon.output.suffix(4000))")
         usleep(500_000)
         try self.sleeper.wake()
         #expect(app.waitForOutput("connected", timeout: 10), "\(app.output)")
