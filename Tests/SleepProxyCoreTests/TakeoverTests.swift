@@ -381,6 +381,23 @@ struct TakeoverTests {
         #expect(!H.magic(H.frames(h.takeover.wake(h.key, trigger: .administrator, now: h.now))).isEmpty)
     }
 
+    /// docs/waking.md §6: the hold-off after an unanswered wake is for conflicts and admins; a connection the gate
+    /// lets through wakes again at once, and the host stays answered for in between.
+    @Test func afterAnUnansweredWakeTheNextRealConnectionWakesAgain() throws {
+        var h = H()
+        h.claimed()
+        _ = h.takeover.wake(h.key, trigger: .administrator, now: h.now)
+        let ended = H.events(h.run(for: .seconds(31)).map(\.1))
+        #expect(ended.last?.kind == .noResponse)
+        #expect(h.takeover.state(of: h.key)?.phase == .answering)
+        let syn = TestFrames.tcp(
+            from: H.clientMAC, to: Lab.proxyMAC, source: H.clientV4, destination: Lab.hostV4, sourcePort: 40009,
+            port: 8080)
+        let again = h.deliver(syn)
+        #expect(!H.magic(H.frames(again)).isEmpty, "a real connection right after a failed wake must wake")
+        #expect(H.events(again).first?.kind == .wake)
+    }
+
     @Test func nothingButRegisteredServiceTrafficWakes() throws {
         var h = H()
         h.claimed()
