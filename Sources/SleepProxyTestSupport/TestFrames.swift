@@ -6,15 +6,28 @@ public enum TestFrames {
     public static func tcp(
         from sourceMAC: MACAddress, to destinationMAC: MACAddress, source: IPAddress, destination: IPAddress,
         sourcePort: UInt16 = 50000, port: UInt16,
-        flags: TCPFlags = .syn, sequence: UInt32 = 0x0102_0304
+        flags: TCPFlags = .syn, sequence: UInt32 = 0x0102_0304, window: UInt16 = 65535, options: [UInt8] = []
     ) -> [UInt8] {
         var segment = ByteBuffer()
-        TCPSegment(sourcePort: sourcePort, destinationPort: port, sequenceNumber: sequence, flags: flags).write(
-            to: &segment)
+        TCPSegment(
+            sourcePort: sourcePort, destinationPort: port, sequenceNumber: sequence, flags: flags, window: window
+        ).write(to: &segment)
+        var bytes = Array(segment.readableBytesView)
+        if !options.isEmpty {
+            // Options padded to whole words, the data offset raised to match (RFC 9293 §3.1).
+            let padded = options + [UInt8](repeating: 0, count: (4 - options.count % 4) % 4)
+            bytes.insert(contentsOf: padded, at: TCPSegment.minimumHeaderLength)
+            bytes[12] = UInt8((TCPSegment.minimumHeaderLength + padded.count) / 4) << 4
+        }
         return self.ip(
             from: sourceMAC, to: destinationMAC, source: source, destination: destination, proto: .tcp,
-            payload: Array(segment.readableBytesView))
+            payload: bytes)
     }
+
+    /// nmap's raw SYN (`-sS`): window 1024, an MSS option and nothing else (docs/waking.md §2).
+    public static let nmapSYNOptions: [UInt8] = [2, 4, 0x05, 0xB4]
+    /// A Linux connect(): MSS, SACK permitted, timestamps, NOP, window scale (window 64240).
+    public static let kernelSYNOptions: [UInt8] = [2, 4, 0x05, 0xB4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7]
 
     public static func udp(
         from sourceMAC: MACAddress, to destinationMAC: MACAddress, source: IPAddress, destination: IPAddress,

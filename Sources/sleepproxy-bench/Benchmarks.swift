@@ -54,6 +54,13 @@ enum Benchmarks {
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
                 try SSDPBenchmarks.runLab(daemon: daemon)
+            case "wake":
+                WakeBenchmarks.run()
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try WakeBenchmarks.runLab(daemon: daemon)
+            case "wake-local":
+                WakeBenchmarks.run()
             case "responder-local":
                 try ResponderBenchmarks.run()
             case "responder":
@@ -63,7 +70,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, takeover"
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, takeover, wake, wake-local"
                 )
                 exit(2)
             }

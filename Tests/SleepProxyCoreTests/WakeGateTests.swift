@@ -483,3 +483,18 @@ struct WakeGateEngineTests {
         #expect(H.wakeEvents(later).map(\.rule) == [.noScanSeen])
     }
 }
+
+extension WakeGateEngineTests {
+    /// SIGHUP hands the engine a new takeover configuration: the gate's source rules change with it, at once.
+    @Test func aReloadedSourceRuleAppliesToTheNextPacket() throws {
+        var h = Self.asleep()
+        var sources = WakeSources()
+        try sources.addIgnored(H.querier.description)
+        h.engine.reconfigure(
+            takeover: TakeoverConfiguration(sources: sources), expiryAction: .wake, refusalReply: .refused)
+        let events = H.wakeEvents(h.frame(Self.syn(from: H.querier)))
+        #expect(events.map(\.kind) == [.declined] && events.first?.rule == .sourceIgnored)
+        h.engine.reconfigure(takeover: TakeoverConfiguration(), expiryAction: .wake, refusalReply: .refused)
+        #expect(H.wakeEvents(h.deliver(Self.syn(from: H.querier, port: 40002))).map(\.rule) == [.noScanSeen])
+    }
+}

@@ -78,6 +78,16 @@ struct DeployTests {
                 "line 3: The value 'sometimes' is invalid for '--expiry-action <expiry-action>'"
             ),
             ("interface = sp-nonexistent9\n", "--interface sp-nonexistent9: no such interface on this machine"),
+            // docs/waking.md §5: source rules and the monitor hold-off are checked like every other value.
+            (
+                "wake-ignore-source = 192.0.2.0/24\nwake-ignore-source = 192.0.2.300\n",
+                "line 2: wake-ignore-source \"192.0.2.300\": \"192.0.2.300\" is not an address, a subnet"
+            ),
+            (
+                "wake-only-from = 02:00@192.0.2.1\n",
+                "line 1: wake-only-from \"02:00@192.0.2.1\": \"02:00\" is not a MAC"
+            ),
+            ("wake-monitor-holdoff = 604801\n", "line 1: --wake-monitor-holdoff must be 0 to 604800 seconds"),
         ] {
             try text.write(to: file, atomically: true, encoding: .utf8)
             let bad = try Command.run(

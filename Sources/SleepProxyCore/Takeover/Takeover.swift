@@ -39,7 +39,7 @@ public struct TakeoverConfiguration: Hashable, Sendable {
     public var policy = WakePolicy()
     /// Who may wake (docs/waking.md §5).
     public var sources = WakeSources()
-    /// `wake-monitor-holdoff` (docs/waking.md §4); zero turns the monitor budget off.
+    /// `wake-monitor-holdoff` (docs/waking.md §6); zero turns the monitor budget off.
     public var monitorHoldoff: Duration = WakeRules.defaultMonitorHoldoff
     /// Append six zero bytes when the host registered no SecureOn password, as Apple does. Off by default: some
     /// NICs ignore a magic packet with a zero trailer (issue 5 §5).
