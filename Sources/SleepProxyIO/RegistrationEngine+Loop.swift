@@ -313,7 +313,7 @@ extension RegistrationEngine {
                 batch.ssdp.append(transmission)
             case .packet(let packet):
                 switch packet {
-                case .sendFrame, .event, .claimed, .ownerSeen:
+                case .sendFrame, .event, .claimed, .ownerSeen, .unicastQuery:
                     break
                 case .sendWakeDatagram(let payload, let index):
                     self.packets?.sendWakeDatagram(payload, interfaceIndex: index)

@@ -1,3 +1,4 @@
+import NIOCore
 import SleepProxyTestSupport
 import Testing
 
@@ -496,5 +497,39 @@ extension WakeGateEngineTests {
         #expect(events.map(\.kind) == [.declined] && events.first?.rule == .sourceIgnored)
         h.engine.reconfigure(takeover: TakeoverConfiguration(), expiryAction: .wake, refusalReply: .refused)
         #expect(H.wakeEvents(h.deliver(Self.syn(from: H.querier, port: 40002))).map(\.rule) == [.noScanSeen])
+    }
+}
+
+extension WakeGateEngineTests {
+    /// docs/waking.md §7: pyatv and Home Assistant ask a device's own address on port 5353. For a sleeping host the
+    /// proxy answers from that address and port (where the querier expects it), and nothing wakes or is declined.
+    @Test func aQuestionToTheSleepersOwnAddressIsAnsweredFromItAndWakesNothing() throws {
+        var h = Self.asleep()
+        let question = DNSMessage(id: 0x5151, questions: [DNSQuestion(name: H.http, type: .srv)])
+        var datagram = ByteBuffer()
+        UDPDatagram(
+            sourcePort: 40053, destinationPort: 5353, payload: ByteBuffer(bytes: question.encoded(options: .mdns))
+        ).write(to: &datagram)
+        let frame = EthernetFrame.withTransportChecksumsRecomputed(
+            TestFrames.ip(
+                from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, proto: .udp,
+                payload: Array(datagram.readableBytesView)))
+        let actions = h.deliver(frame)
+        #expect(H.wakeEvents(actions).isEmpty, "no wake, no decline: \(H.wakeEvents(actions))")
+        let answers = H.frames(actions).filter { $0.destination == H.querierMAC && $0.source == Lab.proxyMAC }
+        let packet = try IPv4Packet(decoding: try #require(answers.first).payload)
+        let udp = try UDPDatagram(decoding: packet.payload)
+        #expect(
+            packet.header.source == IPv4Address(192, 0, 2, 2) && packet.header.destination == IPv4Address(192, 0, 2, 20)
+        )
+        #expect(udp.sourcePort == 5353 && udp.destinationPort == 40053 && packet.header.ttl == 255)
+        #expect(
+            InternetChecksum.ipv4(
+                source: packet.header.source, destination: packet.header.destination, protocol: 17,
+                payload: Array(packet.payload.readableBytesView)) == 0, "the UDP checksum must verify")
+        let reply = try DNSMessage(decoding: Array(udp.payload.readableBytesView))
+        #expect(reply.id == 0x5151 && reply.answers.contains { $0.type == .srv })
+        // The question resolved the host: the same client's connection wakes it at once.
+        #expect(H.wakeEvents(h.frame(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
     }
 }

@@ -157,6 +157,22 @@ final class WakeNoiseLabTests {
         #expect(metrics.contains("sleepproxy_wakes_declined_total{reason=\"scanner\"}"), "\(metrics.prefix(400))")
     }
 
+    /// pyatv and Home Assistant scan by asking each device's own address on port 5353. For a sleeping host the
+    /// proxy answers from that address (dig, like pyatv, drops an answer from any other) and wakes nothing.
+    @Test func aQuestionToTheSleepersOwnAddressIsAnsweredAndWakesNothing() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.registerAndSleep()
+        for (server, name, type) in [
+            ("192.0.2.2", "Web._http._tcp.local.", "SRV"), ("2001:db8::2", "sleeper.local.", "A"),
+        ] {
+            let answers = try Queriers.dig(in: self.phone, server: server, name: name, type: type)
+            #expect(answers.contains { $0.type == type }, "no answer from \(server) for \(name) \(type)")
+        }
+        #expect(self.sleeper.magicPackets.isEmpty)
+        #expect(self.wakeLog().isEmpty, "\(self.wakeLog().map(\.summary))")
+    }
+
     /// Windows Explorer opens 445 and 139 at the same moment: two ports of one host is a person, and it wakes.
     @Test func windowsOpeningSMBOnTwoPortsAtOnceWakes() throws {
         let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)

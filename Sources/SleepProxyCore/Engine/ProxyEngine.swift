@@ -624,6 +624,8 @@ public struct ProxyEngine: Sendable {
             switch action {
             case .sendFrame, .sendWakeDatagram, .setNeighbour, .removeNeighbour, .watchChanged:
                 result.append(.packet(action))
+            case .unicastQuery(let query):
+                result += self.answer(query, now: now)
             case .event(let event):
                 result.append(.wakeEvent(event))
                 // Declines are information (collapsed by the gate: one line per scanner and per declined source);
@@ -671,6 +673,33 @@ public struct ProxyEngine: Sendable {
             }
         }
         return result
+    }
+
+    /// An mDNS question sent to a sleeping host's own address: the responder answers it as one sent to the
+    /// proxy's (RFC 6762 §5.5 and §6.7: by unicast), and the answer leaves as a frame from the host's address
+    /// and port 5353, which is where the querier expects it (dig and pyatv drop answers from other addresses).
+    private mutating func answer(_ query: UnicastQuery, now: Timestamp) -> [EngineAction] {
+        guard self.responder != nil, let context = self.interfaces[query.interfaceIndex] else { return [] }
+        let store = self.registrar.store
+        var others: [ResponderAction] = []
+        var result: [EngineAction] = []
+        for action in self.responder!.receive(
+            query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
+            interfaceIndex: query.interfaceIndex, store: store, now: now)
+        {
+            guard case .transmit(let transmission) = action,
+                case .unicast(let address, let port, _) = transmission.destination, address == query.source,
+                port == query.sourcePort,
+                let frame = Takeover.datagramFrame(
+                    from: query.destination, port: MDNSRules.port, to: query.source, port: query.sourcePort,
+                    mac: query.sourceMAC, payload: transmission.bytes, context: context)
+            else {
+                others.append(action)
+                continue
+            }
+            result.append(.packet(.sendFrame(frame, interfaceIndex: context.index)))
+        }
+        return result + self.run(others, now: now)
     }
 
     // MARK: - Helpers

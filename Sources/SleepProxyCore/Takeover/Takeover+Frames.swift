@@ -259,6 +259,20 @@ extension Takeover {
         // the takeover and after the owner was seen everywhere, the host itself is up and gets its own traffic.
         // An address the owner still answers for itself (NIC offload) wakes too when the host sleeps elsewhere.
         guard host.isAnsweringAny || host.wake != nil else { return [] }
+        // Beyond Apple, whose proxy neither answers nor wakes here (so pyatv's and Home Assistant's unicast scans
+        // fail against every proxied device): an mDNS question to the host's own address is the responder's,
+        // answered from that address, and no wake candidate (docs/waking.md §7).
+        if proto == .udp, let datagram = try? UDPDatagram(decoding: payload),
+            datagram.destinationPort == MDNSRules.port, !outgoing
+        {
+            return [
+                .unicastQuery(
+                    UnicastQuery(
+                        payload: Array(datagram.payload.readableBytesView), source: source,
+                        sourcePort: datagram.sourcePort, sourceMAC: sourceMAC, destination: destination,
+                        interfaceIndex: context.index))
+            ]
+        }
         let candidate: WakeCandidate
         do {
             let port: WakePolicy.Port
@@ -297,6 +311,49 @@ extension Takeover {
             break
         }
         return self.carryOut(decision, for: candidate, now: now)
+    }
+
+    /// A UDP datagram from `source`:`sourcePort` (an address the proxy answers for) to `destination`, as a frame
+    /// to `mac` from the interface's own MAC; nil for mixed families. The TTL is 255, as RFC 6762 §11 asks of
+    /// every mDNS response.
+    static func datagramFrame(
+        from source: IPAddress, port sourcePort: UInt16, to destination: IPAddress, port: UInt16, mac: MACAddress,
+        payload: [UInt8], context: InterfaceContext
+    ) -> [UInt8]? {
+        var datagram = ByteBuffer()
+        UDPDatagram(sourcePort: sourcePort, destinationPort: port, payload: ByteBuffer(bytes: payload)).write(
+            to: &datagram)
+        var udp = Array(datagram.readableBytesView)
+        var packet = ByteBuffer()
+        let etherType: EtherType
+        // The UDP checksum is computed here: optional over IPv4, required over IPv6 (RFC 8200 §8.1), and a
+        // computed zero is sent as all ones (RFC 768).
+        func checksum(_ value: UInt16) {
+            let sent = value == 0 ? 0xFFFF : value
+            udp[6] = UInt8(sent >> 8)
+            udp[7] = UInt8(truncatingIfNeeded: sent)
+        }
+        switch (source, destination) {
+        case (.v4(let from), .v4(let to)):
+            checksum(
+                InternetChecksum.ipv4(source: from, destination: to, protocol: IPProtocol.udp.rawValue, payload: udp))
+            IPv4Packet(
+                header: IPv4Header(source: from, destination: to, proto: .udp, ttl: 255),
+                payload: ByteBuffer(bytes: udp)
+            ).write(to: &packet)
+            etherType = .ipv4
+        case (.v6(let from), .v6(let to)):
+            checksum(
+                InternetChecksum.ipv6(source: from, destination: to, nextHeader: IPProtocol.udp.rawValue, payload: udp))
+            IPv6Packet(
+                header: IPv6Header(source: from, destination: to, nextHeader: .udp, hopLimit: 255),
+                payload: ByteBuffer(bytes: udp)
+            ).write(to: &packet)
+            etherType = .ipv6
+        default:
+            return nil
+        }
+        return EthernetFrame(destination: mac, source: context.macAddress, etherType: etherType, payload: packet).bytes
     }
 
     /// A connection request the host should see once it is up: kept (a retransmission replaces its first copy).

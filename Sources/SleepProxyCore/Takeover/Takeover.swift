@@ -19,6 +19,21 @@ public enum TakeoverAction: Hashable, Sendable {
     /// The owner spoke for `address` itself (an ARP or neighbour discovery packet from its MAC): the proxy let
     /// go of that address only (`wasAnswering`: it had claimed it) and probes it again later.
     case ownerSeen(OwnerKey, address: IPAddress, signal: OwnerSignal, wasAnswering: Bool)
+    /// An mDNS question sent to a sleeping host's own address (docs/waking.md §7): for the responder to answer
+    /// from the host's address, never a reason to wake. The engine consumes it.
+    case unicastQuery(UnicastQuery)
+}
+
+/// A datagram to port 5353 of an address the proxy answers for, as captured.
+public struct UnicastQuery: Hashable, Sendable {
+    public var payload: [UInt8]
+    public var source: IPAddress
+    public var sourcePort: UInt16
+    /// The querier's MAC on the link, where the answer goes.
+    public var sourceMAC: MACAddress
+    /// The sleeping host's address it was sent to, which the answer comes from.
+    public var destination: IPAddress
+    public var interfaceIndex: Int
 }
 
 /// How the owner of a proxied address showed that it is up, as the takeover sees it on the wire.
