@@ -133,6 +133,13 @@ final class WakeNoiseLabTests {
         #expect(log.contains { $0.kind == .declined && $0.rule == "probe-shape" && $0.trigger.client == "192.0.2.30" })
         // One line per scanner, not one per packet: nmap sent some 400 SYNs.
         #expect(log.count < 20, "\(log.count) wake-log lines for a few scans")
+        // What a user reads: the host's page and the event list name the scanner and the rule.
+        let socket = self.state.appendingPathComponent("control.sock").path
+        let ctl = Daemon.sibling("sleepproxyctl")
+        let host = try self.proxy.run([ctl, "host", "sleeper", "--socket", socket]).stdout
+        #expect(host.contains("not woken: tcp/") && host.contains("from 192.0.2.20, scanner ("), "\(host)")
+        let events = try self.proxy.run([ctl, "events", "--socket", socket]).stdout
+        #expect(events.contains("from 192.0.2.30, probe-shape"), "\(events)")
 
         // A person on the phone opens the web server from a Bonjour app: browse, resolve, connect. The proxy
         // answered the resolve, so the SYN wakes at once; the sleeper resumes half a second after the first
