@@ -56,9 +56,9 @@ enum WakeBenchmarks {
     static func run() {
         print("Wake decisions (docs/waking.md): traffic shapes replayed into the takeover, 10 sleeping hosts")
         let scenarios: [(String, [Packet], ClosedRange<Int>)] = [
-            ("nmap -sS -F -T4 (Home Assistant), one host", self.nmapRaw(host: 0), 0...0),
-            ("nmap -sT -F -T4 (connect scan), one host", self.nmapConnect(host: 0), 0...0),
-            ("nmap -sS -F over all 10 sleeping hosts", (0..<10).flatMap { self.nmapRaw(host: $0) }, 0...0),
+            ("nmap -sS -F -T4 (Home Assistant), one host", self.nmapScan(host: 0, raw: true), 0...0),
+            ("nmap -sT -F -T4 (connect scan), one host", self.nmapScan(host: 0, raw: false), 0...0),
+            ("nmap -sS -F over all 10 sleeping hosts", (0..<10).flatMap { self.nmapScan(host: $0, raw: true) }, 0...0),
             ("ARP sweep and pings", self.sweepAndPings(), 0...0),
             (
                 "one port swept over 10 hosts",
@@ -112,41 +112,23 @@ enum WakeBenchmarks {
             resolvedFirst: resolved)
     }
 
-    /// 100 ports in nmap's random order, 10 within 50 ms then the rest within 2 s; each retried once 250 ms
-    /// later from source port + 2 with a new ISN (docs/waking.md §2).
-    static func nmapRaw(host: Int) -> [Packet] {
-        var generator = SplitMix64(seed: UInt64(host + 1))
+    /// 100 ports in nmap's random order, 10 within 50 ms then the rest within 2 s, each retried once 250 ms later
+    /// with a new ISN (docs/waking.md §2). Raw (`-sS`): nmap's own SYN shape, the retry from source port + 2.
+    /// Connect (`-sT`): the kernel's SYNs, a new source port per probe and per retry, never an identical
+    /// retransmission.
+    static func nmapScan(host: Int, raw: Bool) -> [Packet] {
+        var generator = SplitMix64(seed: UInt64(host + (raw ? 1 : 100)))
         let ports = self.top100.shuffled(using: &generator)
         var packets: [Packet] = []
         for (index, port) in ports.enumerated() {
             let at: Duration = index < 10 ? .milliseconds(index * 5) : .milliseconds(50 + (index - 10) * 21)
-            packets.append(
-                self.syn(
-                    at: at, client: 1, host: host, port: port, sourcePort: 61000, sequence: UInt32(index), shape: .nmap)
-            )
-            packets.append(
-                self.syn(
-                    at: at + .milliseconds(250), client: 1, host: host, port: port, sourcePort: 61002,
-                    sequence: UInt32(1000 + index), shape: .nmap))
-        }
-        return packets.sorted { $0.at < $1.at }
-    }
-
-    /// The kernel's SYNs, a new source port per probe and per retry, never an identical retransmission.
-    static func nmapConnect(host: Int) -> [Packet] {
-        var generator = SplitMix64(seed: UInt64(host + 100))
-        let ports = self.top100.shuffled(using: &generator)
-        var packets: [Packet] = []
-        for (index, port) in ports.enumerated() {
-            let at: Duration = index < 10 ? .milliseconds(index * 5) : .milliseconds(50 + (index - 10) * 21)
-            packets.append(
-                self.syn(
-                    at: at, client: 1, host: host, port: port, sourcePort: UInt16(40000 + index),
-                    sequence: UInt32(index * 7919)))
-            packets.append(
-                self.syn(
-                    at: at + .milliseconds(250), client: 1, host: host, port: port, sourcePort: UInt16(45000 + index),
-                    sequence: UInt32(index * 104729)))
+            for retry in 0..<2 {
+                let sourcePort = raw ? UInt16(61000 + 2 * retry) : UInt16(40000 + 5000 * retry + index)
+                packets.append(
+                    self.syn(
+                        at: at + .milliseconds(250 * retry), client: 1, host: host, port: port, sourcePort: sourcePort,
+                        sequence: UInt32(1000 * retry + index) &* (raw ? 1 : 7919), shape: raw ? .nmap : .kernel))
+            }
         }
         return packets.sorted { $0.at < $1.at }
     }
