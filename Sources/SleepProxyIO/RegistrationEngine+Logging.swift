@@ -7,8 +7,24 @@ import SleepProxyCore
 import SleepProxyWire
 
 extension RegistrationEngine {
-    func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String) {
+    func log(_ outcome: RegistrationOutcome, source socketAddress: SocketAddress, interface: String, now: Timestamp) {
         let source = socketAddress.logDescription
+        // What the network sends us in bulk is logged within a budget (`LineBudget`): refusals and malformed
+        // registrations, the lines a storm or a flood repeats.
+        func admitted(_ kind: String, _ what: String) -> Bool {
+            let verdict = self.lineBudget.admit(kind, now: now)
+            if verdict.leftOut > 0 {
+                self.logger.warning(
+                    "\(verdict.leftOut) more registrations \(what) in the previous minute or more were not logged one by one"
+                )
+            }
+            if verdict.last {
+                self.logger.warning(
+                    "registrations \(what): \(LineBudget.linesPerWindow) lines this minute; more are counted (sleepproxyctl status, metrics), not logged"
+                )
+            }
+            return verdict.allowed && !verdict.last
+        }
         switch outcome {
         case .accepted(let acceptance):
             // Deriving the summary costs as much as the registration itself: only when the line is logged.
@@ -21,9 +37,11 @@ extension RegistrationEngine {
                 "registered \(summary.hostName?.description ?? "?") (\(acceptance.registration.key)) from \(source) on \(interface): \(acceptance.registration.records.count) records, lease \(acceptance.grantedLease) s, addresses \(summary.addresses.map(\.description).joined(separator: " ")), services [\(services)]\(acceptance.startedNewEpoch ? "" : " (update)")"
             )
         case .malformed(let problem, _):
+            guard admitted("malformed \(problem.rawValue)", "malformed (\(problem.rawValue))") else { return }
             self.logger.warning(
                 "registration from \(source) on \(interface) malformed (\(problem.rawValue)); answered FORMERR")
         case .refused(let reason, let reply):
+            guard admitted("refused \(reason.rawValue)", "refused (\(reason.rawValue))") else { return }
             self.logger.warning(
                 "registration from \(source) on \(interface) refused (\(reason.rawValue)); \(reply == nil ? "no reply sent" : "answered REFUSED")"
             )

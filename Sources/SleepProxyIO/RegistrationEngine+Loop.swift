@@ -139,7 +139,7 @@ extension RegistrationEngine {
                 }
                 let (outcome, actions) = self.engine.receiveRegistration(
                     bytes, from: source, on: interface.context, now: now)
-                self.log(outcome, source: remote, interface: interface.context.name)
+                self.log(outcome, source: remote, interface: interface.context.name, now: now)
                 self.perform(actions, into: &batch)
                 if let reply = outcome.reply {
                     if interface.context.acceptsReply(to: source, port: UInt16(exactly: remote.port ?? 0) ?? 0) {

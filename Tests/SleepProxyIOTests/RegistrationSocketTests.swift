@@ -1,4 +1,5 @@
 import Foundation
+import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
@@ -112,6 +113,31 @@ final class RegistrationSocketTests {
         #expect(replies == [[0, 7, 0xA8, 0x01, 0, 0, 0, 0, 0, 0, 0, 0], nil])
         let refusals = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.refusals ?? [:]
         #expect(refusals["sourceNotClaimed"] == 1 && refusals["malformed-missingOwner"] == 1, "\(refusals)")
+    }
+
+    /// A flood of refused registrations (a storm against a full proxy, a misconfigured client in a loop) is
+    /// counted in full but logged within a budget: at most `LineBudget.linesPerWindow` lines and one saying the
+    /// rest are counted, not a line per datagram.
+    @Test func aFloodOfRefusalsIsCountedInFullAndLoggedWithinItsBudget() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        let stranger = SampleRegistration.message(id: 9, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.77")!])
+        let hex = stranger.encoded().map { String(format: "%02x", $0) }.joined()
+        let flood =
+            "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(bytes.fromhex(sys.argv[1]), ('192.0.2.1', 5599)) for _ in range(60)]"
+        #expect(try self.sleeper.run(["/usr/bin/python3", "-c", flood, hex]).succeeded)
+        let deadline = Date(timeIntervalSinceNow: 10)
+        var refusals = 0
+        repeat {
+            // The first 32 are refused for their claim, the rest by the per-source rate limit.
+            refusals = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.refusals.values.reduce(0, +) ?? 0
+            if refusals < 60 { usleep(200_000) }
+        } while refusals < 60 && Date() < deadline
+        #expect(refusals == 60)
+        for reason in ["sourceNotClaimed", "rateLimited"] {
+            let lines = daemon.output.split(separator: "\n").filter { $0.contains("refused (\(reason))") }
+            #expect(lines.count >= 1 && lines.count <= LineBudget.linesPerWindow + 1, "\(reason): \(lines.count) lines")
+        }
     }
 
     /// A datagram from UDP source port 0 (any machine on the link can send one through a raw socket) gets an
