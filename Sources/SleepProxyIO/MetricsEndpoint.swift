@@ -108,7 +108,10 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.count("sleepproxy_multicast_sockets_reopened_total", [:], status.multicastSocketsReopened)
         self.count("sleepproxy_queries_answered_total", [:], status.responder.answeredQueries)
         self.count("sleepproxy_mdns_packets_sent_total", [:], status.responder.packetsSent)
-        self.count("sleepproxy_hand_backs_total", [:], status.responder.handBacks)
+        // Every hand-back, by what showed the host awake (the responder's own count saw only Owner options).
+        for signal in HandBackSignal.allCases {
+            self.count("sleepproxy_hand_backs_total", ["signal": signal.rawValue], status.handBacks[signal] ?? 0)
+        }
         self.count("sleepproxy_magic_packets_total", [:], status.takeover.magicPackets)
         self.count("sleepproxy_arp_replies_total", [:], status.takeover.arpReplies)
         self.count("sleepproxy_neighbour_advertisements_total", [:], status.takeover.neighbourAdvertisements)

@@ -121,6 +121,8 @@ extension RegistrationEngine {
         public var responder = ResponderStatistics()
         public var instanceLabel: String?
         public var takeover = TakeoverStatistics()
+        /// Hosts handed back, by what showed them awake.
+        public var handBacks: [HandBackSignal: Int] = [:]
         /// What the wake gate decided, by rule (docs/waking.md).
         public var wakeDecisions = WakeGate.Statistics()
         /// Wakes started, by trigger type (`connection`, `address-conflict`, ...).

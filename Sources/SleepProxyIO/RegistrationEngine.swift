@@ -260,6 +260,7 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.status.batches += 1
             if let responder = self.engine.responder {
                 self.status.responder = responder.statistics
+                self.status.handBacks = self.engine.handBacks
                 self.status.instanceLabel = responder.configuration.instanceLabel
             }
             if let takeover = self.engine.takeover {

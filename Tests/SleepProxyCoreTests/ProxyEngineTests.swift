@@ -320,6 +320,8 @@ struct ProxyEngineTests {
         #expect(H.journal(back) == [.remove(h.key)])
         #expect(h.engine.state(of: h.key) == nil && h.engine.registrar.store.hostCount == 0)
         #expect(H.wakeEvents(back).map(\.kind) == [.awake], "the wake ends as a success")
+        // Counted as a hand-back by the host's own mDNS (the metrics' signal label), not by an Owner option.
+        #expect(h.engine.handBacks == [.mdns: 1])
         // The captured SYN goes to the host; nothing is said on mDNS: no goodbye, no answer, no conflict.
         #expect(H.frames(back).contains { $0.destination == Lab.hostMAC && $0.etherType == .ipv4 })
         let after = h.run(for: .seconds(10))
@@ -353,6 +355,22 @@ struct ProxyEngineTests {
         let back = h.mdns(probe, from: IPAddress("fe80::53:50ff:fe00:2")!)
         #expect(H.journal(back) == [.remove(h.key)] && H.transmissions(back).isEmpty)
         #expect(H.logs(back).contains { $0.contains("Owner option with sequence 1") })
+        #expect(h.engine.handBacks == [.ownerOption: 1])
+    }
+
+    /// A woken host re-probing its own name from an address it did not register (its link-local) gets everything
+    /// back, counted as such in the metrics' signal label.
+    @Test func aHostProbingItsOwnNameIsHandedBackAndCountedAsSuch() throws {
+        var h = H()
+        h.register()
+        h.run(for: .seconds(12))
+        var record = try #require(h.ask(H.hostName, .a).first)
+        record.cacheFlush = true
+        let probe = DNSMessage(
+            id: 0, questions: [DNSQuestion(name: H.hostName, type: .any)], authorities: [record])
+        let back = h.mdns(probe, from: IPAddress("fe80::53:50ff:fe00:2")!)
+        #expect(H.journal(back) == [.remove(h.key)])
+        #expect(h.engine.handBacks == [.ownNameProbe: 1])
     }
 
     @Test func theOwnerKeepingItsIPv6AddressHoldsBackOnlyThatAddress() throws {

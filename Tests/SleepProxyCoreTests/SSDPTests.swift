@@ -542,6 +542,7 @@ struct EngineSSDPTests {
             MediaServer.alive("upnp:rootdevice"), from: Lab.hostV4, destination: IPAddress("239.255.255.250")!)
         #expect(H.journal(back) == [.remove(h.key)])
         #expect(H.logs(back).contains { $0.contains("hand-back") && $0.contains("SSDP from 192.0.2.2") })
+        #expect(h.engine.handBacks == [.ssdp: 1])
         let after = back + h.run(for: .seconds(3600)).map(\.1)
         #expect(Self.ssdp(after).isEmpty, "no byebye, no announcement, no answer for a host that is back")
         #expect(Self.ssdp(h.ssdpIn(MediaServer.search("ssdp:all", mx: nil), from: Self.tv, port: 41000)).isEmpty)

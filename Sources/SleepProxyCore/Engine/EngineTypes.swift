@@ -45,10 +45,22 @@ public struct AwakeSignal: Hashable, Sendable, CustomStringConvertible {
     public var description: String { self.what }
 }
 
+/// What showed a host the proxy spoke for to be awake, so that it got everything back (the metrics' `signal`).
+public enum HandBackSignal: String, CaseIterable, Hashable, Sendable {
+    /// Its mDNS carried an Owner option with a new sequence (docs/protocol.md §5.1).
+    case ownerOption = "owner-option"
+    /// Its own mDNS responder spoke, without an Owner option (docs/coexistence.md).
+    case mdns
+    /// It probed its own names over mDNS.
+    case ownNameProbe = "own-name-probe"
+    /// Its SSDP (docs/ssdp.md).
+    case ssdp
+}
+
 /// Why a host's registration ends. The one place that ends it is `ProxyEngine.removeHost`.
 public enum HostRemoval: Hashable, Sendable {
     /// The host is awake and said so (an Owner option with a new sequence, or its own mDNS after the takeover).
-    case handBack(why: String)
+    case handBack(why: String, signal: HandBackSignal)
     /// The lease ran out.
     case expired(RegistrationConfiguration.ExpiryAction)
     /// `sleepproxyctl forget`.

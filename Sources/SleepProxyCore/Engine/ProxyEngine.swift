@@ -25,6 +25,8 @@ public struct ProxyEngine: Sendable {
     var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
+    /// Hand-backs by what showed the host awake, every one of them (the responder alone saw only Owner options).
+    public private(set) var handBacks: [HandBackSignal: Int] = [:]
 
     struct Presence: Sendable {
         var state: HostState = .starting
@@ -248,7 +250,7 @@ public struct ProxyEngine: Sendable {
             // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
             // the responder sees the packet, so that a host handed back here is not answered or defended by it.
             if let key = self.registrar.store.owner(claiming: source, on: context.name) {
-                actions += self.ownerSpoke(key, AwakeSignal(what: "mDNS from \(source)", at: now), now: now)
+                actions += self.ownerSpoke(key, AwakeSignal(what: "mDNS from \(source)", at: now), .mdns, now: now)
             } else if let key = self.takeover?.host(owning: source, interface: context.name) {
                 // Only a wake sequence is left of it (its lease ended): the wake ends as a success.
                 actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
@@ -267,13 +269,15 @@ public struct ProxyEngine: Sendable {
     /// Owner option with a new sequence. Beyond Apple, which ignores same-sequence traffic for 60 s and knows no
     /// other sign (docs/protocol.md §5.1): a host that never sends an Owner option would otherwise be renamed by
     /// the proxy's defence of its own names.
-    mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, now: Timestamp) -> [EngineAction] {
+    mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp)
+        -> [EngineAction]
+    {
         guard var presence = self.presence[key], let registration = self.registrar.store[key] else { return [] }
         let first = presence.lastAwake == nil
         presence.lastAwake = signal
         if presence.takenOver {
             self.presence[key] = presence
-            return self.removeHost(key, .handBack(why: signal.what), now: now)
+            return self.removeHost(key, .handBack(why: signal.what, signal: kind), now: now)
         }
         if presence.quietNext != nil {
             presence.quietProbes = 0
@@ -304,7 +308,7 @@ public struct ProxyEngine: Sendable {
         // Beyond Apple: a host's own SSDP (an announcement when its media server starts on resume, a search by its
         // control point) is a sign that it is up, as its mDNS is (docs/coexistence.md).
         if let key = self.registrar.store.owner(claiming: source, on: context.name) {
-            actions += self.ownerSpoke(key, AwakeSignal(what: "SSDP from \(source)", at: now), now: now)
+            actions += self.ownerSpoke(key, AwakeSignal(what: "SSDP from \(source)", at: now), .ssdp, now: now)
         } else if let key = self.takeover?.host(owning: source, interface: context.name) {
             actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
         }
@@ -530,8 +534,9 @@ public struct ProxyEngine: Sendable {
         let reason: RemovalReason
         var wake = false
         switch removal {
-        case .handBack(let why):
+        case .handBack(let why, let signal):
             reason = .handBack
+            self.handBacks[signal, default: 0] += 1
             actions.append(
                 .log(
                     .notice,
@@ -592,10 +597,11 @@ public struct ProxyEngine: Sendable {
                 if case .multicast = transmission.destination { self.echoes.remember(transmission.bytes, now: now) }
                 result.append(.transmit(transmission))
             case .handBack(let key, let sequence):
-                result += self.removeHost(key, .handBack(why: "Owner option with sequence \(sequence)"), now: now)
+                result += self.removeHost(
+                    key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
             case .ownerProbing(let key):
                 result += self.ownerSpoke(
-                    key, AwakeSignal(what: "it probed its own names over mDNS", at: now), now: now)
+                    key, AwakeSignal(what: "it probed its own names over mDNS", at: now), .ownNameProbe, now: now)
             case .conflict(let key, let record, let source):
                 guard let registration = self.registrar.store[key] else { continue }
                 result.append(

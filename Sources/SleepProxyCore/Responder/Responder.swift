@@ -425,7 +425,6 @@ public struct Responder: Sendable {
         guard let registration = store[key] else { return nil }
         guard registration.owner.sequence != owner.sequence || now - registration.registeredAt > MDNSRules.handBackGrace
         else { return nil }
-        self.statistics.handBacks += 1
         return .handBack(key, sequence: owner.sequence)
     }
 

@@ -62,7 +62,6 @@ public struct ResponderStatistics: Hashable, Sendable {
     public var suppressedAsDuplicate = 0
     public var malformed = 0
     public var offLink = 0
-    public var handBacks = 0
     public var conflicts = 0
     public var renames = 0
 
