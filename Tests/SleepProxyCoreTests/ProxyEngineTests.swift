@@ -592,11 +592,22 @@ struct ProxyEngineTests {
         #expect(H.logs(resumed).count == 1, "one line, for the host it holds")
         #expect(after.engine.state(of: after.key) == .asleep)
         #expect(after.ask(H.http, .srv).count == 1, "answered at once after the restart")
-        // Its addresses are still probed; a host that is up after all (it answers on its address) is awake: the
-        // proxy falls silent at once, sends nothing for it, and keeps its records (docs/coexistence.md).
-        let probes = after.run(for: .seconds(2)).map(\.1)
-        #expect(!H.frames(probes).isEmpty, "its addresses are probed again")
-        let up = after.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        // Its addresses are answered for at once too (they used to be probed for 4 s first, while the records were
+        // already answered), and announced as after a claim.
+        let request = after.frame(
+            TestFrames.arpRequest(
+                from: H.querierMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 2)))
+        #expect(H.frames(request).contains { $0.etherType == .arp && $0.destination == H.querierMAC })
+        let announced = after.run(for: .seconds(2)).map(\.1)
+        #expect(
+            H.frames(announced).contains {
+                $0.etherType == .arp && (try? ARPPacket(decoding: $0.payload))?.senderMAC == Lab.proxyMAC
+            }, "its addresses are announced again")
+        // A host that is up after all shows itself on its addresses: the proxy falls silent at once, sends nothing
+        // for it, and keeps its records (docs/coexistence.md).
+        let up =
+            after.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+            + after.frame(TestFrames.neighbourAdvertisement(from: Lab.hostMAC, for: global))
         #expect(after.engine.state(of: after.key) == .awake && H.hostRecordsSent(up).isEmpty)
         #expect(after.ask(H.http, .srv).isEmpty, "silent once the host shows it is up")
     }

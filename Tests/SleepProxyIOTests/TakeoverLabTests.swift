@@ -22,6 +22,7 @@ final class TakeoverLabTests {
     static let proxyMAC = ThreeHostLab.proxyMAC
     static let sleeperMAC = ThreeHostLab.sleeperMAC
     static let thirdMAC = MACAddress("02:53:50:00:00:33")!
+    static let hostV4 = IPv4Address(192, 0, 2, 2)
 
     /// Connects to `address`:`port` with a 5 s timeout; prints the seconds connect() took and the first line.
     static let connectScript = """
@@ -246,6 +247,24 @@ final class TakeoverLabTests {
                 == .asleep, "\(daemon.output)")
         let answers = try Queriers.dig(in: self.client, server: "192.0.2.1", name: "Web._http._tcp.local.", type: "SRV")
         #expect(answers.contains { $0.type == "SRV" }, "no answer right after the restart")
+        // ARP too, at once (it used to wait 3-4 s for the addresses to be probed again while mDNS was answered).
+        let capture = try FrameCapture(in: self.client.namespace)
+        defer { capture.stop() }
+        try self.client.namespace.sendFrame(
+            TestFrames.arpRequest(from: self.client.mac, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
+        let answered = Date(timeIntervalSinceNow: 1)
+        var replied = false
+        while !replied, Date() < answered {
+            replied = capture.captured.contains { frame in
+                guard frame.packetType != 4,
+                    let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                    ethernet.etherType == .arp, let arp = try? ARPPacket(decoding: ethernet.payload)
+                else { return false }
+                return arp.operation == .reply && arp.senderIP == Self.hostV4 && arp.senderMAC == Self.proxyMAC
+            }
+            if !replied { usleep(20_000) }
+        }
+        #expect(replied, "ARP for the sleeper went unanswered right after the restart")
         #expect(daemon.output.contains("was asleep when the proxy stopped"), "\(daemon.output)")
         daemon.stop(signal: SIGKILL)
         daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, logName: "sleepproxyd-after-crash")

@@ -122,7 +122,7 @@ public struct ProxyEngine: Sendable {
     /// After a clean stop a moment ago (an upgrade, `systemctl restart`): the hosts the proxy was speaking for
     /// then are spoken for again at once, instead of vanishing from browsers for the seconds that probing them
     /// again takes. Beyond Apple, whose proxy forgets everything when it stops (docs/coexistence.md). Their
-    /// addresses are still probed as for every restored host, and any sign of life from one hands it back
+    /// addresses are answered for at once too (`Takeover.resume`), and any sign of life from one hands it back
     /// silently, as for a host that wakes. Call once the interfaces are set.
     public mutating func resumeSpeaking(for keys: [OwnerKey], stoppedFor: Duration, now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
@@ -140,6 +140,7 @@ public struct ProxyEngine: Sendable {
             self.quietChecks.remove(key)
             self.responder?.speak(for: registration, now: now)
             self.ssdp?.speak(for: key, now: now)
+            if self.takeover != nil { actions += self.run(self.takeover!.resume(key, now: now), now: now) }
             guard keys.count <= EngineRules.resumeLinesLimit else { continue }
             actions.append(
                 .log(
