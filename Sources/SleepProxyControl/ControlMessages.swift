@@ -132,6 +132,8 @@ public struct HostSummary: Codable, Hashable, Sendable {
         case awake
         /// Magic packets are going out.
         case waking
+        /// Another sleep proxy answers for it; this one stands by.
+        case standby
     }
 
     public var state: State
@@ -221,6 +223,8 @@ public struct HostDetail: Codable, Hashable, Sendable {
         /// The takeover's state for one address; the JSON keeps the words.
         public enum Phase: String, Codable, Hashable, Sendable, CaseIterable {
             case starting, probing, answering, ownerSeen = "owner-seen", stopped
+            /// Another sleep proxy answers for the address; this one stands by.
+            case standby
         }
 
         public var address: String

@@ -184,6 +184,7 @@ extension HostSummary.State {
         case .asleep: self = .asleep
         case .awake: self = .awake
         case .waking: self = .waking
+        case .standby: self = .standby
         }
     }
 }
@@ -196,6 +197,7 @@ extension HostDetail.AddressState.Phase {
         case .answering: self = .answering
         case .ownerSeen: self = .ownerSeen
         case .stopped: self = .stopped
+        case .standby: self = .standby
         }
     }
 }

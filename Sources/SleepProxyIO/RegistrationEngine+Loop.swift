@@ -313,7 +313,7 @@ extension RegistrationEngine {
                 batch.ssdp.append(transmission)
             case .packet(let packet):
                 switch packet {
-                case .sendFrame, .event, .claimed, .ownerSeen, .unicastQuery:
+                case .sendFrame, .event, .claimed, .ownerSeen, .unicastQuery, .peerClaim, .tookOver:
                     break
                 case .sendWakeDatagram(let payload, let index):
                     self.packets?.sendWakeDatagram(payload, interfaceIndex: index)

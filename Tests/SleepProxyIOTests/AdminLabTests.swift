@@ -1,5 +1,6 @@
 import Foundation
 import SleepProxyControl
+import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
@@ -129,7 +130,7 @@ final class AdminLabTests {
         // Hosts by state: the one host is counted once, in whichever state the last count (at most a second old) saw.
         let byState = scrape.stdout.split(separator: "\n").filter { $0.hasPrefix("sleepproxy_hosts_by_state{") }
         #expect(
-            byState.count == 4
+            byState.count == HostState.allCases.count
                 && byState.compactMap { $0.split(separator: " ").last.flatMap { Double($0) } }.reduce(0, +) == 1,
             "\(byState)")
 

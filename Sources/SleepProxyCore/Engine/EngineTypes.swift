@@ -35,6 +35,9 @@ public enum HostState: String, CaseIterable, Codable, Hashable, Sendable {
     case awake
     /// Magic packets are going out for it.
     case waking
+    /// Another sleep proxy answers for it; this one holds its records silently and takes over, without a wake,
+    /// if that proxy leaves (docs/coexistence.md, "Other sleep proxies").
+    case standby
 }
 
 /// A sign that a host is up, with where it came from: kept for the admin side and the log.

@@ -51,6 +51,9 @@ public struct ProxyEngine: Sendable {
         self.takeover?.reserveCapacity(hosts: hosts)
         self.ssdp?.reserveCapacity(hosts: hosts)
         self.presence.reserveCapacity(hosts)
+        if let label = responder?.configuration.instanceLabel {
+            self.takeover?.ownMetric = SleepProxyName.metric(ofLabel: Array(label.utf8))
+        }
     }
 
     // MARK: - Reading
@@ -617,6 +620,12 @@ public struct ProxyEngine: Sendable {
                 }
             case .resolved(let key, let source):
                 self.takeover?.noteResolve(by: source, of: key, now: now)
+            case .proxyAdvertised(let label, let ttl, let source, let interfaceIndex):
+                if self.takeover != nil {
+                    result += self.run(
+                        self.takeover!.peerAdvertised(
+                            label: label, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now), now: now)
+                }
             case .renamed(let instance, let host):
                 result.append(
                     .log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
@@ -633,6 +642,29 @@ public struct ProxyEngine: Sendable {
                 result.append(.packet(action))
             case .unicastQuery(let query):
                 result += self.answer(query, now: now)
+            case .peerClaim(let key, let peer, let kept):
+                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
+                if kept {
+                    result.append(
+                        .log(
+                            .info,
+                            "peers: \(peer) also answers for \(Self.name(registration)); this proxy keeps it (it answered first or advertises the better metric), the other stands by; no wake"
+                        ))
+                    continue
+                }
+                presence.state = .standby
+                self.presence[key] = presence
+                self.responder?.silence(key)
+                self.ssdp?.silence(key)
+                result.append(
+                    .log(
+                        .notice,
+                        "peers: \(peer) answers for \(Self.name(registration)); this proxy stands by for it (no wake) and takes over if that proxy leaves"
+                    ))
+            case .tookOver(let key, let why):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(
+                    .log(.notice, "peers: taking \(Self.name(registration)) over from standby (\(why)); no wake"))
             case .event(let event):
                 result.append(.wakeEvent(event))
                 // Declines are information (collapsed by the gate: one line per scanner and per declined source);

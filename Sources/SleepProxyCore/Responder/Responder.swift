@@ -451,6 +451,12 @@ public struct Responder: Sendable {
                     self.pending[channel] = response
                 }
             }
+            if record.name == OwnAdvertisement.serviceType, case .ptr(let pointer) = record.rdata,
+                let label = pointer.target.labelStrings.first, !context.isOwnAddress(source)
+            {
+                actions.append(
+                    .proxyAdvertised(label: label, ttl: record.ttl, from: source, interfaceIndex: context.index))
+            }
             guard record.ttl > 0 else { continue }  // A goodbye claims nothing.
             // RFC 6762 §9: only unique records can conflict, so only hosts holding a unique record at the name are
             // looked at: a response for a shared name (a service type every host registers) costs one lookup.

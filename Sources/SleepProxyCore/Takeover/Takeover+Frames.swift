@@ -75,6 +75,7 @@ extension Takeover {
         }
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
+        if arp.senderIP != .any { self.learnPeer(address: .v4(arp.senderIP), mac: arp.senderMAC, on: context.name) }
         // Pass 1: a request for a proxied address.
         if arp.operation == .request, arp.senderIP != arp.targetIP,
             let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key]
@@ -99,9 +100,8 @@ extension Takeover {
                     actions += self.ownerSeen(key, address: .v4(arp.senderIP), signal: signal, now: now)
                 }
             } else if host.registered, host.states[.v4(arp.senderIP)]?.phase != .stopped {
-                self.statistics.conflicts += 1
-                actions += self.startWake(
-                    key, trigger: .addressConflict(address: .v4(arp.senderIP), from: arp.senderMAC), now: now)
+                actions += self.foreignClaim(
+                    key, address: .v4(arp.senderIP), mac: arp.senderMAC, context: context, now: now)
             }
         }
         return actions
@@ -124,6 +124,7 @@ extension Takeover {
         }
         let senderMACs =
             [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
+        if !source.isUnspecified { self.learnPeer(address: .v6(source), mac: frame.source, on: context.name) }
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
         switch message.kind {
@@ -168,9 +169,8 @@ extension Takeover {
                 if senderMACs.contains(where: host.macs.contains) {
                     actions += self.ownerSeen(key, address: .v6(source), signal: .neighbourSolicitation, now: now)
                 } else if host.registered, host.states[.v6(source)]?.phase != .stopped {
-                    self.statistics.conflicts += 1
-                    actions += self.startWake(
-                        key, trigger: .addressConflict(address: .v6(source), from: frame.source), now: now)
+                    actions += self.foreignClaim(
+                        key, address: .v6(source), mac: frame.source, context: context, now: now)
                 }
             }
         case .advertisement:
@@ -178,8 +178,7 @@ extension Takeover {
             if senderMACs.contains(where: host.macs.contains) {
                 actions += self.ownerSeen(key, address: target, signal: .neighbourAdvertisement, now: now)
             } else if host.registered, host.states[target]?.phase != .stopped {
-                self.statistics.conflicts += 1
-                actions += self.startWake(key, trigger: .addressConflict(address: target, from: frame.source), now: now)
+                actions += self.foreignClaim(key, address: target, mac: frame.source, context: context, now: now)
             }
         }
         return actions

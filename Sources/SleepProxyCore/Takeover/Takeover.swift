@@ -19,6 +19,11 @@ public enum TakeoverAction: Hashable, Sendable {
     /// The owner spoke for `address` itself (an ARP or neighbour discovery packet from its MAC): the proxy let
     /// go of that address only (`wasAnswering`: it had claimed it) and probes it again later.
     case ownerSeen(OwnerKey, address: IPAddress, signal: OwnerSignal, wasAnswering: Bool)
+    /// Another sleep proxy claimed one of the host's addresses: `kept`, this proxy keeps answering for it; otherwise
+    /// it stands by for the host (docs/coexistence.md, "Other sleep proxies").
+    case peerClaim(OwnerKey, peer: ProxyPeer, kept: Bool)
+    /// A host stood by for is this proxy's again (the active proxy left), without a wake.
+    case tookOver(OwnerKey, why: String)
     /// An mDNS question sent to a sleeping host's own address (docs/waking.md §7): for the responder to answer
     /// from the host's address, never a reason to wake. The engine consumes it.
     case unicastQuery(UnicastQuery)
@@ -87,6 +92,8 @@ public struct TakeoverStatistics: Hashable, Sendable {
     public var ignoredConnections = 0
     /// Traffic to a service that the gate declined for any other rule.
     public var wakesDeclined = 0
+    /// Claims of a held address by another sleep proxy: no wake, one of the two stands by.
+    public var peerClaims = 0
     public var ownerSeen = 0
     public var conflicts = 0
     public init() {}
@@ -106,6 +113,11 @@ public struct Takeover: Sendable {
     public internal(set) var statistics = TakeoverStatistics()
     /// Decides which traffic wakes a host (docs/waking.md); the takeover carries its verdicts out.
     public internal(set) var gate: WakeGate
+    /// Other sleep proxies on the served links (`Takeover+Peers.swift`).
+    var peers: [InterfaceAddressKey: ProxyPeer] = [:]
+    var pendingClaims: [PendingClaim] = []
+    /// The metric this proxy advertises (AABBCC), to settle which of two proxies keeps a host.
+    public var ownMetric = SleepProxyName.unrankable
 
     var interfaces: [Int: InterfaceContext] = [:]
     var hosts = HostTable()
@@ -151,6 +163,9 @@ public struct Takeover: Sendable {
         var next: Timestamp?
         var restarts = 0
         var neighbourInstalled = false
+        /// Before its claim the address was asked for by broadcast, so that a proxy already answering for it says
+        /// so (we never claim second: Apple's proxy wakes the host on a later claim).
+        var peerChecked = false
 
         var isClaimed: Bool {
             switch self.phase {
@@ -182,6 +197,8 @@ public struct Takeover: Sendable {
         var replay: [(at: Timestamp, client: String, frame: [UInt8])] = []
         /// False once the registration is gone (lease expired) and only the wake sequence remains.
         var registered = true
+        /// Another proxy answers for the host; this one stands by.
+        var standby: Standby?
 
         var macs: [MACAddress] {
             self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC]
@@ -475,6 +492,7 @@ public struct Takeover: Sendable {
             let state = host.states[address] ?? AddressState()
             let phase: HostStatus.Phase
             switch state.phase {
+            case .waiting where host.standby != nil: phase = .standby
             case .waiting: phase = state.restarts > 0 ? .ownerSeen : .starting
             case .probing: phase = .probing
             case .announcing, .claimed: phase = .answering
@@ -483,7 +501,7 @@ public struct Takeover: Sendable {
             addresses.append((address, phase))
         }
         // The host's phase is its most advanced address's: answering on one address is answering.
-        let order: [HostStatus.Phase] = [.answering, .probing, .starting, .ownerSeen, .stopped]
+        let order: [HostStatus.Phase] = [.answering, .probing, .starting, .standby, .ownerSeen, .stopped]
         let phase = order.first { candidate in addresses.contains { $0.1 == candidate } } ?? .stopped
         return HostStatus(
             phase: phase, waking: host.wake != nil, wakeAttempts: host.wake?.attempts ?? 0,
@@ -493,6 +511,8 @@ public struct Takeover: Sendable {
     public struct HostStatus: Sendable {
         public enum Phase: String, Hashable, Sendable {
             case starting, probing, answering, ownerSeen = "owner-seen", stopped
+            /// Another proxy answers for the host; this one watches it and takes over if it leaves.
+            case standby
         }
         public var phase: Phase
         public var waking: Bool
@@ -516,9 +536,11 @@ public struct Takeover: Sendable {
     // MARK: - Timers
 
     public mutating func nextDeadline() -> Timestamp? {
-        let hosts = self.hosts.nextDeadline()
-        guard let held = self.gate.nextDeadline() else { return hosts }
-        return hosts.map { min($0, held) } ?? held
+        var deadline = self.hosts.nextDeadline()
+        for candidate in [self.gate.nextDeadline(), self.pendingClaims.map(\.until).min()] {
+            if let candidate { deadline = deadline.map { min($0, candidate) } ?? candidate }
+        }
+        return deadline
     }
 
     /// `source` resolved one of `host`'s names through the proxy (the responder saw the question): it vouches
@@ -531,6 +553,7 @@ public struct Takeover: Sendable {
     /// Steps the hosts due at `now`, `limit` of them at most (the rest stay due for the next call).
     public mutating func tick(now: Timestamp, limit: Int = TakeoverRules.maximumHostsPerTick) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
+        actions += self.settlePendingClaims(now: now)
         // Held packets first: a wake they start is stepped with the host below.
         for (candidate, decision) in self.gate.due(now: now) {
             guard let host = self.hosts[candidate.host], host.isAnsweringAny || host.wake != nil else { continue }
@@ -553,7 +576,9 @@ public struct Takeover: Sendable {
                     if host.isAnsweringAny { actions += self.announcementFrames(host) }
                 }
             }
-            if host.registered {
+            if host.registered, host.standby != nil {
+                if host.next.map({ $0 <= now }) ?? false { actions += self.standbyCheck(&host, now: now) }
+            } else if host.registered {
                 for address in host.addresses {
                     guard let next = host.states[address]?.next, next <= now else { continue }
                     actions += self.step(&host, address: address, now: now)
@@ -599,6 +624,15 @@ public struct Takeover: Sendable {
                 state.phase = .probing(sent: sent + 1)
                 state.next = now + TakeoverRules.probeInterval
                 return actions
+            }
+            // Before claiming, where other proxies are known: ask for the address by broadcast once, so that one
+            // already answering for the host says so and this proxy stands by instead of claiming second.
+            if !state.peerChecked, case .v4(let v4) = address, !self.peers(on: context.name).isEmpty,
+                let check = self.whoHas(v4, on: context)
+            {
+                state.peerChecked = true
+                state.next = now + TakeoverRules.probeInterval
+                return [check]
             }
             // Silence: the host sleeps on this address. Take it over.
             state.phase = .announcing(sent: 0, startedAt: now)

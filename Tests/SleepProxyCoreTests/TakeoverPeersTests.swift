@@ -1,0 +1,169 @@
+import NIOCore
+import SleepProxyTestSupport
+import Testing
+
+@testable import SleepProxyCore
+@testable import SleepProxyWire
+
+/// Two proxies holding one host (docs/coexistence.md, "Other sleep proxies"): a claim by a known proxy never
+/// wakes the host; exactly one keeps answering; the other stands by and takes over, without a wake, when the
+/// active one leaves. A claim by anyone else is still a conflict that wakes the owner.
+@Suite("Other sleep proxies on the link")
+struct TakeoverPeersTests {
+    typealias H = TakeoverHarness
+    static let peerMAC = MACAddress("02:53:50:00:00:09")!
+    static let peerIP = IPv4Address(192, 0, 2, 9)
+    static let hostV4 = IPv4Address(192, 0, 2, 2)
+    /// Our harness proxy advertises 20-40-10 (204010); a better peer advertises 20-10-10, a worse 70-35-60.
+    static let better = "20-10-10-40.0 Best Box"
+    static let worse = "70-35-60-63.1 Living Room"
+
+    static func advertised(_ h: inout H, _ label: String, ttl: UInt32 = 4500) -> [TakeoverAction] {
+        h.takeover.peerAdvertised(label: label, ttl: ttl, from: .v4(Self.peerIP), interfaceIndex: 2, now: h.now)
+    }
+
+    /// The peer's kernel answering an ARP request for its own address (what our who-has asks).
+    static func peerSaysItsMAC(_ h: inout H) -> [TakeoverAction] {
+        h.receive(
+            ARPPacket(
+                operation: .reply, senderMAC: Self.peerMAC, senderIP: Self.peerIP, targetMAC: Lab.proxyMAC,
+                targetIP: IPv4Address(192, 0, 2, 1)
+            ).frame(destination: Lab.proxyMAC, source: Self.peerMAC).bytes)
+    }
+
+    /// The peer announcing (or answering for) the host's address.
+    static func peerClaims(_ h: inout H) -> [TakeoverAction] {
+        h.receive(TestFrames.arpAnnouncement(from: Self.peerMAC, for: Self.hostV4))
+    }
+
+    static func isWhoHas(_ frame: EthernetFrame, _ target: IPv4Address) -> Bool {
+        guard frame.etherType == .arp, frame.destination == .broadcast,
+            let arp = try? ARPPacket(decoding: frame.payload)
+        else { return false }
+        return arp.operation == .request && arp.targetIP == target && arp.senderIP == IPv4Address(192, 0, 2, 1)
+    }
+
+    static func answersARP(_ h: inout H) -> Bool {
+        let request = TestFrames.arpRequest(from: H.clientMAC, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4)
+        return H.frames(h.receive(request)).contains { $0.etherType == .arp && $0.destination == H.clientMAC }
+    }
+
+    @Test func aWorsePeersClaimIsNoConflictAndThisProxyKeepsTheHost() {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.worse)
+        // Its MAC is not known yet: it is asked for, and the claim waits; no wake.
+        let claim = Self.peerClaims(&h)
+        #expect(H.frames(claim).contains { Self.isWhoHas($0, Self.peerIP) } && H.magic(H.frames(claim)).isEmpty)
+        _ = Self.peerSaysItsMAC(&h)
+        let settled = h.run(for: PeerRules.identifyDelay).map(\.1)
+        #expect(H.magic(H.frames(settled)).isEmpty && H.events(settled).isEmpty, "a proxy's claim woke the host")
+        #expect(settled.contains { if case .peerClaim(_, _, true) = $0 { true } else { false } })
+        // Kept: the neighbours are pointed back at us, and we answer.
+        #expect(H.frames(settled).contains { $0.etherType == .arp && $0.source == Lab.proxyMAC })
+        #expect(Self.answersARP(&h))
+        // Known now: its next claim is judged at once, still without a wake.
+        #expect(H.magic(H.frames(Self.peerClaims(&h))).isEmpty)
+        #expect(h.takeover.statistics.conflicts == 0 && h.takeover.statistics.peerClaims == 2)
+    }
+
+    @Test func aBetterPeersClaimPutsThisProxyOnStandbyUntilThePeerSaysGoodbye() {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        let claim = Self.peerClaims(&h)
+        #expect(claim.contains { if case .peerClaim(_, _, false) = $0 { true } else { false } })
+        #expect(claim.contains(.removeNeighbour(interfaceIndex: 2, address: .v4(Self.hostV4))))
+        #expect(H.magic(H.frames(claim)).isEmpty)
+        #expect(!Self.answersARP(&h), "a standby must not answer for the host")
+        #expect(h.takeover.state(of: h.key)?.phase == .standby)
+        // It asks every 10 s whether the active proxy still answers; it does.
+        for _ in 0..<5 {
+            let checks = h.run(for: PeerRules.standbyCheckInterval).map(\.1)
+            #expect(H.frames(checks).contains { Self.isWhoHas($0, Self.hostV4) })
+            _ = Self.peerClaims(&h)
+        }
+        #expect(h.takeover.state(of: h.key)?.phase == .standby)
+        // The active proxy withdraws its advertisement: the host is ours at once, announced, and no wake.
+        let goodbye = Self.advertised(&h, Self.better, ttl: 0)
+        #expect(goodbye.contains { if case .tookOver = $0 { true } else { false } })
+        #expect(goodbye.contains { if case .claimed = $0 { true } else { false } })
+        let after = goodbye + h.run(for: .seconds(2)).map(\.1)
+        #expect(H.magic(H.frames(after)).isEmpty)
+        #expect(Self.answersARP(&h) && h.takeover.state(of: h.key)?.phase == .answering)
+    }
+
+    @Test func aStandbyTakesOverWhenTheActiveProxyFallsSilent() {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        _ = Self.peerClaims(&h)
+        // No answer to N checks: still standing by; to N+1: taken over, no wake.
+        let waited = h.run(for: PeerRules.standbyCheckInterval * PeerRules.standbyMissedChecks).map(\.1)
+        #expect(
+            h.takeover.state(of: h.key)?.phase == .standby
+                && !waited.contains { if case .tookOver = $0 { true } else { false } })
+        let taken = h.run(for: PeerRules.standbyCheckInterval + .seconds(1)).map(\.1)
+        #expect(taken.contains { if case .tookOver = $0 { true } else { false } })
+        #expect(H.magic(H.frames(waited + taken)).isEmpty && Self.answersARP(&h))
+    }
+
+    /// Where a proxy is known, an address is asked for by broadcast before it is claimed: a proxy already
+    /// answering for the host says so, and this one stands by without ever claiming (Apple's would wake the host).
+    @Test func anAddressAnotherProxyAlreadyAnswersForIsNeverClaimedSecond() {
+        var h = H()
+        h.takeover.ownMetric = 10_10_10  // better than any peer: answering first still wins
+        _ = Self.advertised(&h, Self.worse)
+        _ = Self.peerSaysItsMAC(&h)
+        h.register()
+        var claimed = false
+        var asked = false
+        let end = h.now + .seconds(12)
+        while let deadline = h.takeover.nextDeadline(), deadline <= end {
+            h.now = max(h.now, deadline)
+            let step = h.takeover.tick(now: h.now)
+            if H.frames(step).contains(where: { Self.isWhoHas($0, Self.hostV4) }) {
+                asked = true
+                // The active proxy answers the broadcast for the host's address.
+                _ = h.receive(
+                    ARPPacket(
+                        operation: .reply, senderMAC: Self.peerMAC, senderIP: Self.hostV4, targetMAC: Lab.proxyMAC,
+                        targetIP: IPv4Address(192, 0, 2, 1)
+                    ).frame(destination: Lab.proxyMAC, source: Self.peerMAC).bytes)
+            }
+            if step.contains(where: { if case .claimed(_, .v4) = $0 { true } else { false } }) { claimed = true }
+        }
+        #expect(asked && !claimed, "claimed an address another proxy already answered for")
+        #expect(h.takeover.state(of: h.key)?.addresses.first { $0.0 == .v4(Self.hostV4) }?.1 == .standby)
+    }
+
+    @Test func aThirdMachineIsStillAConflictThatWakes() {
+        var h = H()
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        // The proxy's MAC is asked for first; the claimant is not it: the owner is woken.
+        _ = h.receive(TestFrames.arpAnnouncement(from: H.thirdMAC, for: Self.hostV4))
+        _ = Self.peerSaysItsMAC(&h)
+        let settled = h.run(for: PeerRules.identifyDelay).map(\.1)
+        #expect(!H.magic(H.frames(settled)).isEmpty)
+        #expect(H.events(settled).first?.trigger == .addressConflict(address: .v4(Self.hostV4), from: H.thirdMAC))
+    }
+
+    @Test func thePeerTableIsBoundedAndOurOwnAdvertisementIsNotAPeer() {
+        var h = H()
+        for n in 0..<(PeerRules.maximumPeers + 5) {
+            _ = h.takeover.peerAdvertised(
+                label: Self.worse, ttl: 4500, from: .v4(IPv4Address(192, 0, 2, UInt8(100 + n))), interfaceIndex: 2,
+                now: h.now)
+        }
+        _ = h.takeover.peerAdvertised(
+            label: Self.better, ttl: 4500, from: .v4(IPv4Address(192, 0, 2, 1)), interfaceIndex: 2, now: h.now)
+        #expect(h.takeover.peers(on: "eth0").count == PeerRules.maximumPeers)
+        #expect(!h.takeover.peers(on: "eth0").contains { $0.address == .v4(IPv4Address(192, 0, 2, 1)) })
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyIO
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// Two of our proxies on one link, a sleeping host registered with both (docs/coexistence.md, "Other sleep
+/// proxies"). Before, each took the other's claim for a conflict and woke the host: 74 magic packets in a minute,
+/// and neither answered ARP for it. Now: no magic packet, exactly one MAC answers for the host, and when that
+/// proxy stops the other takes the host over without waking it, and wakes it for a real connection.
+@Suite(
+    "Two sleep proxies on one link", .ownThread, .serialized,
+    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+final class PeerProxiesLabTests {
+    static let secondMAC = MACAddress("02:53:50:00:00:03")!
+
+    let lab: LabNetwork
+    let first: LabHost
+    let second: LabHost
+    let sleeper: SleepingHost
+    let client: LabHost
+    let firstState: URL
+    let secondState: URL
+
+    init() throws {
+        let setup = try ThreeHostLab(thirdName: "client")
+        (self.lab, self.first, self.sleeper, self.client, self.firstState) = (
+            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
+        )
+        self.second = try self.lab.addHost(
+            "second", mac: Self.secondMAC, ipv4: ["192.0.2.3/24"], ipv6: ["2001:db8::3/64"])
+        self.secondState = self.lab.directory.appendingPathComponent("second-state")
+    }
+
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+
+    func register(with proxy: String) throws {
+        let message = SampleRegistration.message(
+            id: 0x7300, mac: ThreeHostLab.sleeperMAC, host: "sleeper.local.",
+            addresses: [IPAddress("192.0.2.2")!], services: [("Web._http._tcp", 8080)])
+        let replies = try UDPClient.exchange(
+            in: self.sleeper.host, to: proxy, port: 5599, from: "192.0.2.2",
+            payloads: [message.encoded(options: .appleUpdate)])
+        #expect(replies.first??.prefix(2) == [0x73, 0x00], "\(proxy) did not accept the registration")
+    }
+
+    /// The MACs that answer an ARP request for the sleeper's address from the client, within a second.
+    func arpAnswerers() throws -> Set<MACAddress> {
+        let capture = try FrameCapture(in: self.client.namespace)
+        defer { capture.stop() }
+        try self.client.namespace.sendFrame(
+            TestFrames.arpRequest(
+                from: self.client.mac, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 2)))
+        usleep(1_000_000)  // scenario timing: a second for every proxy that would answer to do so
+        var answerers: Set<MACAddress> = []
+        for frame in capture.captured where frame.packetType != 4 {
+            guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                ethernet.etherType == .arp, let arp = try? ARPPacket(decoding: ethernet.payload),
+                arp.operation == .reply, arp.senderIP == IPv4Address(192, 0, 2, 2)
+            else { continue }
+            answerers.insert(arp.senderMAC)
+        }
+        return answerers
+    }
+
+    @Test func theBetterProxyAnswersTheOtherStandsByAndTakesOverWithoutAWake() throws {
+        // The first advertises the better metric (20-40-10, the default); the second a worse one.
+        let active = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
+        defer { active.stop() }
+        let standby = try Daemon.start(
+            in: self.second, stateDirectory: self.secondState, logName: "second",
+            extra: ["--metrics", "30-40-10-65", "--proxy-name", "second"])
+        defer { standby.stop() }
+        // Each has heard the other's advertisement once it lists it as a peer; the registrations come after.
+        try self.register(with: "192.0.2.1")
+        try self.register(with: "192.0.2.3")
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
+                == .asleep, "\(active.output)")
+        #expect(
+            Daemon.waitForHost(
+                "sleeper.local.", in: .standby, proxy: self.second, stateDirectory: self.secondState, timeout: 20)
+                == .standby, "\(standby.output)")
+        // Scenario timing: the second proxy's standby checks (every 10 s) run twice meanwhile.
+        usleep(20_000_000)
+        #expect(self.sleeper.magicPackets.isEmpty, "the proxies woke the host: \(self.sleeper.magicPackets.count)")
+        #expect(try self.arpAnswerers() == [ThreeHostLab.proxyMAC], "exactly the active proxy must answer")
+
+        // The active proxy stops: its goodbye hands the host to the standby, with no wake.
+        active.stop()
+        #expect(
+            Daemon.waitForHost(
+                "sleeper.local.", in: .asleep, proxy: self.second, stateDirectory: self.secondState, timeout: 10)
+                == .asleep, "\(standby.output)")
+        #expect(try self.arpAnswerers() == [Self.secondMAC])
+        #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
+        // A real connection now wakes the host through the second proxy.
+        let connection = try self.client.spawn(
+            ["/usr/bin/python3", "-c", TakeoverLabTests.connectScript, "192.0.2.2", "8080", "10"], logName: "connect")
+        defer { connection.stop() }
+        let packets = self.sleeper.waitForMagicPackets(1, timeout: 5)
+        #expect(packets.first.map { Array($0.frame.bytes[6..<12]) } == Self.secondMAC.bytes, "woken by the second")
+        try self.sleeper.wake()
+        #expect(connection.waitForOutput("connected", timeout: 10), "\(connection.output)")
+    }
+}
