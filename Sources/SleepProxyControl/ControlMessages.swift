@@ -74,6 +74,27 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var hostsByState: [HostSummary.State: Int]?
     /// SSDP (docs/ssdp.md); absent with `--no-ssdp` and from daemons before 0.5.
     public var upnp: UPnPStatus?
+    /// Other sleep proxies heard on the served links (docs/coexistence.md, "Other sleep proxies"); absent from
+    /// daemons before 0.6 and with `--no-takeover`.
+    public var otherProxies: [OtherProxy]?
+
+    public struct OtherProxy: Codable, Hashable, Sendable {
+        public var interface: String
+        public var address: String
+        /// The advertised instance label, `AA-BB-CC-DD.F name` (lower AABBCC wins).
+        public var label: String
+        /// Its MAC, once it answered an ARP request.
+        public var mac: String?
+        public var heardSecondsAgo: Double
+
+        public init(interface: String, address: String, label: String, mac: String?, heardSecondsAgo: Double) {
+            self.interface = interface
+            self.address = address
+            self.label = label
+            self.mac = mac
+            self.heardSecondsAgo = heardSecondsAgo
+        }
+    }
 
     public struct UPnPStatus: Codable, Hashable, Sendable {
         /// Held hosts with UPnP devices, and their entries (devices and services).
@@ -95,10 +116,11 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
-        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil
+        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil
     ) {
         self.hostsByState = hostsByState
         self.upnp = upnp
+        self.otherProxies = otherProxies
         self.version = version
         self.startedAt = startedAt
         self.uptimeSeconds = uptimeSeconds

@@ -172,6 +172,14 @@ extension RegistrationEngine {
                 DaemonStatus.UPnPStatus(
                     hosts: ssdp.learnedByHost.count, entries: ssdp.entryCount,
                     responses: ssdp.statistics.responsesSent, announcements: ssdp.statistics.notifiesSent)
+            },
+            otherProxies: self.engine.takeover.map { takeover in
+                self.servedContexts.flatMap { takeover.peers(on: $0.name) }.map { peer in
+                    DaemonStatus.OtherProxy(
+                        interface: peer.interface, address: peer.address.description, label: peer.label,
+                        mac: peer.mac?.description,
+                        heardSecondsAgo: Double((now - peer.lastHeard).nanosecondsClamped) / 1e9)
+                }
             })
     }
 }

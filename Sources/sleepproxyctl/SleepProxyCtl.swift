@@ -50,7 +50,7 @@ struct Status: ParsableCommand {
         print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
         if let byState = status.hostsByState {
             // Only the states some host is in: "2 asleep, 1 awake".
-            let parts = [HostSummary.State.asleep, .waking, .starting, .awake].compactMap { state in
+            let parts = [HostSummary.State.asleep, .waking, .starting, .awake, .standby].compactMap { state in
                 byState[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil }
             }
             print(
@@ -67,6 +67,15 @@ struct Status: ParsableCommand {
             )
         }
         print("wakes:         \(status.wakes) (\(status.magicPackets) magic packet bursts)")
+        if let others = status.otherProxies {
+            // docs/coexistence.md: lower metrics win a client's choice, and decide which proxy keeps a shared host.
+            print("other proxies: \(others.isEmpty ? "none heard" : "")")
+            for other in others.sorted(by: { $0.label < $1.label }) {
+                print(
+                    "  \(other.label)  \(other.address)\(other.mac.map { " \($0)" } ?? "") on \(other.interface), heard \(HumanDuration.format(other.heardSecondsAgo)) ago"
+                )
+            }
+        }
         if status.refusals.isEmpty {
             print("refusals:      none")
         } else {

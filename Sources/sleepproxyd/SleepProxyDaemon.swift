@@ -76,7 +76,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(
         name: .long,
         help:
-            "Advertised metrics II-PP-MM-TT: intent, portability, marginal and total power, 10-99 each, lower wins (default 20-40-10-65, a dedicated always-on box)."
+            "Advertised metrics II-PP-MM-TT (intent, portability, marginal and total power, 10-99 each, lower wins), or a preset: dedicated (20-40-10-65, the default: wins over every Apple TV and HomePod) or fallback (80-40-60-65: chosen only when no Apple device offers itself)."
     )
     var metrics: String = "20-40-10-65"
 
@@ -336,10 +336,19 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     }
 
     /// The `II-PP-MM-TT.F Name` label (docs/protocol.md §1.2) from --metrics and --proxy-name.
+    /// Named metrics (docs/coexistence.md, "Other sleep proxies"). Every Apple TV and HomePod advertises
+    /// 70-35-60-63 and an AirPort base station 30-35-10: a dedicated box at intent 20 wins every Apple client's
+    /// choice; a fallback at intent 80 ("a computer that never sleeps") loses to every Apple device, so Apple
+    /// clients use it only when none is there.
+    static let metricPresets = ["dedicated": "20-40-10-65", "fallback": "80-40-60-65"]
+
     func advertisedName() throws -> SleepProxyName {
-        let parts = self.metrics.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
+        let metrics = Self.metricPresets[self.metrics.lowercased()] ?? self.metrics
+        let parts = metrics.split(separator: "-", omittingEmptySubsequences: false).map { Int($0) }
         guard parts.count == 4, parts.allSatisfy({ $0 != nil }) else {
-            throw ValidationError("--metrics must be four two-digit numbers like 20-40-10-65, not \"\(self.metrics)\"")
+            throw ValidationError(
+                "--metrics must be four two-digit numbers like 20-40-10-65, or dedicated or fallback, not \"\(self.metrics)\""
+            )
         }
         do {
             return try SleepProxyName(

@@ -69,6 +69,14 @@ struct DeployTests {
         let good = try Command.run(
             [Daemon.executable.path, "--check-config", "--config", shipped], timeout: .seconds(30))
         #expect(good.succeeded && good.stdout.contains("\(shipped) is valid"), "\(good)")
+        // The metric presets are accepted by name.
+        let preset = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxyd-preset-\(getpid()).conf")
+        defer { try? FileManager.default.removeItem(at: preset) }
+        try "metrics = fallback\n".write(to: preset, atomically: true, encoding: .utf8)
+        let fallback = try Command.run(
+            [Daemon.executable.path, "--check-config", "--config", preset.path], timeout: .seconds(30))
+        #expect(fallback.succeeded, "\(fallback)")
 
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sleepproxyd-check-\(getpid()).conf")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -88,6 +96,10 @@ struct DeployTests {
                 "line 1: wake-only-from \"02:00@192.0.2.1\": \"02:00\" is not a MAC"
             ),
             ("wake-monitor-holdoff = 604801\n", "line 1: --wake-monitor-holdoff must be 0 to 604800 seconds"),
+            (
+                "metrics = ultimate\n",
+                "line 1: --metrics must be four two-digit numbers like 20-40-10-65, or dedicated or fallback"
+            ),
         ] {
             try text.write(to: file, atomically: true, encoding: .utf8)
             let bad = try Command.run(

@@ -70,12 +70,12 @@ final class PeerProxiesLabTests {
     }
 
     @Test func theBetterProxyAnswersTheOtherStandsByAndTakesOverWithoutAWake() throws {
-        // The first advertises the better metric (20-40-10, the default); the second a worse one.
+        // The first advertises the better metric (20-40-10, the default); the second the fallback preset (80-40-60).
         let active = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
         defer { active.stop() }
         let standby = try Daemon.start(
             in: self.second, stateDirectory: self.secondState, logName: "second",
-            extra: ["--metrics", "30-40-10-65", "--proxy-name", "second"])
+            extra: ["--metrics", "fallback", "--proxy-name", "second"])
         defer { standby.stop() }
         // Each has heard the other's advertisement once it lists it as a peer; the registrations come after.
         try self.register(with: "192.0.2.1")
@@ -92,6 +92,12 @@ final class PeerProxiesLabTests {
         usleep(20_000_000)
         #expect(self.sleeper.magicPackets.isEmpty, "the proxies woke the host: \(self.sleeper.magicPackets.count)")
         #expect(try self.arpAnswerers() == [ThreeHostLab.proxyMAC], "exactly the active proxy must answer")
+        // Each lists the other in its status, with the label it advertises and the MAC it answered with.
+        let others = Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []
+        #expect(
+            others.contains {
+                $0.label == "80-40-60-65.0 second" && $0.address == "192.0.2.3" && $0.mac == Self.secondMAC.description
+            }, "\(others)")
 
         // The active proxy stops: its goodbye hands the host to the standby, with no wake.
         active.stop()
