@@ -96,6 +96,22 @@ struct TakeoverPeersTests {
         #expect(Self.answersARP(&h) && h.takeover.state(of: h.key)?.phase == .answering)
     }
 
+    /// A new registration (a new sleep epoch: the host was awake in between) settles afresh who answers for it.
+    @Test func aNewRegistrationEndsTheStandby() {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        _ = Self.peerClaims(&h)
+        #expect(h.takeover.state(of: h.key)?.phase == .standby)
+        h.register(
+            Lab.registration(
+                sequence: 1, addresses: [Lab.hostV4, H.hostGlobal],
+                services: [("TestSvc._http._tcp", 8080), ("Shell._ssh._tcp", 22), ("Game._game._udp", 7000)]))
+        #expect(h.takeover.state(of: h.key)?.phase == .starting)
+    }
+
     @Test func aStandbyTakesOverWhenTheActiveProxyFallsSilent() {
         var h = H()
         h.takeover.ownMetric = 20_40_10

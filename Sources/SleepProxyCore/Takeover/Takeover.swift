@@ -330,12 +330,15 @@ public struct Takeover: Sendable {
             actions += self.release(&host, now: now)
             if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
             host.states = [:]
+            // Which proxy answers for the host is settled afresh for the new epoch (docs/coexistence.md).
+            host.standby = nil
         } else if isNew {
             // A host whose lease had ended and that was being woken registers again: it is up, so the wake
             // worked.
             if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
             host.states = [:]
             host.registered = true
+            host.standby = nil
         }
         let oldAddresses = host.addresses
         host.hostName = registration.hostName?.description
