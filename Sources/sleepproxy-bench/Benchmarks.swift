@@ -86,6 +86,13 @@ enum Benchmarks {
     }
 }
 
+/// The value at quantile `p` (0 to 1) of `values` by the nearest rank, as every benchmark reports its p50 and
+/// p99; NaN when there are none.
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let sorted = values.sorted()
+    return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
 /// Only benchmarks whose label contains this run (`--filter TEXT`).
 nonisolated(unsafe) var benchmarkFilter: String? = nil
 

@@ -310,12 +310,9 @@ enum ResponderBenchmarks {
                 }
                 if !worked { usleep(100) }
             }
-            latencies.sort()
-            func percentile(_ p: Double) -> Double {
-                latencies.isEmpty ? .nan : latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]
-            }
             return LoadResult(
-                offered: rate, answered: latencies.count, seconds: seconds, p50: percentile(0.5), p99: percentile(0.99))
+                offered: rate, answered: latencies.count, seconds: seconds, p50: percentile(latencies, 0.5),
+                p99: percentile(latencies, 0.99))
         }
     }
 }

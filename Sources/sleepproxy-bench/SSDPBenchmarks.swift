@@ -110,7 +110,7 @@ enum SSDPBenchmarks {
             String(
                 format:
                     "  M-SEARCH (MX 1) → the proxy's response for the sleeping server: p50 %.0f ms, p99 %.0f ms, max %.0f ms over %d searches, %d unanswered (UDA spreads responses over 0–MX s on purpose)",
-                self.percentile(firstResponses, 0.5), self.percentile(firstResponses, 0.99),
+                percentile(firstResponses, 0.5), percentile(firstResponses, 0.99),
                 firstResponses.max() ?? .nan, self.searches, missed))
 
         // Long enough for the proxy's first set of announcements for the server (27 s after its last: 0.45 of
@@ -162,7 +162,7 @@ enum SSDPBenchmarks {
             String(
                 format:
                     "  description fetch → complete, the server waking 0.5 s after the magic packet: p50 %.0f ms, max %.0f ms over %d opens (async-upnp-client)",
-                self.percentile(totals, 0.5), totals.max() ?? .nan, totals.count))
+                percentile(totals, 0.5), totals.max() ?? .nan, totals.count))
     }
 
     static func wait(timeout: TimeInterval, _ condition: () -> Bool) -> Bool {
@@ -172,10 +172,5 @@ enum SSDPBenchmarks {
             usleep(100_000)
         } while Date() < deadline
         return false
-    }
-
-    static func percentile(_ values: [Double], _ p: Double) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
     }
 }

@@ -77,10 +77,6 @@ enum ScaleLabBenchmark {
     }
 
     static func report(_ f: Figures) {
-        func percentile(_ values: [Double], _ p: Double) -> Double {
-            let sorted = values.sorted()
-            return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-        }
         let rate = Double(f.acknowledged) / f.seconds
         let big = f.hosts >= 10_000
         func verdict(_ met: Bool) -> String { big ? (met ? "met" : "NOT MET") : "-" }

@@ -20,11 +20,6 @@ enum TakeoverBenchmarks {
     static func address(_ n: Int) -> IPv4Address { IPv4Address(192, 0, 2, UInt8(100 + n)) }
     static func mac(_ n: Int) -> MACAddress { MACAddress(rawValue: 0x0253_5000_3000 + UInt64(n)) }
 
-    static func percentile(_ values: [Double], _ p: Double) -> Double {
-        let sorted = values.sorted()
-        return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
-    }
-
     static func runLab(daemon: URL) throws {
         guard Command.canBuildNetworks else {
             print("Takeover benchmark: skipped (needs root, iproute2 and util-linux)")
