@@ -15,7 +15,7 @@ public final class JournalFile {
     /// Compact when the journal holds this many entries per live host, so its size stays proportional to what it
     /// holds. Counted in entries, not against the size after the last compaction: a journal that grows only
     /// with new hosts (a registration storm) holds nothing to drop, and rewriting it then stalled the engine for
-    /// a tenth of a second at a time (issue 16).
+    /// a tenth of a second at a time (docs/scale.md).
     public static let compactionRatio = 4
     /// …but never bother below this size.
     public static let compactionMinimumBytes = 1 << 20
@@ -208,7 +208,7 @@ public final class JournalFile {
 
     /// Starts rewriting the journal with one entry per live host, without holding up the caller: a thread of its
     /// own encodes them into a new file and syncs it (tens of milliseconds of writing and waiting with thousands
-    /// of hosts, during which no query would be answered; issue 16). Appends go on to the old file meanwhile,
+    /// of hosts, during which no query would be answered; docs/scale.md). Appends go on to the old file meanwhile,
     /// which stays whole and in place until `finishCompaction` has carried them over to the new one.
     public func startCompaction(_ live: [OwnerRegistration], timeBase: TimeBase) throws {
         guard self.rewrite == nil else { return }

@@ -13,7 +13,7 @@ import SleepProxyCore
     import Glibc
 #endif
 
-/// The Prometheus endpoint (issue 6 §3): `GET /metrics` on a local TCP address, in the text exposition format.
+/// The Prometheus endpoint (README, Metrics): `GET /metrics` on a local TCP address, in the text exposition format.
 ///
 /// The engine keeps plain counts (it must not pay for metrics on its hot paths); at each scrape the endpoint
 /// reads the engine's status and brings swift-metrics counters and gauges, backed by swift-prometheus, up to

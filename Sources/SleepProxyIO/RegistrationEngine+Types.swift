@@ -48,13 +48,13 @@ extension RegistrationEngine {
     /// Ours: after this many events the first idle moment returns freed heap to the system (a storm of 10,000
     /// registrations left about 45 MB more resident than the same hosts restored; sleepproxy-bench scale).
     static let trimAfterEvents = 10_000
-    /// Ours (issue 16): a pass runs its timers in slices of this many hosts (takeover steps) and announcements,
+    /// Ours (docs/scale.md): a pass runs its timers in slices of this many hosts (takeover steps) and announcements,
     /// and answers the queries that arrived between two slices; at most `timerSlicesPerPass` slices, so a pass
     /// does no more than `TakeoverRules.maximumHostsPerTick` hosts as before. While thousands of hosts are taken
     /// over together a query then waits for one slice (a few tenths of a millisecond), not for a whole pass.
     static let timerSlice = 2
     static let timerSlicesPerPass = 4
-    /// Ours (issue 16): capture filters are rebuilt at most this often. While a registration storm crosses the
+    /// Ours (docs/scale.md): capture filters are rebuilt at most this often. While a registration storm crosses the
     /// filter's 250 addresses (`CaptureFilter.maximumAddresses`) every pass changed it, and each change is a
     /// kernel compile of up to 250 compares on the engine thread (0.2-1.4 ms, sleepproxy-bench scale). A host's
     /// address matters to the filter once the host is taken over, seconds after it registered, so 50 ms late is

@@ -7,7 +7,7 @@ import SleepProxyCore
     import Glibc
 #endif
 
-/// The wake log on disk (issue 5 §7): one JSON object per line in `wake-events.jsonl` in the state directory,
+/// The wake log on disk (docs/waking.md §8): one JSON object per line in `wake-events.jsonl` in the state directory,
 /// keeping at least the last `keptEvents` across restarts. Appends are not synced one by one (the log explains,
 /// it does not decide anything); the file is rewritten with the newest `keptEvents` once it holds twice that.
 public final class WakeLog: @unchecked Sendable {

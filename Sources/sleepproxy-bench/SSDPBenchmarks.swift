@@ -7,7 +7,7 @@ import SleepProxyWire
     import Glibc
 #endif
 
-/// SSDP for a sleeping minidlna server against the real daemon in a lab (issue 18): how soon a TV's search is
+/// SSDP for a sleeping minidlna server against the real daemon in a lab (docs/ssdp.md): how soon a TV's search is
 /// answered for it, and how long a TV opening it waits when the server wakes half a second after the magic
 /// packet.
 enum SSDPBenchmarks {

@@ -14,7 +14,7 @@ enum ScaleBenchmarks {
     )
     static let proxyAddress = IPAddress("169.254.0.1")!
 
-    /// A typical Mac (issue 16): five services, one IPv4 link-local and one fe80 address, 24 records.
+    /// A typical Mac (docs/scale.md): five services, one IPv4 link-local and one fe80 address, 24 records.
     static func host(_ n: Int, id: UInt16 = 1) -> (message: DNSMessage, source: IPAddress) {
         let v4 = self.address(n)
         let v6 = self.linkLocal(n)

@@ -9,7 +9,7 @@ import SleepProxyWire
     import Glibc
 #endif
 
-/// The registration storm against the real daemon (issue 16): N simulated Macs (24 records each: five services,
+/// The registration storm against the real daemon (docs/scale.md): N simulated Macs (24 records each: five services,
 /// one IPv4 and one fe80 address) register Apple-format from their own 169.254/16 addresses, 20 in flight, while
 /// a third host asks legacy SRV queries for hosts that registered earlier; then the daemon is restarted and the
 /// time to its first answer is taken. The hosts' side answers no ARP (arp_ignore=8), so each host looks asleep to

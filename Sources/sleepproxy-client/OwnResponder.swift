@@ -9,7 +9,7 @@ import SleepProxyWire
 /// Asks this host's own mDNS responder (avahi-daemon) what it publishes, over the wire: multicast questions from
 /// port 5353 beside it, answered by multicast, heard back through the loopback of our own membership. What comes
 /// back is byte for byte what every other machine on the link hears, TXT strings in their wire order and the
-/// responder's own TTLs included (issue 14), and only the answers sent from this host's addresses count.
+/// responder's own TTLs included, and only the answers sent from this host's addresses count.
 enum OwnResponder {
     /// When questions go out, in seconds from the start: the first round, then again for what is still missing
     /// (a responder multicasts a record at most once a second, RFC 6762 §6.2, so one that another machine just

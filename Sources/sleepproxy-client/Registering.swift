@@ -29,7 +29,7 @@ enum Client {
     }
 
     /// Registers with the best proxy that takes it. The records are this host's own, as its responder publishes
-    /// them (issue 14: the proxy must answer exactly what the host answered), plus any --service.
+    /// them (the proxy must answer exactly what the host answered), plus any --service.
     static func register(
         link linkOptions: LinkOptions, state stateOptions: StateOptions, browse: BrowseOptions,
         options: RegistrationOptions

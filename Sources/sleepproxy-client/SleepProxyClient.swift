@@ -3,7 +3,7 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire
 
-/// The Linux sleep client (issue 7, issue 14): finds sleep proxies, hands them exactly the records this host's
+/// The Linux sleep client (README, "Linux hosts: sleepproxy-client"): finds sleep proxies, hands them exactly the records this host's
 /// own mDNS responder publishes before it suspends, and takes them back on resume, in the form Apple's clients
 /// use.
 @main

@@ -80,7 +80,7 @@ public enum EngineRules {
     public static let quietProbeCount = 3
     public static let quietProbeInterval: Duration = .seconds(1)
     public static let quietStartDelay: Duration = .seconds(1)
-    /// Ours (issue 16): the host-sized tables (store, name and address indexes, takeover, presence, SSDP) are
+    /// Ours (docs/scale.md): the host-sized tables (store, name and address indexes, takeover, presence, SSDP) are
     /// sized at start for `--max-hosts`, up to this many hosts; past it they grow as they fill. 10,000 is the
     /// scale the proxy is measured at (sleepproxy-bench scale); beyond it the bookkeeping written at start would
     /// cost more than the stalls it saves.

@@ -4,7 +4,7 @@ import DequeModule
 /// known on arrival and skipped before they are decoded. The sockets keep IP_MULTICAST_LOOP on, because a
 /// responder on the proxy's own box (avahi on a NAS) must hear what the proxy announces; the price was that
 /// every announcement came back and was decoded and inspected record by record for conflicts, which it can never
-/// hold with itself. Taking over 10,000 hosts, that was a fifth of the engine's time (docs/scale.md, issue 16).
+/// hold with itself. Taking over 10,000 hosts, that was a fifth of the engine's time (docs/scale.md).
 ///
 /// Only a packet from one of the proxy's own addresses, from port 5353, whose bytes are exactly what the proxy
 /// sent is skipped: avahi on the same box sends from the same address and port, but never these bytes, so it is

@@ -72,7 +72,7 @@ public struct ProxyEngine: Sendable {
     ///
     /// One pass over the hosts' presence, with no lookup per host, then the few waking ones moved: the daemon
     /// publishes this every second, and with four keyed lookups a host it held the engine thread about 4 ms at
-    /// 10,000 hosts, long enough to delay the queries that arrived meanwhile (issue 16).
+    /// 10,000 hosts, long enough to delay the queries that arrived meanwhile (docs/scale.md).
     public var hostsByState: [HostState: Int] {
         var counts = [Int](repeating: 0, count: HostState.allCases.count)
         func slot(_ state: HostState) -> Int { HostState.allCases.firstIndex(of: state)! }

@@ -1,6 +1,6 @@
 /// The owners of one name in the record store. Almost every name has exactly one (a host's own name, its reverse
 /// names, its service instances), so one owner is kept inline and a set is allocated only for a second: with
-/// ten thousand hosts of about twenty names each, a set per name was a fifth of the proxy's memory (issue 16).
+/// ten thousand hosts of about twenty names each, a set per name was a fifth of the proxy's memory (docs/scale.md).
 struct OwnerSet: Sendable, Sequence {
     private enum Storage: Sendable {
         case none

@@ -1,7 +1,7 @@
 import SleepProxyWire
 
-/// The records a host's own mDNS responder publishes for the host, picked from the responses it sent (issue 14:
-/// the proxy must answer exactly what the host answered). Read off the wire, they keep everything a printed
+/// The records a host's own mDNS responder publishes for the host, picked from the responses it sent: the proxy
+/// must answer exactly what the host answered. Read off the wire, they keep everything a printed
 /// listing loses: the order of the TXT strings and every byte of them, the cache-flush bits, the responder's
 /// own TTLs, and no address the responder does not publish (avahi-daemon publishes no IPv6 link-local address
 /// for the host name).

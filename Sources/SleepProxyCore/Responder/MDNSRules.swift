@@ -45,7 +45,7 @@ public enum MDNSRules {
     /// docs/protocol.md §4.2: a proxied unique record is announced after Apple's silent probing (~0.9 s); shared
     /// ones start at once.
     public static let proxiedUniqueAnnouncementDelay: Duration = .milliseconds(900)
-    /// Ours (issue 16): announcements (and goodbyes) sent in one timer pass at most, so that queries are answered
+    /// Ours (docs/scale.md): announcements (and goodbyes) sent in one timer pass at most, so that queries are answered
     /// between the passes of a wave of thousands of hosts falling asleep together (RFC 6762 §8.3 asks for the
     /// announcements, not for them all in one instant). 8 of a Mac-sized host's are about a millisecond of work.
     public static let maximumAnnouncementsPerTick = 8

@@ -46,7 +46,7 @@ public struct Responder: Sendable {
     /// A record multicast on a channel: a 64-bit digest of (interface, name, data) and the family it went out on;
     /// both families' times share one entry of `MulticastHistory`. The history holds every record multicast in the
     /// last quarter of its TTL, about 240,000 with 10,000 hosts, and whole names and data would cost a hundred bytes
-    /// more each (issue 16). Two records sharing a digest (odds of 2^-64 per pair) would only make one of them look
+    /// more each (docs/scale.md). Two records sharing a digest (odds of 2^-64 per pair) would only make one of them look
     /// recently sent: an answer held back a second, or sent unicast.
     struct MulticastKey: Hashable, Sendable {
         let digest: Int
@@ -631,7 +631,7 @@ public struct Responder: Sendable {
 /// as long as that horizon: a lookup reads the current one, then the previous one, and when the current one has
 /// covered the horizon the previous one is dropped whole. Every entry is kept at least the horizon and at most
 /// twice it. Before, a sweep filtered the whole table each time it had doubled: taking over 10,000 hosts (half a
-/// million entries) one sweep held the engine thread about 20 ms, while queries waited (issue 16).
+/// million entries) one sweep held the engine thread about 20 ms, while queries waited (docs/scale.md).
 ///
 /// An entry is 16 bytes: the record's digest, and its IPv4 and IPv6 times as milliseconds since the start of its
 /// generation (a generation spans the horizon, 1,126 s, well within 32 bits), rounded up, so that a time read back

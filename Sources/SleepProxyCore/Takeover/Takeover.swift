@@ -62,7 +62,7 @@ public struct TakeoverConfiguration: Hashable, Sendable {
     /// `wake-monitor-holdoff` (docs/waking.md §6); zero turns the monitor budget off.
     public var monitorHoldoff: Duration = WakeRules.defaultMonitorHoldoff
     /// Append six zero bytes when the host registered no SecureOn password, as Apple does. Off by default: some
-    /// NICs ignore a magic packet with a zero trailer (issue 5 §5).
+    /// NICs ignore a magic packet with a zero trailer (docs/protocol.md §4.6).
     public var appendZeroPassword = false
     /// Also send each magic packet as a UDP broadcast to port 9.
     public var udpMagicPacket = false
@@ -401,7 +401,7 @@ public struct Takeover: Sendable {
 
     /// Drops a host entirely. Its addresses stayed mapped to it while only its wake sequence remained, so that
     /// the owner's own ARP or neighbour discovery could still end that sequence as a success (a wake outcome
-    /// must tell the truth: issue 13).
+    /// must tell the truth: docs/coexistence.md).
     mutating func forget(_ key: OwnerKey) {
         self.gate.forget(host: key)
         guard let host = self.hosts.removeValue(forKey: key) else { return }

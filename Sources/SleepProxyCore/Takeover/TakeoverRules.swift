@@ -6,14 +6,14 @@ public enum TakeoverRules {
     /// docs/protocol.md §4.3 / RFC 5227 §2.1.1: three probes unicast to the owner's wake MAC, a second apart.
     public static let probeCount = 3
     public static let probeInterval: Duration = .seconds(1)
-    /// Issue 5 / Apple's four announcements: gratuitous ARP (unsolicited NA) at 0, 1, 3 and 7 s.
+    /// docs/protocol.md §4.3, Apple's four announcements: gratuitous ARP (unsolicited NA) at 0, 1, 3 and 7 s.
     public static let announcementOffsets: [Duration] = [.zero, .seconds(1), .seconds(3), .seconds(7)]
     /// docs/protocol.md §5.2: after the owner is seen on the wire, probing starts again after 10 s (1 s when it
     /// had not announced yet), at most 20 times (`MAX_PROBE_RESTARTS`).
     public static let restartDelayAfterAnnouncing: Duration = .seconds(10)
     public static let restartDelayBeforeAnnouncing: Duration = .seconds(1)
     public static let maximumProbeRestarts = 20
-    /// Ours (issue 16): hosts stepped in one timer pass at most. Thousands of hosts registered in one second come
+    /// Ours (docs/scale.md): hosts stepped in one timer pass at most. Thousands of hosts registered in one second come
     /// due together a second later; stepping them all at once would hold every query behind a pass of tens of
     /// milliseconds. The rest stay due and are stepped in the next pass, after the packets that came meanwhile.
     /// Claiming a host (its frames, its records' first announcement) is about 0.2 ms of work, so 8 hosts keep a

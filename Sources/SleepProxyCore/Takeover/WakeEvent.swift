@@ -27,7 +27,7 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// One line of the wake log (issue 5 §7): a wake and why, how it ended, or traffic that was not a reason.
+/// One line of the wake log (docs/waking.md §8): a wake and why, how it ended, or traffic that was not a reason.
 public struct WakeEvent: Hashable, Sendable {
     public enum Kind: String, Hashable, Sendable {
         /// Magic packets started.

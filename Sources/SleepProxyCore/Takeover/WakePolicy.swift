@@ -1,6 +1,6 @@
 import SleepProxyWire
 
-/// Which traffic wakes a host beyond the services it registered (issue 5 §4): ports added or removed for every
+/// Which traffic wakes a host beyond the services it registered (docs/waking.md §5): ports added or removed for every
 /// host, or for one host by MAC. A host-specific rule beats a global one; a removal beats an addition.
 public struct WakePolicy: Hashable, Sendable {
     public struct Port: Hashable, Sendable, Comparable, CustomStringConvertible {
