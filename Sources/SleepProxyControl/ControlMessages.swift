@@ -18,15 +18,21 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     public var since: Date?
     /// `events`: keep the connection open and send each new event as its own response line.
     public var follow: Bool?
+    /// `release-all`: hand each host to the best other sleep proxy on its link first, and wake only those none
+    /// took (docs/coexistence.md, "Other sleep proxies").
+    public var transfer: Bool?
 
-    public init(command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil)
-    {
+    public init(
+        command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil,
+        transfer: Bool? = nil
+    ) {
         self.version = ControlProtocol.version
         self.command = command
         self.target = target
         self.goodbyes = goodbyes
         self.since = since
         self.follow = follow
+        self.transfer = transfer
     }
 }
 
@@ -39,11 +45,15 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var hosts: [HostSummary]?
     public var host: HostDetail?
     public var events: [WakeLogEntry]?
+    /// `release-all --transfer`: the hosts another proxy took, by MAC, with that proxy's label; the other
+    /// `hosts` were woken.
+    public var transferred: [String: String]?
 
     public init(
         ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil,
-        host: HostDetail? = nil, events: [WakeLogEntry]? = nil
+        host: HostDetail? = nil, events: [WakeLogEntry]? = nil, transferred: [String: String]? = nil
     ) {
+        self.transferred = transferred
         self.version = ControlProtocol.version
         self.ok = ok
         self.error = error

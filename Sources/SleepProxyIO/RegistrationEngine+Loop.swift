@@ -113,6 +113,20 @@ extension RegistrationEngine {
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
                 self.engine.reconfigure(
                     takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
+            case .control(let request, let reply) where request.command == .releaseAll && request.transfer == true:
+                self.startTransfers(reply: reply, now: now)
+            case .transfersDone(let taken, let reply):
+                let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map {
+                    self.summary(of: $0, now: now)
+                }
+                let (transferred, woken, actions) = self.engine.finishTransfers(taken: taken, now: now)
+                self.perform(actions, into: &batch)
+                self.logger.notice(
+                    "admin: release-all --transfer: \(transferred.count) hosts taken by other proxies, \(woken.count) woken and released"
+                )
+                var byMAC: [String: String] = [:]
+                for (key, label) in taken { byMAC[key.primaryMAC.description] = label }
+                batch.controlReplies.append((ControlResponse(hosts: summaries, transferred: byMAC), reply))
             case .control(let request, let reply):
                 var actions: [EngineAction] = []
                 let response = self.handleControl(request, now: now, actions: &actions)

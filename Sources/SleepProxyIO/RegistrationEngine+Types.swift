@@ -79,6 +79,9 @@ extension RegistrationEngine {
         case multicastSocketClosed
         /// An admin request; `reply` is called on the engine thread once the change (if any) is durable.
         case control(ControlRequest, reply: @Sendable (ControlResponse) -> Void)
+        /// `release-all --transfer`: the exchanges with the other proxies are over (`taken`: the hosts they took,
+        /// with the taker's label); the rest are woken, then `reply` answers the admin request.
+        case transfersDone(taken: [OwnerKey: String], reply: @Sendable (ControlResponse) -> Void)
         /// Settings a reload (SIGHUP) changes in place.
         case reconfigure(
             takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
@@ -96,7 +99,7 @@ extension RegistrationEngine {
             case .frame: Self.framesLane
             case .mdns: Self.mdnsLane
             case .ssdp: Self.ssdpLane
-            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure: 0
+            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure, .transfersDone: 0
             }
         }
     }

@@ -160,14 +160,30 @@ struct ReleaseAll: ParsableCommand {
             "Decommissioning: wake every sleeping host and stop proxying it (each re-registers with another proxy).")
     @OptionGroup var connection: Connection
     @Flag(name: .long, help: "Really do it.") var yes = false
+    @Flag(
+        name: .long,
+        help:
+            "Hand each host to the best other sleep proxy on its link first (with the host's own Owner option, as Apple's proxy does); wake only those none took."
+    )
+    var transfer = false
 
     func validate() throws {
         guard self.yes else { throw ValidationError("this wakes every sleeping host; add --yes to confirm") }
     }
 
     func run() throws {
-        let response = try Client.ask(ControlRequest(command: .releaseAll), connection)
+        let response = try Client.ask(ControlRequest(command: .releaseAll, transfer: self.transfer), connection)
         guard !connection.json else { return }
+        if let transferred = response.transferred {
+            let hosts = response.hosts ?? []
+            let taken = hosts.filter { transferred[$0.mac] != nil }
+            let woken = hosts.filter { transferred[$0.mac] == nil }
+            for host in taken { print("transferred \(host.name ?? host.mac) to \(transferred[host.mac]!)") }
+            for host in woken { print("woke \(host.name ?? host.mac) (no other proxy took it)") }
+            print(
+                "\(taken.count) transferred, \(woken.count) woken and released; you can stop sleepproxyd now")
+            return
+        }
         let hosts = response.hosts ?? []
         print(
             "released \(hosts.count) host\(hosts.count == 1 ? "" : "s")\(hosts.isEmpty ? "" : ": " + hosts.map { $0.name ?? $0.mac }.joined(separator: ", ")); you can stop sleepproxyd now"

@@ -158,6 +158,20 @@ struct TakeoverPeersTests {
         #expect(h.takeover.state(of: h.key)?.addresses.first { $0.0 == .v4(Self.hostV4) }?.1 == .standby)
     }
 
+    /// A host handed to us by a proxy that is leaving: that proxy's last answers for the host (it drops the host
+    /// a moment after our acceptance) are no reason to stand by for it.
+    @Test func theLeavingProxysLastAnswersAreNoReasonToStandBy() {
+        var h = H()
+        h.takeover.ownMetric = 80_40_60  // worse: without the hand-over, its claim would make us stand by
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        h.register()
+        h.takeover.handedOver(h.key, by: .v4(Self.peerIP))
+        #expect(Self.peerClaims(&h).isEmpty)
+        _ = h.run(for: .seconds(12))
+        #expect(h.takeover.state(of: h.key)?.phase == .answering, "the handed-over host must be taken over")
+    }
+
     @Test func aThirdMachineIsStillAConflictThatWakes() {
         var h = H()
         h.claimed()
@@ -181,5 +195,73 @@ struct TakeoverPeersTests {
             label: Self.better, ttl: 4500, from: .v4(IPv4Address(192, 0, 2, 1)), interfaceIndex: 2, now: h.now)
         #expect(h.takeover.peers(on: "eth0").count == PeerRules.maximumPeers)
         #expect(!h.takeover.peers(on: "eth0").contains { $0.address == .v4(IPv4Address(192, 0, 2, 1)) })
+    }
+}
+
+/// `release-all --transfer` in the composed engine: the plan, what the other proxy makes of it, and the end.
+@Suite("Handing hosts to another proxy")
+struct HostTransferTests {
+    typealias H = EngineHarness
+    static let peer = IPAddress("192.0.2.9")!
+
+    /// The other proxy's announcement, as it multicasts it: its PTR and SRV (registration port 5599).
+    static func announcement() -> DNSMessage {
+        let instance: DNSName = "70-35-60-63.1 Living Room._sleep-proxy._udp.local."
+        return DNSMessage(
+            flags: DNSHeaderFlags(response: true, authoritative: true),
+            answers: [
+                DNSResourceRecord(
+                    name: "_sleep-proxy._udp.local.", ttl: 4500, rdata: .ptr(PTRRecord(target: instance))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 120, rdata: .srv(SRVRecord(port: 5599, target: "tv.local."))),
+            ])
+    }
+
+    @Test func thePlanHandsEachHostWithItsOwnOwnerOptionAndOnlyAKnownProxyMaySendIt() throws {
+        var h = H()
+        h.register()
+        h.run(for: .seconds(12))
+        h.mdns(Self.announcement(), from: Self.peer)
+        let plan = h.engine.transferPlan(now: h.now)
+        let transfer = try #require(plan.first)
+        #expect(plan.count == 1 && transfer.peer.address == Self.peer && transfer.peer.port == 5599)
+        #expect(transfer.source == IPAddress("192.0.2.1")! && transfer.key == h.key)
+        // What the other proxy receives: the same records and the host's own Owner option.
+        let held = try #require(h.engine.registrar.store[h.key])
+        var receiver = Registrar(configuration: RegistrationConfiguration())
+        let outcome = receiver.handle(
+            datagram: try #require(transfer.messages.first), from: Self.peer, on: Lab.eth0, fromPeer: true, now: h.now)
+        guard case .accepted(let acceptance) = outcome else {
+            Issue.record("a proxy's hand-over was refused: \(outcome)")
+            return
+        }
+        #expect(acceptance.registration.owner == held.owner)
+        #expect(Set(acceptance.registration.records.map(\.record)) == Set(held.records.map(\.record)))
+        // From a source that is neither the host nor a known proxy, the same bytes are refused.
+        var stranger = Registrar(configuration: RegistrationConfiguration())
+        let refused = stranger.handle(
+            datagram: try #require(transfer.messages.first), from: Self.peer, on: Lab.eth0, now: h.now)
+        guard case .refused(.sourceNotClaimed, _) = refused else {
+            Issue.record("accepted from a stranger: \(refused)")
+            return
+        }
+    }
+
+    @Test func aTakenHostIsDroppedSilentlyAndTheOthersAreWoken() throws {
+        var taken = H()
+        taken.register()
+        taken.run(for: .seconds(12))
+        let (moved, woken, actions) = taken.engine.finishTransfers(taken: [taken.key: "Living Room"], now: taken.now)
+        #expect(moved.count == 1 && woken.isEmpty)
+        #expect(H.journal(actions) == [.remove(taken.key)])
+        let after = actions + taken.run(for: .seconds(10)).map(\.1)
+        #expect(H.hostRecordsSent(after).isEmpty, "no goodbyes: the other proxy answers for it now")
+        #expect(!H.frames(after).contains(where: H.isMagic), "no wake")
+
+        var left = H()
+        left.register()
+        left.run(for: .seconds(12))
+        let (none, all, wakes) = left.engine.finishTransfers(taken: [:], now: left.now)
+        #expect(none.isEmpty && all.count == 1 && H.frames(wakes).contains(where: H.isMagic))
     }
 }

@@ -69,29 +69,44 @@ final class PeerProxiesLabTests {
         return answerers
     }
 
-    @Test func theBetterProxyAnswersTheOtherStandsByAndTakesOverWithoutAWake() throws {
+    /// Which of the two ends up active depends on who claimed first (a proxy that already answers keeps the host;
+    /// the better metric decides only between two that both answer, as the unit tests show); either way exactly
+    /// one answers and nothing wakes the host.
+    @Test func oneProxyAnswersTheOtherStandsByAndTakesOverWithoutAWake() throws {
         // The first advertises the better metric (20-40-10, the default); the second the fallback preset (80-40-60).
-        let active = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
-        defer { active.stop() }
-        let standby = try Daemon.start(
+        let firstDaemon = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
+        defer { firstDaemon.stop() }
+        let secondDaemon = try Daemon.start(
             in: self.second, stateDirectory: self.secondState, logName: "second",
             extra: ["--metrics", "fallback", "--proxy-name", "second"])
-        defer { standby.stop() }
-        // Each has heard the other's advertisement once it lists it as a peer; the registrations come after.
+        defer { secondDaemon.stop() }
         try self.register(with: "192.0.2.1")
         try self.register(with: "192.0.2.3")
         try self.sleeper.sleep()
+        // Bounded wait for the two to settle: one asleep (answering), the other standing by.
+        var states: (HostSummary.State?, HostSummary.State?) = (nil, nil)
+        let settled = Date(timeIntervalSinceNow: 30)
+        repeat {
+            states = (
+                Daemon.hosts(proxy: self.first, stateDirectory: self.firstState)["sleeper.local."]?.state,
+                Daemon.hosts(proxy: self.second, stateDirectory: self.secondState)["sleeper.local."]?.state
+            )
+            if states == (.asleep, .standby) || states == (.standby, .asleep) { break }
+            usleep(200_000)
+        } while Date() < settled
+        let firstIsActive = states == (.asleep, .standby)
         #expect(
-            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
-                == .asleep, "\(active.output)")
-        #expect(
-            Daemon.waitForHost(
-                "sleeper.local.", in: .standby, proxy: self.second, stateDirectory: self.secondState, timeout: 20)
-                == .standby, "\(standby.output)")
-        // Scenario timing: the second proxy's standby checks (every 10 s) run twice meanwhile.
+            firstIsActive || states == (.standby, .asleep),
+            "\(states)\n\(firstDaemon.output)\n\(secondDaemon.output)")
+        let (active, standby) = firstIsActive ? (firstDaemon, secondDaemon) : (secondDaemon, firstDaemon)
+        let (activeMAC, standbyMAC) =
+            firstIsActive ? (ThreeHostLab.proxyMAC, Self.secondMAC) : (Self.secondMAC, ThreeHostLab.proxyMAC)
+        let (standbyHost, standbyState) =
+            firstIsActive ? (self.second, self.secondState) : (self.first, self.firstState)
+        // Scenario timing: the standby's checks (every 10 s) run twice meanwhile.
         usleep(20_000_000)
         #expect(self.sleeper.magicPackets.isEmpty, "the proxies woke the host: \(self.sleeper.magicPackets.count)")
-        #expect(try self.arpAnswerers() == [ThreeHostLab.proxyMAC], "exactly the active proxy must answer")
+        #expect(try self.arpAnswerers() == [activeMAC], "exactly the active proxy must answer")
         // Each lists the other in its status, with the label it advertises and the MAC it answered with.
         let others = Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []
         #expect(
@@ -103,17 +118,57 @@ final class PeerProxiesLabTests {
         active.stop()
         #expect(
             Daemon.waitForHost(
-                "sleeper.local.", in: .asleep, proxy: self.second, stateDirectory: self.secondState, timeout: 10)
+                "sleeper.local.", in: .asleep, proxy: standbyHost, stateDirectory: standbyState, timeout: 10)
                 == .asleep, "\(standby.output)")
-        #expect(try self.arpAnswerers() == [Self.secondMAC])
+        #expect(try self.arpAnswerers() == [standbyMAC])
         #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
-        // A real connection now wakes the host through the second proxy.
+        // A real connection now wakes the host through the proxy that took over.
         let connection = try self.client.spawn(
             ["/usr/bin/python3", "-c", TakeoverLabTests.connectScript, "192.0.2.2", "8080", "10"], logName: "connect")
         defer { connection.stop() }
         let packets = self.sleeper.waitForMagicPackets(1, timeout: 5)
-        #expect(packets.first.map { Array($0.frame.bytes[6..<12]) } == Self.secondMAC.bytes, "woken by the second")
+        #expect(packets.first.map { Array($0.frame.bytes[6..<12]) } == standbyMAC.bytes, "woken by the standby")
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 10), "\(connection.output)")
+    }
+
+    /// Leaving for good (`release-all --transfer`): a host registered with one proxy only (as our client and
+    /// awein's register) is handed to the other proxy with its own Owner option, dropped silently by the first,
+    /// and taken over by the second with no wake.
+    @Test func releaseAllTransfersTheHostsToTheOtherProxyWithoutAWake() throws {
+        let leaving = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
+        defer { leaving.stop() }
+        let staying = try Daemon.start(
+            in: self.second, stateDirectory: self.secondState, logName: "second",
+            extra: ["--metrics", "fallback", "--proxy-name", "second"])
+        defer { staying.stop() }
+        try self.register(with: "192.0.2.1")
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
+                == .asleep)
+        // The first must have heard the second's advertisement (its SRV names the registration port).
+        let heard = Date(timeIntervalSinceNow: 10)
+        while Date() < heard,
+            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
+                $0.address == "192.0.2.3"
+            })
+        {
+            usleep(200_000)
+        }
+        let socket = self.firstState.appendingPathComponent("control.sock").path
+        let released = try self.first.run(
+            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
+            timeout: .seconds(30))
+        #expect(
+            released.stdout.contains("transferred sleeper.local. to 80-40-60-65.0 second"),
+            "\(released)\n\(leaving.output)")
+        #expect(
+            Daemon.waitForHost(
+                "sleeper.local.", in: .asleep, proxy: self.second, stateDirectory: self.secondState, timeout: 15)
+                == .asleep, "\(staying.output)")
+        #expect(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.hosts == 0)
+        #expect(try self.arpAnswerers() == [Self.secondMAC])
+        #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
     }
 }

@@ -70,6 +70,8 @@ public enum HostRemoval: Hashable, Sendable {
     case forgotten(goodbyes: Bool)
     /// `sleepproxyctl release-all`: woken first, then dropped silently.
     case released
+    /// `sleepproxyctl release-all --transfer`: another proxy took it (its label); dropped silently, no wake.
+    case transferred(to: String)
 }
 
 /// Rules of the composed engine that are ours, beyond Apple's, each with its reason.

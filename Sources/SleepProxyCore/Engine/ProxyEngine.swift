@@ -185,7 +185,9 @@ public struct ProxyEngine: Sendable {
     public mutating func receiveRegistration(
         _ bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
     ) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
-        let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface, now: now)
+        // Another proxy handing a host over sends from its own address, with the host's Owner option.
+        let fromPeer = self.takeover?.isPeer(source, on: interface.name) ?? false
+        let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface, fromPeer: fromPeer, now: now)
         guard case .accepted(let acceptance) = outcome else { return (outcome, []) }
         let registration = acceptance.registration
         var actions: [EngineAction] = [.journal(.put(registration))]
@@ -209,6 +211,7 @@ public struct ProxyEngine: Sendable {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
             if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, now: now), now: now) }
         }
+        if fromPeer { self.takeover?.handedOver(registration.key, by: source) }
         // A new registration comes from a host that is awake: ask it what it advertises over SSDP.
         actions += self.ssdpRegistered(registration, search: isNew, now: now)
         return (outcome, actions)
@@ -473,13 +476,68 @@ public struct ProxyEngine: Sendable {
     public mutating func releaseAll(now: Timestamp) -> (released: [OwnerRegistration], actions: [EngineAction]) {
         let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
         var actions: [EngineAction] = []
-        for registration in all {
-            if self.takeover != nil {
-                actions += self.run(self.takeover!.wake(registration.key, trigger: .administrator, now: now), now: now)
-            }
-            actions += self.removeHost(registration.key, .released, now: now)
-        }
+        for registration in all { actions += self.release(registration.key, now: now) }
         return (all, actions)
+    }
+
+    private mutating func release(_ key: OwnerKey, now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        if self.takeover != nil {
+            actions += self.run(self.takeover!.wake(key, trigger: .administrator, now: now), now: now)
+        }
+        return actions + self.removeHost(key, .released, now: now)
+    }
+
+    /// One host to hand to another proxy (`sleepproxyctl release-all --transfer`): the UPDATEs, where to send
+    /// them and from which of our addresses.
+    public struct HostTransfer: Sendable {
+        public var key: OwnerKey
+        public var peer: ProxyPeer
+        public var interfaceIndex: Int
+        public var source: IPAddress
+        public var id: UInt16
+        public var messages: [[UInt8]]
+    }
+
+    /// The hosts another proxy on their link could take, each with the best one (docs/coexistence.md, "Other
+    /// sleep proxies"). Hosts with no such proxy are left out: they are woken when the transfers are done.
+    public func transferPlan(now: Timestamp) -> [HostTransfer] {
+        guard let takeover = self.takeover else { return [] }
+        var plan: [HostTransfer] = []
+        for registration in self.registrar.store.owners.values.sorted(by: { $0.key < $1.key }) {
+            guard let context = self.interfaces.values.first(where: { $0.name == registration.key.interface }),
+                let peer = takeover.bestPeer(on: context.name),
+                let source = context.prefixes.first(where: { if case .v4 = $0.address { true } else { false } })?
+                    .address
+            else { continue }
+            let id = UInt16(truncatingIfNeeded: 0x5000 &+ plan.count)
+            guard let messages = registration.transferMessages(id: id, now: now) else { continue }
+            plan.append(
+                HostTransfer(
+                    key: registration.key, peer: peer, interfaceIndex: context.index, source: source, id: id,
+                    messages: messages.map { $0.encoded(options: .appleUpdate) }))
+        }
+        return plan
+    }
+
+    /// The transfers are done: each host another proxy took (`taken`: its label) is dropped silently, as a
+    /// hand-back is (no goodbyes: the other proxy answers for it now); every other host is woken and released.
+    public mutating func finishTransfers(taken: [OwnerKey: String], now: Timestamp) -> (
+        transferred: [OwnerRegistration], woken: [OwnerRegistration], actions: [EngineAction]
+    ) {
+        var transferred: [OwnerRegistration] = []
+        var woken: [OwnerRegistration] = []
+        var actions: [EngineAction] = []
+        for registration in self.registrar.store.owners.values.sorted(by: { $0.key < $1.key }) {
+            if let peer = taken[registration.key] {
+                transferred.append(registration)
+                actions += self.removeHost(registration.key, .transferred(to: peer), now: now)
+            } else {
+                woken.append(registration)
+                actions += self.release(registration.key, now: now)
+            }
+        }
+        return (transferred, woken, actions)
     }
 
     /// After a failed journal append: the state goes back to what the journal holds. Hosts the batch took away
@@ -572,6 +630,9 @@ public struct ProxyEngine: Sendable {
             actions.append(.log(.notice, "admin: forgot \(name)\(said)"))
         case .released:
             reason = .administrativeSilent
+        case .transferred(let peer):
+            reason = .administrativeSilent
+            actions.append(.log(.notice, "admin: transferred \(name) to \(peer); dropped silently, no wake"))
         }
         // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
         self.responder?.removed(registration, reason: reason, now: now)
@@ -583,7 +644,7 @@ public struct ProxyEngine: Sendable {
         if self.takeover != nil {
             let takeoverReason: RemovalReason
             switch removal {
-            case .released, .forgotten: takeoverReason = .administrative
+            case .released, .forgotten, .transferred: takeoverReason = .administrative
             case .handBack, .expired: takeoverReason = reason
             }
             actions += self.run(self.takeover!.removed(key, reason: takeoverReason, wake: wake, now: now), now: now)
@@ -620,11 +681,12 @@ public struct ProxyEngine: Sendable {
                 }
             case .resolved(let key, let source):
                 self.takeover?.noteResolve(by: source, of: key, now: now)
-            case .proxyAdvertised(let label, let ttl, let source, let interfaceIndex):
+            case .proxyAdvertised(let label, let port, let ttl, let source, let interfaceIndex):
                 if self.takeover != nil {
                     result += self.run(
                         self.takeover!.peerAdvertised(
-                            label: label, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now), now: now)
+                            label: label, port: port, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now),
+                        now: now)
                 }
             case .renamed(let instance, let host):
                 result.append(

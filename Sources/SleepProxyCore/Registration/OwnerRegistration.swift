@@ -227,3 +227,18 @@ public struct OwnerSummary: Hashable, Sendable {
         self.keepalives = keepalives
     }
 }
+
+extension OwnerRegistration {
+    /// The UPDATEs that hand this host to another proxy (docs/coexistence.md, "Other sleep proxies"), as Apple's
+    /// proxy does when it goes to sleep: the records as registered, the host's own Owner option (so the receiver
+    /// takes it for the host's own registration), and the lease that is left. Nil once the lease has run out.
+    public func transferMessages(id: UInt16, now: Timestamp) -> [DNSMessage]? {
+        let left = (self.leaseExpiry - now).components.seconds
+        guard left > 0 else { return nil }
+        let opt = DNSResourceRecord.opt(
+            SleepRegistration.edns,
+            options: [.updateLease(UpdateLeaseOption(lease: UInt32(clamping: left))), .owner(self.owner)])
+        return SleepRegistration.messages(
+            records: self.records.map(\.record), opt: opt, id: id, maximumSize: SleepRegistration.maximumMessageSize)
+    }
+}

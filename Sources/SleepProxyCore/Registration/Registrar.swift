@@ -53,10 +53,14 @@ public struct Registrar: Sendable {
     // MARK: - Registrations
 
     /// Handles one datagram that arrived on the registration port of `interface` from `source`.
+    /// `fromPeer`: the source is another sleep proxy on the link handing a host over with the host's own Owner
+    /// option (docs/coexistence.md, "Other sleep proxies"); its source need not be one of the claimed addresses,
+    /// and every other check applies.
     public mutating func handle(
-        datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
+        datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, fromPeer: Bool = false,
+        now: Timestamp
     ) -> RegistrationOutcome {
-        var outcome = self.process(bytes, source: source, interface: interface, now: now)
+        var outcome = self.process(bytes, source: source, interface: interface, fromPeer: fromPeer, now: now)
         switch outcome {
         case .accepted(var acceptance):
             self.statistics.accepted += 1
@@ -71,9 +75,9 @@ public struct Registrar: Sendable {
         return outcome
     }
 
-    private mutating func process(_ bytes: [UInt8], source: IPAddress, interface: InterfaceContext, now: Timestamp)
-        -> RegistrationOutcome
-    {
+    private mutating func process(
+        _ bytes: [UInt8], source: IPAddress, interface: InterfaceContext, fromPeer: Bool, now: Timestamp
+    ) -> RegistrationOutcome {
         guard bytes.count >= 12 else { return .ignored(.tooShort) }
         let id = UInt16(bytes[0]) << 8 | UInt16(bytes[1])
         let flags = DNSHeaderFlags(rawValue: UInt16(bytes[2]) << 8 | UInt16(bytes[3]))
@@ -170,7 +174,9 @@ public struct Registrar: Sendable {
             claims: unchanged ? (existing!.hostName, existing!.addresses) : nil
         )
 
-        if let refusal = self.policyRefusal(registration, existing: existing, source: source, interface: interface) {
+        if let refusal = self.policyRefusal(
+            registration, existing: existing, source: source, interface: interface, fromPeer: fromPeer)
+        {
             return self.refuse(refusal, id: id)
         }
 
@@ -212,7 +218,8 @@ public struct Registrar: Sendable {
 
     /// The security rules Apple's proxy does not have (docs/protocol.md §7 RECOMMENDATION) and the capacity limits.
     private func policyRefusal(
-        _ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext
+        _ registration: OwnerRegistration, existing: OwnerRegistration?, source: IPAddress, interface: InterfaceContext,
+        fromPeer: Bool
     ) -> RegistrationRefusal? {
         let claims = registration.addresses
         for address in claims {
@@ -222,7 +229,9 @@ public struct Registrar: Sendable {
                 return .claimsOtherHostAddress
             }
         }
-        if self.configuration.requireSourceAmongClaimedAddresses, !claims.contains(source) { return .sourceNotClaimed }
+        if self.configuration.requireSourceAmongClaimedAddresses, !fromPeer, !claims.contains(source) {
+            return .sourceNotClaimed
+        }
         if registration.records.count > self.configuration.maximumRecordsPerHost { return .tooManyRecordsForHost }
         let total = self.store.recordCount - (existing?.records.count ?? 0) + registration.records.count
         if total > self.configuration.maximumRecords { return .tooManyRecords }

@@ -95,13 +95,20 @@ public struct SleepRegistration: Hashable, Sendable {
     public func messages(
         id: UInt16, maximumSize: Int = SleepRegistration.maximumMessageSize, extra: [DNSResourceRecord] = []
     ) -> [DNSMessage] {
+        Self.messages(records: self.records + extra, opt: self.opt, id: id, maximumSize: maximumSize)
+    }
+
+    /// `records` cut into UPDATEs of at most `maximumSize` bytes, each carrying `opt` (the Lease and Owner
+    /// options): a registration, or a proxy handing a host over (`OwnerRegistration.transferMessages`).
+    static func messages(records: [DNSResourceRecord], opt: DNSResourceRecord, id: UInt16, maximumSize: Int)
+        -> [DNSMessage]
+    {
         let flags = DNSHeaderFlags(response: false, opcode: .update)
-        let opt = self.opt
         let fixed = 12 + opt.uncompressedWireLength
         var messages: [DNSMessage] = []
         var current: [DNSResourceRecord] = []
         var size = fixed
-        for record in self.records + extra {
+        for record in records {
             let length = record.uncompressedWireLength
             if size + length > maximumSize, !current.isEmpty {
                 messages.append(DNSMessage(id: id, flags: flags, authorities: current, additionals: [opt]))

@@ -454,8 +454,14 @@ public struct Responder: Sendable {
             if record.name == OwnAdvertisement.serviceType, case .ptr(let pointer) = record.rdata,
                 let label = pointer.target.labelStrings.first, !context.isOwnAddress(source)
             {
+                // Announcements and answers carry the instance's SRV beside the PTR: its port takes registrations.
+                let port = (message.answers + message.additionals).lazy.compactMap { other -> UInt16? in
+                    guard other.name == pointer.target, case .srv(let srv) = other.rdata else { return nil }
+                    return srv.port
+                }.first
                 actions.append(
-                    .proxyAdvertised(label: label, ttl: record.ttl, from: source, interfaceIndex: context.index))
+                    .proxyAdvertised(
+                        label: label, port: port, ttl: record.ttl, from: source, interfaceIndex: context.index))
             }
             guard record.ttl > 0 else { continue }  // A goodbye claims nothing.
             // RFC 6762 §9: only unique records can conflict, so only hosts holding a unique record at the name are

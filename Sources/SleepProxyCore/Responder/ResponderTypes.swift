@@ -34,7 +34,8 @@ public enum ResponderAction: Hashable, Sendable {
     case ownerProbing(OwnerKey)
     /// Another sleep proxy advertised itself (its `_sleep-proxy._udp` PTR, from its own address; TTL 0 is its
     /// goodbye): the takeover keeps a list of them (docs/coexistence.md, "Other sleep proxies").
-    case proxyAdvertised(label: String, ttl: UInt32, from: IPAddress, interfaceIndex: Int)
+    /// `port`: its registration port, from the instance's SRV record when the same packet carries it.
+    case proxyAdvertised(label: String, port: UInt16?, ttl: UInt32, from: IPAddress, interfaceIndex: Int)
     /// `source` asked for a sleeping host's SRV, TXT or address records (or ANY): the resolve step of browse →
     /// resolve → connect, which vouches for its next connection to the host (docs/waking.md §3).
     case resolved(OwnerKey, by: IPAddress)

@@ -11,6 +11,8 @@ public struct ProxyPeer: Hashable, Sendable, CustomStringConvertible {
     /// AABBCC as clients rank it (docs/protocol.md §1.3): lower wins.
     public var metric: Int
     public var mac: MACAddress?
+    /// Where it takes registrations (its SRV), once heard.
+    public var port: UInt16?
     public var lastHeard: Timestamp
 
     public var description: String { "\(self.label) (\(self.address)\(self.mac.map { ", \($0)" } ?? ""))" }
@@ -55,10 +57,8 @@ extension Takeover {
     /// A `_sleep-proxy._udp` PTR heard from `address` (TTL 0: its goodbye). A goodbye from the proxy a host is
     /// stood by for hands the host to us at once, without a wake.
     public mutating func peerAdvertised(
-        label: String, ttl: UInt32, from address: IPAddress, interfaceIndex: Int, now: Timestamp
-    )
-        -> [TakeoverAction]
-    {
+        label: String, port: UInt16? = nil, ttl: UInt32, from address: IPAddress, interfaceIndex: Int, now: Timestamp
+    ) -> [TakeoverAction] {
         guard let context = self.interfaces[interfaceIndex], !context.isOwnAddress(address) else { return [] }
         let key = InterfaceAddressKey(interface: context.name, address: address)
         if ttl == 0 {
@@ -80,8 +80,9 @@ extension Takeover {
             self.peers[key]
             ?? ProxyPeer(
                 interface: context.name, address: address, label: label,
-                metric: SleepProxyName.metric(ofLabel: Array(label.utf8)), mac: nil, lastHeard: now)
+                metric: SleepProxyName.metric(ofLabel: Array(label.utf8)), mac: nil, port: port, lastHeard: now)
         peer.label = label
+        if let port { peer.port = port }
         peer.metric = SleepProxyName.metric(ofLabel: Array(label.utf8))
         peer.lastHeard = now
         self.peers[key] = peer
@@ -93,6 +94,27 @@ extension Takeover {
         let key = InterfaceAddressKey(interface: interface, address: address)
         guard self.peers[key] != nil, self.peers[key]?.mac != mac else { return }
         self.peers[key]?.mac = mac
+    }
+
+    /// A known proxy sent us this host's registration: it is handing the host over as it leaves.
+    public mutating func handedOver(_ key: OwnerKey, by address: IPAddress) {
+        guard var host = self.hosts[key] else { return }
+        host.handedOverBy = address
+        self.hosts[key] = host
+    }
+
+    /// Whether `address` is a known proxy's on the interface: it may hand a host over (`Registrar.handle`).
+    public func isPeer(_ address: IPAddress, on interface: String) -> Bool {
+        self.peers[InterfaceAddressKey(interface: interface, address: address)] != nil
+    }
+
+    /// The proxy a host on `interface` is best handed to: the best advertised metric among those whose
+    /// registration port is known, over IPv4 (ties: the lower address).
+    public func bestPeer(on interface: String) -> ProxyPeer? {
+        self.peers(on: interface).filter { peer in
+            guard case .v4 = peer.address, peer.port != nil else { return false }
+            return peer.metric < SleepProxyName.unrankable
+        }.min { ($0.metric, $0.address) < ($1.metric, $1.address) }
     }
 
     func peer(mac: MACAddress, on interface: String) -> ProxyPeer? {
@@ -163,6 +185,11 @@ extension Takeover {
         guard var host = self.hosts[key], let mac = peer.mac, let index = self.index(of: key.interface),
             let context = self.interfaces[index]
         else { return [] }
+        if let by = host.handedOverBy,
+            self.peers[InterfaceAddressKey(interface: key.interface, address: by)]?.mac == mac
+        {
+            return []
+        }
         if var standby = host.standby {
             // The active proxy answered a check, or announced again: it is still there.
             standby.misses = 0

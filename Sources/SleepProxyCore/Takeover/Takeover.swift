@@ -199,6 +199,9 @@ public struct Takeover: Sendable {
         var registered = true
         /// Another proxy answers for the host; this one stands by.
         var standby: Standby?
+        /// The proxy that handed the host to us (`release-all --transfer` there): it is leaving, and its last
+        /// answers for the host are no reason to stand by for it.
+        var handedOverBy: IPAddress?
 
         var macs: [MACAddress] {
             self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC]
@@ -332,6 +335,7 @@ public struct Takeover: Sendable {
             host.states = [:]
             // Which proxy answers for the host is settled afresh for the new epoch (docs/coexistence.md).
             host.standby = nil
+            host.handedOverBy = nil
         } else if isNew {
             // A host whose lease had ended and that was being woken registers again: it is up, so the wake
             // worked.
@@ -339,6 +343,7 @@ public struct Takeover: Sendable {
             host.states = [:]
             host.registered = true
             host.standby = nil
+            host.handedOverBy = nil
         }
         let oldAddresses = host.addresses
         host.hostName = registration.hostName?.description
