@@ -21,6 +21,8 @@ install -m 0755 "$bin/sleepproxyd" "$bin/sleepproxyctl" "$root/usr/bin/"
 # still names where it happened.
 strip --strip-debug "$root/usr/bin/sleepproxyd" "$root/usr/bin/sleepproxyctl"
 install -m 0644 deploy/sleep-proxy.service "$root/lib/systemd/system/sleep-proxy.service"
+install -d "$root/usr/lib/sleep-proxy"
+install -m 0755 deploy/sleep-proxy-leave "$root/usr/lib/sleep-proxy/sleep-proxy-leave"
 install -m 0644 deploy/sleepproxyd.conf "$root/etc/sleep-proxy/sleepproxyd.conf"
 install -m 0644 README.md "$root/usr/share/doc/sleep-proxy/README.md"
 install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$root/DEBIAN/"

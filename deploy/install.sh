@@ -29,6 +29,8 @@ install -d -m 0755 /etc/sleep-proxy /usr/share/doc/sleep-proxy
 [ -e /etc/sleep-proxy/sleepproxyd.conf ] || install -m 0644 deploy/sleepproxyd.conf /etc/sleep-proxy/sleepproxyd.conf
 install -m 0644 README.md /usr/share/doc/sleep-proxy/README.md
 install -m 0644 deploy/sleep-proxy.service /etc/systemd/system/sleep-proxy.service
+install -d /usr/lib/sleep-proxy
+install -m 0755 deploy/sleep-proxy-leave /usr/lib/sleep-proxy/sleep-proxy-leave
 /usr/bin/sleepproxyctl --generate-completion-script bash > /usr/share/bash-completion/completions/sleepproxyctl 2>/dev/null || true
 
 systemctl daemon-reload

@@ -31,8 +31,11 @@ struct DeployTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         func verify(_ text: String, name: String) throws -> CommandResult {
             let url = directory.appendingPathComponent(name)
-            try text.replacingOccurrences(of: "/usr/bin/sleepproxyd", with: Daemon.executable.path).write(
-                to: url, atomically: true, encoding: .utf8)
+            try text.replacingOccurrences(of: "/usr/bin/sleepproxyd", with: Daemon.executable.path)
+                .replacingOccurrences(
+                    of: "/usr/lib/sleep-proxy/sleep-proxy-leave",
+                    with: Self.repository.appendingPathComponent("deploy/sleep-proxy-leave").path
+                ).write(to: url, atomically: true, encoding: .utf8)
             return try Command.run(["/usr/bin/systemd-analyze", "verify", url.path], timeout: .seconds(60))
         }
         let result = try verify(unit, name: "sleep-proxy.service")
@@ -105,6 +108,39 @@ struct DeployTests {
             let bad = try Command.run(
                 [Daemon.executable.path, "--check-config", "--config", file.path], timeout: .seconds(30))
             #expect(!bad.succeeded && bad.stderr.contains(says) && !bad.stdout.contains("is valid"), "\(bad)")
+        }
+    }
+
+    /// The unit's ExecStop: a stop while the unit is enabled does nothing; a stop for good (disabled) runs
+    /// `release-all --transfer` on the daemon's socket. Run with stand-ins for systemctl and sleepproxyctl.
+    @Test func leavingForGoodTransfersAndARestartDoesNothing() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("leave-\(getpid())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let calls = directory.appendingPathComponent("calls")
+        let ctl = directory.appendingPathComponent("sleepproxyctl")
+        try "#!/bin/sh\necho \"$@\" >> \(calls.path)\necho '1 transferred, 0 woken and released'\n".write(
+            to: ctl, atomically: true, encoding: .utf8)
+        for (enabled, expectCall) in [(true, false), (false, true)] {
+            try? FileManager.default.removeItem(at: calls)
+            let systemctl = directory.appendingPathComponent("systemctl")
+            try "#!/bin/sh\nexit \(enabled ? 0 : 1)\n".write(to: systemctl, atomically: true, encoding: .utf8)
+            for file in [ctl, systemctl] {
+                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: file.path)
+            }
+            let result = try Command.run(
+                [
+                    "/usr/bin/env", "PATH=\(directory.path):/usr/bin:/bin", "SLEEPPROXYCTL=\(ctl.path)",
+                    "RUNTIME_DIRECTORY=/run/sp-test", "/bin/sh",
+                    Self.repository.appendingPathComponent("deploy/sleep-proxy-leave").path,
+                ], timeout: .seconds(30))
+            #expect(result.succeeded, "\(result)")
+            let called = (try? String(contentsOf: calls, encoding: .utf8)) ?? ""
+            #expect(
+                expectCall
+                    ? called.contains("release-all --transfer --yes --socket /run/sp-test/control.sock")
+                    : called.isEmpty,
+                "enabled \(enabled): \(called)")
         }
     }
 
