@@ -171,4 +171,65 @@ final class PeerProxiesLabTests {
         #expect(try self.arpAnswerers() == [Self.secondMAC])
         #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
     }
+
+    /// A Linux host whose avahi-daemon publishes a service registers through our client, with one proxy only (the
+    /// best); that proxy leaves for good. The other takes the host over with no wake, and a python-zeroconf
+    /// browser on another machine still finds and resolves the host's service, now answered by the second proxy.
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
+            "needs avahi-daemon (scripts/test installs it)"))
+    func anAvahiHostRegisteredByOurClientIsHandedOverAndStaysDiscoverable() throws {
+        let leaving = try Daemon.start(
+            in: self.first, stateDirectory: self.firstState, logName: "first", extra: ["--proxy-name", "First"])
+        defer { leaving.stop() }
+        let staying = try Daemon.start(
+            in: self.second, stateDirectory: self.secondState, logName: "second",
+            extra: ["--metrics", "fallback", "--proxy-name", "Second"])
+        defer { staying.stop() }
+        let avahi = try AvahiDaemon(in: self.sleeper.host, hostName: "sleeper", directory: self.lab.directory)
+        defer { avahi.stop() }
+        try avahi.publish(
+            name: "Sleeper Files", type: "_http._tcp", port: 8080, txt: ["path=/files"], logName: "publish")
+        let client = Daemon.sibling("sleepproxy-client")
+        let common = [
+            "--interface", "eth0", "--host-name", "sleeper", "--state-directory",
+            self.lab.directory.appendingPathComponent("client-state").path,
+        ]
+        // Both proxies are announced a few seconds after they start: asked until both are listed (bounded).
+        var proxies = try avahi.run([client, "proxies"] + common)
+        for _ in 0..<6 where !(proxies.stdout.contains("First") && proxies.stdout.contains("Second")) {
+            proxies = try avahi.run([client, "proxies"] + common)
+        }
+        let pre = try avahi.run([client, "hook", "pre", "suspend"] + common)
+        #expect(pre.succeeded && pre.stdout.contains("with 20-40-10-65.0 First"), "the best proxy first: \(pre)")
+        _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
+                == .asleep)
+        let heard = Date(timeIntervalSinceNow: 10)
+        while Date() < heard,
+            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
+                $0.address == "192.0.2.3"
+            })
+        {
+            usleep(200_000)
+        }
+        let socket = self.firstState.appendingPathComponent("control.sock").path
+        let released = try self.first.run(
+            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
+            timeout: .seconds(30))
+        #expect(released.stdout.contains("transferred sleeper.local. to 80-40-60-65.0 Second"), "\(released)")
+        #expect(
+            Daemon.waitForHost(
+                "sleeper.local.", in: .asleep, proxy: self.second, stateDirectory: self.secondState, timeout: 15)
+                == .asleep, "\(staying.output)")
+        leaving.stop()
+        // What another machine sees: the service, resolved to the sleeper, answered by the proxy that stayed.
+        let found = try Queriers.zeroconf(in: self.client, type: "_http._tcp.local.")
+        let files = try #require(found.first { $0.name == "Sleeper Files" }, "not discoverable after the hand-over")
+        #expect(files.port == 8080 && files.addresses.contains("192.0.2.2") && files.txt == ["path=/files"], "\(files)")
+        #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
+    }
 }
