@@ -19,7 +19,7 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     /// `events`: keep the connection open and send each new event as its own response line.
     public var follow: Bool?
     /// `release-all`: hand each host to the best other sleep proxy on its link first, and wake only those none
-    /// took (docs/coexistence.md, "Other sleep proxies").
+    /// took (docs/several-proxies.md).
     public var transfer: Bool?
 
     public init(
@@ -84,7 +84,7 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var hostsByState: [HostSummary.State: Int]?
     /// SSDP (docs/ssdp.md); absent with `--no-ssdp` and from daemons before 0.5.
     public var upnp: UPnPStatus?
-    /// Other sleep proxies heard on the served links (docs/coexistence.md, "Other sleep proxies"); absent from
+    /// Other sleep proxies heard on the served links (docs/several-proxies.md); absent from
     /// daemons before 0.6 and with `--no-takeover`.
     public var otherProxies: [OtherProxy]?
 

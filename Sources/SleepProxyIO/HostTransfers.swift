@@ -3,7 +3,7 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire
 
-/// `sleepproxyctl release-all --transfer` (docs/coexistence.md, "Other sleep proxies"): each host is offered to
+/// `sleepproxyctl release-all --transfer` (docs/several-proxies.md): each host is offered to
 /// the best other proxy on its link with the host's own Owner option, as Apple's proxy does before it sleeps.
 /// The exchanges block for up to seconds, so they run on a thread of their own; the engine learns the outcome
 /// from the mailbox, drops the hosts taken silently and wakes the rest.

@@ -123,7 +123,7 @@ public final class MetricsEndpoint: @unchecked Sendable {
                 "sleepproxy_wakes_declined_total", ["reason": rule.rawValue], status.wakeDecisions.declined[rule] ?? 0)
         }
         self.count("sleepproxy_scanners_found_total", [:], status.wakeDecisions.scannersFound)
-        // docs/coexistence.md, "Other sleep proxies": claims by another proxy, none of which wakes a host.
+        // docs/several-proxies.md: claims by another proxy, none of which wakes a host.
         self.count("sleepproxy_peer_claims_total", [:], status.takeover.peerClaims)
         self.count("sleepproxy_wake_holds_total", [:], status.wakeDecisions.held)
         for reason in WakeLogEntry.Trigger.Kind.allCases {

@@ -336,7 +336,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     }
 
     /// The `II-PP-MM-TT.F Name` label (docs/protocol.md §1.2) from --metrics and --proxy-name.
-    /// Named metrics (docs/coexistence.md, "Other sleep proxies"). Every Apple TV and HomePod advertises
+    /// Named metrics (docs/several-proxies.md). Every Apple TV and HomePod advertises
     /// 70-35-60-63 and an AirPort base station 30-35-10: a dedicated box at intent 20 wins every Apple client's
     /// choice; a fallback at intent 80 ("a computer that never sleeps") loses to every Apple device, so Apple
     /// clients use it only when none is there.

@@ -5,7 +5,7 @@ import Testing
 @testable import SleepProxyCore
 @testable import SleepProxyWire
 
-/// Two proxies holding one host (docs/coexistence.md, "Other sleep proxies"): a claim by a known proxy never
+/// Two proxies holding one host (docs/several-proxies.md): a claim by a known proxy never
 /// wakes the host; exactly one keeps answering; the other stands by and takes over, without a wake, when the
 /// active one leaves. A claim by anyone else is still a conflict that wakes the owner.
 @Suite("Other sleep proxies on the link")

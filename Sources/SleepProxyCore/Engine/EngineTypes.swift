@@ -36,7 +36,7 @@ public enum HostState: String, CaseIterable, Codable, Hashable, Sendable {
     /// Magic packets are going out for it.
     case waking
     /// Another sleep proxy answers for it; this one holds its records silently and takes over, without a wake,
-    /// if that proxy leaves (docs/coexistence.md, "Other sleep proxies").
+    /// if that proxy leaves (docs/several-proxies.md).
     case standby
 }
 

@@ -229,7 +229,7 @@ public struct OwnerSummary: Hashable, Sendable {
 }
 
 extension OwnerRegistration {
-    /// The UPDATEs that hand this host to another proxy (docs/coexistence.md, "Other sleep proxies"), as Apple's
+    /// The UPDATEs that hand this host to another proxy (docs/several-proxies.md), as Apple's
     /// proxy does when it goes to sleep: the records as registered, the host's own Owner option (so the receiver
     /// takes it for the host's own registration), and the lease that is left. Nil once the lease has run out.
     public func transferMessages(id: UInt16, now: Timestamp) -> [DNSMessage]? {

@@ -54,7 +54,7 @@ public struct Registrar: Sendable {
 
     /// Handles one datagram that arrived on the registration port of `interface` from `source`.
     /// `fromPeer`: the source is another sleep proxy on the link handing a host over with the host's own Owner
-    /// option (docs/coexistence.md, "Other sleep proxies"); its source need not be one of the claimed addresses,
+    /// option (docs/several-proxies.md); its source need not be one of the claimed addresses,
     /// and every other check applies.
     public mutating func handle(
         datagram bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, fromPeer: Bool = false,

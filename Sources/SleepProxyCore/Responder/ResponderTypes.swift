@@ -33,7 +33,7 @@ public enum ResponderAction: Hashable, Sendable {
     /// so the host is awake (docs/coexistence.md).
     case ownerProbing(OwnerKey)
     /// Another sleep proxy advertised itself (its `_sleep-proxy._udp` PTR, from its own address; TTL 0 is its
-    /// goodbye): the takeover keeps a list of them (docs/coexistence.md, "Other sleep proxies").
+    /// goodbye): the takeover keeps a list of them (docs/several-proxies.md).
     /// `port`: its registration port, from the instance's SRV record when the same packet carries it.
     case proxyAdvertised(label: String, port: UInt16?, ttl: UInt32, from: IPAddress, interfaceIndex: Int)
     /// `source` asked for a sleeping host's SRV, TXT or address records (or ANY): the resolve step of browse →

@@ -1,8 +1,7 @@
 import SleepProxyWire
 
 /// Another sleep proxy on a served link, known from its `_sleep-proxy._udp` advertisement (the proxy multicasts
-/// its own service, so the packet's source is its address) and, once asked, its MAC (docs/coexistence.md,
-/// "Other sleep proxies").
+/// its own service, so the packet's source is its address) and, once asked, its MAC (docs/several-proxies.md).
 public struct ProxyPeer: Hashable, Sendable, CustomStringConvertible {
     public var interface: String
     public var address: IPAddress
@@ -136,7 +135,7 @@ extension Takeover {
     }
 
     /// Someone other than the owner claimed one of a host's addresses. Apple's proxy wakes the host for any such
-    /// claim, which makes two proxies that hold one host wake it every time (docs/coexistence.md). Ours first
+    /// claim, which makes two proxies that hold one host wake it every time (docs/several-proxies.md). Ours first
     /// asks whether the claimant is a known proxy; only a claim by anyone else is a conflict that wakes the owner.
     mutating func foreignClaim(
         _ key: OwnerKey, address: IPAddress, mac: MACAddress, context: InterfaceContext, now: Timestamp

@@ -20,7 +20,7 @@ public enum TakeoverAction: Hashable, Sendable {
     /// go of that address only (`wasAnswering`: it had claimed it) and probes it again later.
     case ownerSeen(OwnerKey, address: IPAddress, signal: OwnerSignal, wasAnswering: Bool)
     /// Another sleep proxy claimed one of the host's addresses: `kept`, this proxy keeps answering for it; otherwise
-    /// it stands by for the host (docs/coexistence.md, "Other sleep proxies").
+    /// it stands by for the host (docs/several-proxies.md).
     case peerClaim(OwnerKey, peer: ProxyPeer, kept: Bool)
     /// A host stood by for is this proxy's again (the active proxy left), without a wake.
     case tookOver(OwnerKey, why: String)
