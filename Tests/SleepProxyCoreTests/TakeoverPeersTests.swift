@@ -48,6 +48,17 @@ struct TakeoverPeersTests {
         return H.frames(h.receive(request)).contains { $0.etherType == .arp && $0.destination == H.clientMAC }
     }
 
+    /// A host this proxy (20-40-10) had claimed, then stood back for because a better proxy claimed it too.
+    static func standingBy() -> H {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        _ = Self.peerClaims(&h)
+        return h
+    }
+
     @Test func aWorsePeersClaimIsNoConflictAndThisProxyKeepsTheHost() {
         var h = H()
         h.takeover.ownMetric = 20_40_10
@@ -98,12 +109,7 @@ struct TakeoverPeersTests {
 
     /// A new registration (a new sleep epoch: the host was awake in between) settles afresh who answers for it.
     @Test func aNewRegistrationEndsTheStandby() {
-        var h = H()
-        h.takeover.ownMetric = 20_40_10
-        h.claimed()
-        _ = Self.advertised(&h, Self.better)
-        _ = Self.peerSaysItsMAC(&h)
-        _ = Self.peerClaims(&h)
+        var h = Self.standingBy()
         #expect(h.takeover.state(of: h.key)?.phase == .standby)
         h.register(
             Lab.registration(
@@ -113,12 +119,7 @@ struct TakeoverPeersTests {
     }
 
     @Test func aStandbyTakesOverWhenTheActiveProxyFallsSilent() {
-        var h = H()
-        h.takeover.ownMetric = 20_40_10
-        h.claimed()
-        _ = Self.advertised(&h, Self.better)
-        _ = Self.peerSaysItsMAC(&h)
-        _ = Self.peerClaims(&h)
+        var h = Self.standingBy()
         // No answer to N checks: still standing by; to N+1: taken over, no wake.
         let waited = h.run(for: PeerRules.standbyCheckInterval * PeerRules.standbyMissedChecks).map(\.1)
         #expect(

@@ -72,6 +72,23 @@ final class PeerProxiesLabTests {
     /// Which of the two ends up active depends on who claimed first (a proxy that already answers keeps the host;
     /// the better metric decides only between two that both answer, as the unit tests show); either way exactly
     /// one answers and nothing wakes the host.
+    /// `sleepproxyctl release-all --transfer` on the first proxy, once it has heard the second's advertisement
+    /// (whose SRV names the registration port the hosts are offered on).
+    func leaveWithTransfer() throws -> CommandResult {
+        let heard = Date(timeIntervalSinceNow: 10)
+        while Date() < heard,
+            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
+                $0.address == "192.0.2.3"
+            })
+        {
+            usleep(200_000)
+        }
+        let socket = self.firstState.appendingPathComponent("control.sock").path
+        return try self.first.run(
+            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
+            timeout: .seconds(30))
+    }
+
     /// The MACs that answer a neighbour solicitation for the sleeper's IPv6 address from the client, within a
     /// second.
     func ndAnswerers() throws -> Set<MACAddress> {
@@ -174,19 +191,7 @@ final class PeerProxiesLabTests {
         #expect(
             Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
                 == .asleep)
-        // The first must have heard the second's advertisement (its SRV names the registration port).
-        let heard = Date(timeIntervalSinceNow: 10)
-        while Date() < heard,
-            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
-                $0.address == "192.0.2.3"
-            })
-        {
-            usleep(200_000)
-        }
-        let socket = self.firstState.appendingPathComponent("control.sock").path
-        let released = try self.first.run(
-            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
-            timeout: .seconds(30))
+        let released = try self.leaveWithTransfer()
         #expect(
             released.stdout.contains("transferred sleeper.local. to 80-40-60-65.0 second"),
             "\(released)\n\(leaving.output)")
@@ -235,18 +240,7 @@ final class PeerProxiesLabTests {
         #expect(
             Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
                 == .asleep)
-        let heard = Date(timeIntervalSinceNow: 10)
-        while Date() < heard,
-            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
-                $0.address == "192.0.2.3"
-            })
-        {
-            usleep(200_000)
-        }
-        let socket = self.firstState.appendingPathComponent("control.sock").path
-        let released = try self.first.run(
-            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
-            timeout: .seconds(30))
+        let released = try self.leaveWithTransfer()
         #expect(released.stdout.contains("transferred sleeper.local. to 80-40-60-65.0 Second"), "\(released)")
         #expect(
             Daemon.waitForHost(
