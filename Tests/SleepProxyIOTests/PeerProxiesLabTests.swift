@@ -253,4 +253,23 @@ final class PeerProxiesLabTests {
         #expect(files.port == 8080 && files.addresses.contains("192.0.2.2") && files.txt == ["path=/files"], "\(files)")
         #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")
     }
+
+    /// With no other proxy on the link, leaving for good wakes every host (they register elsewhere, or with this
+    /// proxy again when it comes back), with magic packets that reach the sleeper before the command returns.
+    @Test func leavingWithNoOtherProxyWakesEveryHost() throws {
+        let alone = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "alone")
+        defer { alone.stop() }
+        try self.register(with: "192.0.2.1")
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
+                == .asleep)
+        let socket = self.firstState.appendingPathComponent("control.sock").path
+        let released = try self.first.run(
+            [Daemon.sibling("sleepproxyctl"), "release-all", "--transfer", "--yes", "--socket", socket],
+            timeout: .seconds(30))
+        #expect(released.stdout.contains("woke sleeper.local. (no other proxy took it)"), "\(released)")
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "the host was not woken")
+        #expect(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.hosts == 0)
+    }
 }
