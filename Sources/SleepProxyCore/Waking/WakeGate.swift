@@ -59,7 +59,7 @@ public struct WakeGate: Sendable {
     }
 
     public var configuration: Configuration
-    public private(set) var statistics = Statistics()
+    public internal(set) var statistics = Statistics()
 
     struct Touch: Hashable, Sendable {
         var host: OwnerKey
@@ -304,105 +304,5 @@ public struct WakeGate: Sendable {
             return now - at < WakeRules.resolveWindow
         }
         return recent(self.resolvedBy[candidate.source]) || recent(self.resolvedByMAC[candidate.sourceMAC])
-    }
-
-    // MARK: - Verdicts
-
-    static let ignored = Decision(verdict: .ignore, report: nil)
-
-    mutating func wake(_ candidate: WakeCandidate, _ rule: WakeRule, now: Timestamp) -> Decision {
-        // The connection is settled: its other held copy (a retransmission settled it) goes.
-        if self.held.removeValue(forKey: candidate.connection) != nil {
-            _ = self.heldTimers.remove(candidate.connection)
-        }
-        self.statistics.woken[rule, default: 0] += 1
-        let pair = PairKey(source: candidate.source, host: candidate.host)
-        switch rule {
-        case .noScanSeen:
-            // Woken on trust: if the source never shows itself a waiting client (a retransmission while the host
-            // resumes, a resolve), it is a monitor, and must prove itself next time.
-            if self.configuration.monitorHoldoff > .zero {
-                if self.budgets.count >= WakeRules.maximumBudgets {
-                    self.budgets = self.budgets.filter { now < $0.value }
-                }
-                if self.budgets.count < WakeRules.maximumBudgets {
-                    self.budgets[pair] = now + self.configuration.monitorHoldoff
-                }
-            }
-        case .retransmitted, .resolvedFirst, .sshSession:
-            self.budgets[pair] = nil
-        default:
-            break
-        }
-        return Decision(verdict: .wake(rule), report: nil)
-    }
-
-    mutating func hold(_ candidate: WakeCandidate, _ rule: WakeRule, until: Timestamp, now: Timestamp) -> Decision {
-        guard self.held.count < WakeRules.maximumHeld else { return self.decline(candidate, .busy, now: now) }
-        self.statistics.held += 1
-        self.held[candidate.connection] = Held(candidate: candidate, rule: rule, until: until)
-        self.heldTimers.schedule((), for: candidate.connection, at: until)
-        return Decision(verdict: .hold(until: until, rule), report: nil)
-    }
-
-    mutating func decline(_ candidate: WakeCandidate, _ rule: WakeRule, scan: ScanSummary? = nil, now: Timestamp)
-        -> Decision
-    {
-        if self.held.removeValue(forKey: candidate.connection) != nil {
-            _ = self.heldTimers.remove(candidate.connection)
-        }
-        self.statistics.declined[rule, default: 0] += 1
-        let key = DeclineKey(source: candidate.source, host: candidate.host, rule: rule)
-        var count = self.declines[key] ?? DeclineCount(lastReported: now)
-        count.since += 1
-        let first = self.declines[key] == nil
-        if first || scan != nil || now - count.lastReported >= WakeRules.declineLogInterval {
-            let report = DeclineReport(rule: rule, count: count.since, scan: scan)
-            if self.declines.count >= WakeRules.maximumDeclineKeys, first {
-                self.declines = self.declines.filter { now - $0.value.lastReported < WakeRules.declineLogInterval }
-                if self.declines.count >= WakeRules.maximumDeclineKeys {
-                    return Decision(verdict: .decline(rule), report: nil)
-                }
-            }
-            self.declines[key] = DeclineCount(lastReported: now)
-            return Decision(verdict: .decline(rule), report: report)
-        }
-        self.declines[key] = count
-        return Decision(verdict: .decline(rule), report: nil)
-    }
-
-    // MARK: - Housekeeping
-
-    /// Files a resolve, keeping the table and each source's list bounded (expired entries go first, then the
-    /// oldest).
-    static func remember<Key: Hashable>(
-        _ host: OwnerKey, at: Timestamp, in table: inout [Key: [OwnerKey: Timestamp]], key: Key
-    ) {
-        if table[key] == nil, table.count >= WakeRules.maximumResolvers {
-            table = table.filter { entry in entry.value.values.contains { at - $0 < WakeRules.resolveWindow } }
-            if table.count >= WakeRules.maximumResolvers { table.removeAll(keepingCapacity: true) }
-        }
-        var hosts = table[key] ?? [:]
-        if hosts[host] == nil, hosts.count >= WakeRules.maximumResolvedHostsPerSource,
-            let oldest = hosts.min(by: { $0.value < $1.value })
-        {
-            hosts[oldest.key] = nil
-        }
-        hosts[host] = max(hosts[host] ?? at, at)
-        table[key] = hosts
-    }
-
-    mutating func prune(now: Timestamp) {
-        self.attempts = self.attempts.filter { now - $0.value.firstSeen < WakeRules.connectionMemory }
-        self.scanners = self.scanners.filter { now < $0.value.until }
-        self.budgets = self.budgets.filter { now < $0.value }
-        self.resolvedBy = self.resolvedBy.compactMapValues { hosts in
-            let kept = hosts.filter { now - $0.value < WakeRules.resolveWindow }
-            return kept.isEmpty ? nil : kept
-        }
-        self.resolvedByMAC = self.resolvedByMAC.compactMapValues { hosts in
-            let kept = hosts.filter { now - $0.value < WakeRules.resolveWindow }
-            return kept.isEmpty ? nil : kept
-        }
     }
 }
