@@ -55,15 +55,16 @@ extension RegistrationEngine {
             }
         }
         guard bound == 0 else { return false }
+        // Connected: the kernel passes on only datagrams from the proxy asked, so nobody else can answer for it.
+        let connected = withUnsafePointer(to: &remote) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { return false }
         for _ in 0..<Self.transferTries {
             for message in transfer.messages {
-                _ = message.withUnsafeBytes { raw in
-                    withUnsafePointer(to: &remote) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                        }
-                    }
-                }
+                _ = message.withUnsafeBytes { raw in send(fd, raw.baseAddress, raw.count, 0) }
             }
             var acknowledged = 0
             var buffer = [UInt8](repeating: 0, count: 1500)

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import SleepProxyTestSupport
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -91,6 +92,20 @@ enum Benchmarks {
 func percentile(_ values: [Double], _ p: Double) -> Double {
     let sorted = values.sorted()
     return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]
+}
+
+/// Whether a lab benchmark can run here (root and the lab's tools, and `daemon` built); says why not when it
+/// cannot, naming the benchmark.
+func labCanRun(_ name: String, daemon: URL) -> Bool {
+    guard Command.canBuildNetworks else {
+        print("\(name): skipped (needs root, iproute2 and util-linux to build the lab)")
+        return false
+    }
+    guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
+        print("\(name): skipped (\(daemon.path) not built; run swift build -c release)")
+        return false
+    }
+    return true
 }
 
 /// Only benchmarks whose label contains this run (`--filter TEXT`).

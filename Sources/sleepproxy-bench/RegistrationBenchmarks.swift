@@ -153,14 +153,7 @@ enum RegistrationBenchmarks {
     /// `flood`: a third lab host sends ARP requests as fast as one core can while the hosts register, to show
     /// that a flood of frames does not crowd registrations out of the engine (its mailbox lanes).
     static func runLab(daemon: URL, flood: Bool = false) throws {
-        guard Command.canBuildNetworks else {
-            print("Registration round trip: skipped (needs root, iproute2 and util-linux to build the lab)")
-            return
-        }
-        guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
-            print("Registration round trip: skipped (\(daemon.path) not built; run swift build -c release)")
-            return
-        }
+        guard labCanRun("Registration round trip", daemon: daemon) else { return }
         print(
             "Registration round trip over UDP in a lab, durable write included\(flood ? ", under an ARP flood" : "") (daemon: \(daemon.path))"
         )

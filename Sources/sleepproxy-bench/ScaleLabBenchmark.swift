@@ -46,14 +46,7 @@ enum ScaleLabBenchmark {
     }
 
     static func run(daemon: URL) throws {
-        guard Command.canBuildNetworks else {
-            print("Scale storm: skipped (needs root, iproute2 and util-linux to build the lab)")
-            return
-        }
-        guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
-            print("Scale storm: skipped (\(daemon.path) not built; run swift build -c release)")
-            return
-        }
+        guard labCanRun("Scale storm", daemon: daemon) else { return }
         let sizes =
             ProcessInfo.processInfo.environment["BENCH_SCALE_SIZES"].map {
                 $0.split(separator: ",").compactMap { Int($0) }

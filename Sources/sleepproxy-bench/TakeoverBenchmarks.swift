@@ -21,14 +21,7 @@ enum TakeoverBenchmarks {
     static func mac(_ n: Int) -> MACAddress { MACAddress(rawValue: 0x0253_5000_3000 + UInt64(n)) }
 
     static func runLab(daemon: URL) throws {
-        guard Command.canBuildNetworks else {
-            print("Takeover benchmark: skipped (needs root, iproute2 and util-linux)")
-            return
-        }
-        guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
-            print("Takeover benchmark: skipped (\(daemon.path) not built; run swift build -c release)")
-            return
-        }
+        guard labCanRun("Takeover benchmark", daemon: daemon) else { return }
         print("Address takeover and wake in a lab: \(hostCount) sleeping hosts")
         let lab = try LabNetwork()
         defer { lab.close() }

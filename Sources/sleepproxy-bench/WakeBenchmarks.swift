@@ -257,14 +257,7 @@ extension WakeBenchmarks {
     /// client is a machine that has not woken the host before (a repeat within the monitor hold-off must
     /// retransmit first, docs/waking.md §6).
     static func runLab(daemon: URL) throws {
-        guard Command.canBuildNetworks else {
-            print("Wake lab benchmark: skipped (needs root, iproute2 and util-linux)")
-            return
-        }
-        guard FileManager.default.isExecutableFile(atPath: daemon.path) else {
-            print("Wake lab benchmark: skipped (\(daemon.path) not built; run swift build -c release)")
-            return
-        }
+        guard labCanRun("Wake lab benchmark", daemon: daemon) else { return }
         print("connect() to a host that resumes 0.5 s after the first magic packet (lab, 3 rounds each)")
         let lab = try LabNetwork()
         defer { lab.close() }

@@ -173,6 +173,38 @@ struct TakeoverPeersTests {
         #expect(h.takeover.state(of: h.key)?.phase == .answering, "the handed-over host must be taken over")
     }
 
+    /// While this proxy wakes the host for a client, a better proxy's claim does not make it drop the wake: the
+    /// client's request is delivered, and the wake ends with its outcome in the log.
+    @Test func aPeersClaimDuringOurWakeLeavesTheWakeGoing() {
+        var h = H()
+        h.takeover.ownMetric = 20_40_10
+        h.claimed()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        _ = h.takeover.wake(h.key, trigger: .administrator, now: h.now)
+        let claim = Self.peerClaims(&h)
+        #expect(claim.contains { if case .peerClaim(_, _, true) = $0 { true } else { false } })
+        #expect(h.takeover.isWaking(h.key) && h.takeover.state(of: h.key)?.phase == .answering)
+        #expect(!H.magic(H.frames(h.run(for: .seconds(3)).map(\.1))).isEmpty, "the wake goes on")
+    }
+
+    /// A flood of claims while a proxy's MAC is unknown asks that proxy once per wait, not once per claim.
+    @Test func claimsAskEachProxyForItsMACOncePerWait() {
+        var h = H()
+        h.claimed()
+        _ = Self.advertised(&h, Self.worse)
+        var requests = 0
+        for index in 0..<20 {
+            let frame = TestFrames.arpAnnouncement(
+                from: MACAddress(rawValue: 0x0253_5000_0500 + UInt64(index)), for: Self.hostV4)
+            requests += H.frames(h.receive(frame)).filter { Self.isWhoHas($0, Self.peerIP) }.count
+        }
+        #expect(requests == 1)
+        h.now = h.now + PeerRules.identifyDelay
+        requests = H.frames(Self.peerClaims(&h)).filter { Self.isWhoHas($0, Self.peerIP) }.count
+        #expect(requests == 1, "asked again once the wait is over")
+    }
+
     @Test func aThirdMachineIsStillAConflictThatWakes() {
         var h = H()
         h.claimed()

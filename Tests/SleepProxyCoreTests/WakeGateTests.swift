@@ -375,6 +375,23 @@ struct WakeGateTests {
         #expect(g.reports.map(\.count) == [1, 50])
     }
 
+    /// Every declined source gets its line, but a flood from ever new (spoofed) sources gets at most the
+    /// budget's lines a minute; every packet is still counted.
+    @Test func aFloodOfNewSourcesIsCountedInFullButReportedWithinABudget() {
+        var g = G()
+        let flood = 100
+        for index in 0..<flood {
+            let source = IPAddress.v4(IPv4Address(rawValue: 0xC633_6400 &+ UInt32(index)))
+            g.send(G.candidate(from: source, sourcePort: UInt16(2000 + index), port: 9999))
+        }
+        #expect(g.reports.count == LineBudget.linesPerWindow)
+        #expect(g.gate.statistics.declined[.noService] == flood)
+        // A minute later a source that was not reported is reported, with its count.
+        g.now = g.now + LineBudget.window + WakeRules.declineLogInterval
+        g.send(G.candidate(from: .v4(IPv4Address(rawValue: 0xC633_6400 &+ 99)), sourcePort: 3000, port: 9999))
+        #expect(g.reports.last?.count == 2)
+    }
+
     /// A flood from spoofed sources fills the held table; past it packets are declined, never woken.
     @Test func theHeldTableIsBoundedAndAFloodWakesNobody() {
         var g = G()

@@ -112,7 +112,8 @@ struct DeployTests {
     }
 
     /// The unit's ExecStop: a stop while the unit is enabled does nothing; a stop for good (disabled) runs
-    /// `release-all --transfer` on the daemon's socket. Run with stand-ins for systemctl and sleepproxyctl.
+    /// `release-all --transfer` on the daemon's socket; when systemd cannot be asked, nothing is given away. Run
+    /// with stand-ins for systemctl and sleepproxyctl.
     @Test func leavingForGoodTransfersAndARestartDoesNothing() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("leave-\(getpid())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -121,10 +122,15 @@ struct DeployTests {
         let ctl = directory.appendingPathComponent("sleepproxyctl")
         try "#!/bin/sh\necho \"$@\" >> \(calls.path)\necho '1 transferred, 0 woken and released'\n".write(
             to: ctl, atomically: true, encoding: .utf8)
-        for (enabled, expectCall) in [(true, false), (false, true)] {
+        // systemctl's answer for an enabled unit, a disabled one, and a failure to ask systemd at all (which a
+        // restart must take as "keep the hosts").
+        for (answer, expectCall) in [
+            ("echo enabled; exit 0", false), ("echo disabled; exit 1", true),
+            ("echo 'Failed to connect' >&2; exit 1", false),
+        ] {
             try? FileManager.default.removeItem(at: calls)
             let systemctl = directory.appendingPathComponent("systemctl")
-            try "#!/bin/sh\nexit \(enabled ? 0 : 1)\n".write(to: systemctl, atomically: true, encoding: .utf8)
+            try "#!/bin/sh\n\(answer)\n".write(to: systemctl, atomically: true, encoding: .utf8)
             for file in [ctl, systemctl] {
                 try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: file.path)
             }
@@ -140,7 +146,7 @@ struct DeployTests {
                 expectCall
                     ? called.contains("release-all --transfer --yes --socket /run/sp-test/control.sock")
                     : called.isEmpty,
-                "enabled \(enabled): \(called)")
+                "systemctl \(answer): \(called)")
         }
     }
 

@@ -12,6 +12,8 @@ public struct ProxyPeer: Hashable, Sendable, CustomStringConvertible {
     public var mac: MACAddress?
     /// Where it takes registrations (its SRV), once heard.
     public var port: UInt16?
+    /// When it was last asked for its MAC.
+    var askedAt: Timestamp?
     public var lastHeard: Timestamp
 
     public var description: String { "\(self.label) (\(self.address)\(self.mac.map { ", \($0)" } ?? ""))" }
@@ -147,10 +149,18 @@ extension Takeover {
         if !unresolved.isEmpty, self.pendingClaims.count < PeerRules.maximumPendingClaims {
             self.pendingClaims.append(
                 PendingClaim(host: key, address: address, mac: mac, until: now + PeerRules.identifyDelay))
-            return unresolved.compactMap { peer in
-                guard case .v4(let v4) = peer.address else { return nil }
-                return self.whoHas(v4, on: context)
+            // Each proxy is asked once per wait, however many claims come in: a flood of claims must not become
+            // a flood of requests.
+            var requests: [TakeoverAction] = []
+            for peer in unresolved {
+                guard case .v4(let v4) = peer.address,
+                    peer.askedAt.map({ now - $0 >= PeerRules.identifyDelay }) ?? true,
+                    let request = self.whoHas(v4, on: context)
+                else { continue }
+                self.peers[InterfaceAddressKey(interface: context.name, address: peer.address)]?.askedAt = now
+                requests.append(request)
             }
+            return requests
         }
         return self.conflict(key, address: address, mac: mac, now: now)
     }
@@ -199,15 +209,16 @@ extension Takeover {
         }
         self.statistics.peerClaims += 1
         let weAnswer = host.isAnswering(address)
+        // While we wake the host for someone, we keep it: its client's request is ours to deliver, and the wake
+        // ends in a few seconds either way.
         let theyWin =
-            !weAnswer || peer.metric < self.ownMetric
-            || (peer.metric == self.ownMetric && mac.rawValue < context.macAddress.rawValue)
+            host.wake == nil && !weAnswer || host.wake == nil && peer.metric < self.ownMetric
+            || (host.wake == nil && peer.metric == self.ownMetric && mac.rawValue < context.macAddress.rawValue)
         guard theyWin else {
             // We keep it: the neighbours are pointed back at us.
             return self.announcementFrames(host, addresses: [address]) + [.peerClaim(key, peer: peer, kept: true)]
         }
         var actions = self.release(&host, now: now)
-        if host.wake != nil { host.wake = nil }
         host.standby = Standby(active: mac)
         for address in host.addresses {
             guard var state = host.states[address], state.phase != .stopped else { continue }

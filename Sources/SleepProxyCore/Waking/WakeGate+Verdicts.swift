@@ -53,16 +53,21 @@ extension WakeGate {
         var count = self.declines[key] ?? DeclineCount(lastReported: now)
         count.since += 1
         let first = self.declines[key] == nil
-        if first || scan != nil || now - count.lastReported >= WakeRules.declineLogInterval {
-            let report = DeclineReport(rule: rule, count: count.since, scan: scan)
-            if self.declines.count >= WakeRules.maximumDeclineKeys, first {
-                self.declines = self.declines.filter { now - $0.value.lastReported < WakeRules.declineLogInterval }
-                if self.declines.count >= WakeRules.maximumDeclineKeys {
-                    return Decision(verdict: .decline(rule), report: nil)
-                }
+        if first, self.declines.count >= WakeRules.maximumDeclineKeys {
+            self.declines = self.declines.filter { now - $0.value.lastReported < WakeRules.declineLogInterval }
+            // Still full: counted in the metrics only.
+            if self.declines.count >= WakeRules.maximumDeclineKeys {
+                return Decision(verdict: .decline(rule), report: nil)
             }
+        }
+        // Every source is told once, then every declineLogInterval with its count; a flood from ever new (spoofed)
+        // sources would still make a line a packet, so lines of either kind also have a budget a minute. Past it
+        // they are counted, and the source's next line carries the count.
+        if first || scan != nil || now - count.lastReported >= WakeRules.declineLogInterval,
+            self.reportBudget.admit(scan != nil ? "scanners" : "declines", now: now).allowed
+        {
             self.declines[key] = DeclineCount(lastReported: now)
-            return Decision(verdict: .decline(rule), report: report)
+            return Decision(verdict: .decline(rule), report: DeclineReport(rule: rule, count: count.since, scan: scan))
         }
         self.declines[key] = count
         return Decision(verdict: .decline(rule), report: nil)

@@ -110,6 +110,8 @@ public struct WakeGate: Sendable {
     /// (source, host) → until when the source must prove itself before it wakes the host again.
     var budgets: [PairKey: Timestamp] = [:]
     var declines: [DeclineKey: DeclineCount] = [:]
+    /// Decline reports a minute, in all (`LineBudget`).
+    var reportBudget = LineBudget()
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
