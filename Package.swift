@@ -84,7 +84,7 @@ let package = Package(
             name: "SleepProxyIO",
             dependencies: [
                 "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux", "CNetlink",
-                "SleepProxyControl",
+                "SleepProxyControl", "SleepProxyStatusPage",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -106,6 +106,8 @@ let package = Package(
         ),
         // The admin protocol spoken between sleepproxyd and sleepproxyctl.
         .target(name: "SleepProxyControl", swiftSettings: swiftSettings),
+        // The status page: HTML, SVG and routes built from the control protocol's values; no sockets.
+        .target(name: "SleepProxyStatusPage", dependencies: ["SleepProxyControl"], swiftSettings: swiftSettings),
         .executableTarget(
             name: "sleepproxyd",
             dependencies: [
@@ -141,6 +143,7 @@ let package = Package(
             name: "sleepproxy-bench",
             dependencies: [
                 "SleepProxyWire", "SleepProxyCore", "SleepProxyIO", "SleepProxyTestSupport", "CSleepProxyLinux",
+                "SleepProxyControl", "SleepProxyStatusPage",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -172,6 +175,11 @@ let package = Package(
         .testTarget(
             name: "SleepProxyControlTests",
             dependencies: ["SleepProxyControl"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyStatusPageTests",
+            dependencies: ["SleepProxyStatusPage", "SleepProxyControl"],
             swiftSettings: swiftSettings
         ),
     ]

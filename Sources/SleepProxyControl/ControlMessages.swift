@@ -4,9 +4,15 @@ import FoundationEssentials
 public struct ControlRequest: Codable, Hashable, Sendable {
     public enum Command: String, Codable, Hashable, Sendable {
         case status, hosts, host, wake, forget, events
+        /// A host's history over the last day (`target`: a MAC or name), held or not.
+        case history
         /// Decommissioning: wake every host and stop proxying it, so each re-registers elsewhere.
         case releaseAll = "release-all"
     }
+
+    /// The most hosts one `hosts` page holds: what a status page or a dashboard asks for at a time, so that a
+    /// proxy holding 10,000 hosts never builds 10,000 summaries for one look.
+    public static let maximumPageSize = 1000
 
     public var version: Int
     public var command: Command
@@ -21,11 +27,23 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     /// `release-all`: hand each host to the best other sleep proxy on its link first, and wake only those none
     /// took (docs/several-proxies.md).
     public var transfer: Bool?
+    /// `hosts`: only hosts in this state (`asleep`, ...), only hosts whose name, MAC or address contains
+    /// `search`, and a page of them: `limit` hosts from `offset` on in the listing's order (name, then MAC). The
+    /// response's `total` counts every match.
+    public var state: HostSummary.State?
+    public var search: String?
+    public var offset: Int?
+    public var limit: Int?
 
     public init(
         command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil,
-        transfer: Bool? = nil
+        transfer: Bool? = nil, state: HostSummary.State? = nil, search: String? = nil, offset: Int? = nil,
+        limit: Int? = nil
     ) {
+        self.state = state
+        self.search = search
+        self.offset = offset
+        self.limit = limit
         self.version = ControlProtocol.version
         self.command = command
         self.target = target
@@ -48,11 +66,18 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     /// `release-all --transfer`: the hosts another proxy took, by MAC, with that proxy's label; the other
     /// `hosts` were woken.
     public var transferred: [String: String]?
+    /// `hosts`: how many hosts matched, of which `hosts` is the page asked for.
+    public var total: Int?
+    /// `history`: the host's last day.
+    public var history: HostHistory?
 
     public init(
         ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil,
-        host: HostDetail? = nil, events: [WakeLogEntry]? = nil, transferred: [String: String]? = nil
+        host: HostDetail? = nil, events: [WakeLogEntry]? = nil, transferred: [String: String]? = nil,
+        total: Int? = nil, history: HostHistory? = nil
     ) {
+        self.total = total
+        self.history = history
         self.transferred = transferred
         self.version = ControlProtocol.version
         self.ok = ok
@@ -87,6 +112,24 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     /// Other sleep proxies heard on the served links (docs/several-proxies.md); absent from
     /// daemons before 0.6 and with `--no-takeover`.
     public var otherProxies: [OtherProxy]?
+    /// Wakes and declined wakes over the last 24 hours, from the history (docs/status-page.md); absent from
+    /// older daemons.
+    public var lastDay: Activity?
+
+    public struct Activity: Codable, Hashable, Sendable {
+        public var wakes: Int
+        /// Connections that woke nobody (declined by the wake gate, or to no service), collapsed lines counted
+        /// in full.
+        public var declined: Int
+        /// Wakes by trigger (`connection`, `lease-expired`, ...).
+        public var wakesByReason: [String: Int]
+
+        public init(wakes: Int, declined: Int, wakesByReason: [String: Int]) {
+            self.wakes = wakes
+            self.declined = declined
+            self.wakesByReason = wakesByReason
+        }
+    }
 
     public struct OtherProxy: Codable, Hashable, Sendable {
         public var interface: String
@@ -126,8 +169,10 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
-        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil
+        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
+        lastDay: Activity? = nil
     ) {
+        self.lastDay = lastDay
         self.hostsByState = hostsByState
         self.upnp = upnp
         self.otherProxies = otherProxies
@@ -174,12 +219,16 @@ public struct HostSummary: Codable, Hashable, Sendable {
     /// how long ago; absent when none was seen since it registered.
     public var lastSeenAwake: String?
     public var lastSeenAwakeSecondsAgo: Double?
+    /// Each address with the takeover's state for it; absent with `--no-takeover` and from older daemons.
+    public var addressStates: [HostDetail.AddressState]?
 
     public init(
         name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double,
         state: State, lastWake: WakeLogEntry?,
-        lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil
+        lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil,
+        addressStates: [HostDetail.AddressState]? = nil
     ) {
+        self.addressStates = addressStates
         self.lastSeenAwake = lastSeenAwake
         self.lastSeenAwakeSecondsAgo = lastSeenAwakeSecondsAgo
         self.name = name
@@ -223,6 +272,8 @@ public struct HostDetail: Codable, Hashable, Sendable {
     /// What the host advertises over SSDP (UPnP devices and services), as the proxy answers for it while it sleeps
     /// (docs/ssdp.md); nil when the daemon runs with `--no-ssdp`.
     public var upnp: [UPnPEntry]?
+    /// The host's last day (docs/status-page.md); absent from older daemons.
+    public var history: HostHistory?
 
     public struct UPnPEntry: Codable, Hashable, Sendable {
         /// The NT: `upnp:rootdevice`, `uuid:…`, or a device or service type.
@@ -270,8 +321,9 @@ public struct HostDetail: Codable, Hashable, Sendable {
     public init(
         summary: HostSummary, sequence: Int, wakeMAC: String, hasPassword: Bool, registeredSecondsAgo: Double,
         records: [Record], wakeHistory: [WakeLogEntry],
-        addressStates: [AddressState]? = nil, upnp: [UPnPEntry]? = nil
+        addressStates: [AddressState]? = nil, upnp: [UPnPEntry]? = nil, history: HostHistory? = nil
     ) {
+        self.history = history
         self.addressStates = addressStates
         self.upnp = upnp
         self.summary = summary

@@ -63,6 +63,7 @@ extension RegistrationEngine {
                         "state: cannot record the hosts spoken for (\(error)); they are probed first at the next start")
                 }
                 self.saveSSDP(now: SystemClock.now(), force: true)
+                self.flushHistory()
                 self.journal.abandonCompaction()
                 var batch = Batch()
                 self.perform(self.engine.shutdown(), into: &batch)
@@ -110,6 +111,8 @@ extension RegistrationEngine {
             case .multicastSocketClosed:
                 if self.engine.responder != nil { self.mdns?.serve(self.servedContexts) }
                 self.ssdpSockets?.serve(self.servedContexts)
+            case .historyLoaded(let book):
+                self.historyLoaded(book)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
                 self.engine.reconfigure(
                     takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
@@ -237,6 +240,7 @@ extension RegistrationEngine {
             }
         }
         self.saveSSDP(now: now, force: false)
+        self.flushHistory()
         self.publishStatus()
     }
 
@@ -343,11 +347,18 @@ extension RegistrationEngine {
                     let reason = WakeLog.kind(event.trigger)
                     self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
                 }
+                let entry = WakeLog.entry(event, at: Date())
+                self.recordHistory(HistoryRecord(entry))
                 do {
-                    try self.wakeLog.append(event, at: Date())
+                    try self.wakeLog.append(entry)
                 } catch {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
+            case .presence(let change):
+                self.recordHistory(
+                    HistoryRecord(
+                        time: Date(), mac: change.host.primaryMAC.description, hostName: change.hostName,
+                        state: PresenceState(change.phase), note: change.why))
             case .log(let level, let message):
                 self.logger.log(level: level.loggerLevel, "\(message)")
             }

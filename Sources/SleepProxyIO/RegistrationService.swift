@@ -48,9 +48,9 @@ public struct ControlService: Service {
 
 /// The Prometheus endpoint as a service, bound before the group runs like the admin socket.
 public struct MetricsService: Service {
-    public let endpoint: MetricsEndpoint
+    public let endpoint: HTTPEndpoint
 
-    public init(endpoint: MetricsEndpoint) { self.endpoint = endpoint }
+    public init(endpoint: HTTPEndpoint) { self.endpoint = endpoint }
 
     public func run() async throws {
         try? await gracefulShutdown()

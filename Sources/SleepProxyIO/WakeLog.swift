@@ -55,8 +55,7 @@ public final class WakeLog: @unchecked Sendable {
         return data.split(separator: 0x0A).compactMap { try? decoder.decode(WakeLogEntry.self, from: Data($0)) }
     }
 
-    public func append(_ event: WakeEvent, at time: Date) throws {
-        let entry = Self.entry(event, at: time)
+    public func append(_ entry: WakeLogEntry) throws {
         let subscribers = self.lock.withLock {
             self.recentEntries.append(entry)
             if self.recentEntries.count > Self.keptEvents {
@@ -74,23 +73,8 @@ public final class WakeLog: @unchecked Sendable {
             self.lineCount = self.recent.count
             return
         }
-        try Self.append(line, to: self.url.path)
+        try appendLines(line, to: self.url.path)
         self.lineCount += 1
-    }
-
-    /// Appends one line (O_APPEND: the line lands whole at the end), creating the file owner- and group-readable.
-    private static func append(_ bytes: [UInt8], to path: String) throws {
-        let fd = try retryingSyscall("open(\(path))") { open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640) }
-        defer { Glibc.close(fd) }
-        var written = 0
-        while written < bytes.count {
-            let count = try bytes.withUnsafeBytes { raw in
-                try retryingSyscall("write(\(path))") {
-                    Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-                }
-            }
-            written += count
-        }
     }
 
     /// The wake log's word for a trigger (the metric label too).

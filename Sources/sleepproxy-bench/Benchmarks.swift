@@ -62,6 +62,17 @@ enum Benchmarks {
                 try WakeBenchmarks.runLab(daemon: daemon)
             case "wake-local":
                 WakeBenchmarks.run()
+            case "status-local":
+                try StatusBenchmarks.run()
+            case "status-sample":
+                // Not a benchmark: the README's picture of a host page (the directory follows).
+                try StatusSample.write(to: URL(fileURLWithPath: arguments.last ?? ".build/status-sample"))
+                return
+            case "status":
+                try StatusBenchmarks.run()
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try StatusBenchmarks.runLab(daemon: daemon)
             case "responder-local":
                 try ResponderBenchmarks.run()
             case "responder":
@@ -71,7 +82,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

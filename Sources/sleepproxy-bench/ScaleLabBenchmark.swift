@@ -115,7 +115,8 @@ enum ScaleLabBenchmark {
     }
 
     /// One storm of `hosts` registrations against a fresh daemon in a fresh lab.
-    static func storm(daemon: URL, hosts: Int) throws -> Figures {
+    /// `probe`, when given, runs while the daemon holds every host (before the restart), in the proxy's namespace.
+    static func storm(daemon: URL, hosts: Int, probe: ((LabHost) throws -> Void)? = nil) throws -> Figures {
         let lab = try LabNetwork()
         defer { lab.close() }
         let proxy = try lab.addHost("proxy", mac: MACAddress("02:53:50:00:00:01")!, ipv4: ["169.254.0.1/16"])
@@ -184,6 +185,7 @@ enum ScaleLabBenchmark {
         if !dropped.isEmpty { print("    daemon: " + dropped.joined(separator: ", ")) }
         let cpuSeconds = Self.cpuSeconds(process.pid) - cpuBefore
         let rssHeld = Self.rss(process.pid)
+        try probe?(proxy)
 
         // Restart: stop (every registration kept), start, and ask for a restored host until it is answered.
         process.stop()

@@ -18,7 +18,9 @@ struct SleepProxyCtl: ParsableCommand {
             on stderr says which); 64 a usage error.
             """,
         version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))",
-        subcommands: [Status.self, Hosts.self, Host.self, Wake.self, Forget.self, Events.self, ReleaseAll.self]
+        subcommands: [
+            Status.self, Hosts.self, Host.self, History.self, Wake.self, Forget.self, Events.self, ReleaseAll.self,
+        ]
     )
 
     // Declared here too, so that `--socket PATH` and `--json` are accepted before the subcommand as well as after
@@ -89,9 +91,13 @@ struct Hosts: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "The sleeping hosts: name, MAC, addresses, services, lease left, state, last wake.")
     @OptionGroup var connection: Connection
+    @Option(name: .long, help: "Only hosts in this state (starting, asleep, awake, waking, standby).")
+    var state: HostSummary.State?
+    @Option(name: .long, help: "Only hosts whose name, MAC or an address contains this text.") var search: String?
 
     func run() throws {
-        let response = try Client.ask(ControlRequest(command: .hosts), connection)
+        let response = try Client.ask(
+            ControlRequest(command: .hosts, state: self.state, search: self.search), connection)
         guard !connection.json else { return }
         let hosts = response.hosts ?? []
         guard !hosts.isEmpty else {

@@ -151,7 +151,11 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "Group that may use the admin socket besides root (default: root only).")
     var controlGroup: String?
 
-    @Option(name: .long, help: "Where to serve Prometheus metrics (GET /metrics): IPv4:PORT, or none.")
+    @Option(
+        name: [.customLong("http-address"), .customLong("prometheus-address")],
+        help:
+            "Where to serve the read-only status page (/), its JSON API (/api/v1/) and Prometheus metrics (/metrics): IPv4:PORT, or none. Keep it on loopback or a trusted network: the page shows every held host. --prometheus-address is the older name."
+    )
     var prometheusAddress: String = "127.0.0.1:9580"
 
     @Option(
@@ -181,7 +185,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         "wake-from-routed": .flag, "wake-monitor-holdoff": .single, "wake-udp": .flag, "no-takeover": .flag,
         "no-ssdp": .flag,
         "control-socket": .single,
-        "control-group": .single, "prometheus-address": .single,
+        "control-group": .single, "http-address": .single, "prometheus-address": .single,
     ]
 
     /// Reads the configuration file into arguments, checking each line on its own so that an error names its line.
@@ -273,7 +277,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             self.prometheusAddress.split(separator: ":").count != 2
                 || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil
         {
-            throw ValidationError("--prometheus-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
+            throw ValidationError("--http-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
         }
         if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
             throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
@@ -415,11 +419,11 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         } catch {
             Self.fail("\(error)")
         }
-        let metrics: MetricsEndpoint?
+        let metrics: HTTPEndpoint?
         do {
             metrics =
                 self.prometheusAddress == "none"
-                ? nil : try MetricsEndpoint(address: self.prometheusAddress, engine: engine, logger: logger)
+                ? nil : try HTTPEndpoint(address: self.prometheusAddress, engine: engine, logger: logger)
         } catch {
             Self.fail("\(error)")
         }

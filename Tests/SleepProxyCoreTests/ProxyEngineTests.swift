@@ -539,8 +539,32 @@ struct ProxyEngineTests {
                 services: [("Other._http._tcp", 8080)]), from: IPAddress("192.0.2.7")!)
         h.run(for: .seconds(12))
         #expect(h.engine.hostsByState[.waking] == 1 && h.engine.hostsByState.values.reduce(0, +) == 2)
+        #expect(h.engine.hosts(in: .waking) == [h.key] && h.engine.hosts(in: .asleep).count == 1)
+        #expect(!h.engine.hosts(in: .asleep).contains(h.key), "a waking host is counted as waking only")
         _ = h.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
         #expect(h.engine.hostsByState[.waking] == nil && h.engine.hostsByState.values.reduce(0, +) == 2)
+        #expect(h.engine.hosts(in: .waking).isEmpty)
+    }
+
+    /// The history behind the status page (docs/status-page.md): one `presence` action each time a host moves,
+    /// in order, from registration to the hand-back.
+    @Test func everyChangeOfAHostsStateIsReportedOnce() throws {
+        var h = H()
+        h.register()
+        h.run(for: .seconds(12))
+        h.deliver(
+            TestFrames.tcp(
+                from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40003,
+                port: 8080))
+        _ = h.mdns(H.ownProbe(), from: Lab.hostV4)
+        let changes = h.log.compactMap { entry -> (PresenceChange.Phase, String)? in
+            guard case .presence(let change) = entry.1 else { return nil }
+            #expect(change.host == h.key && change.hostName == "vm.local.")
+            return (change.phase, change.why)
+        }
+        #expect(changes.map(\.0) == [.starting, .asleep, .handedBack], "\(changes)")
+        #expect(changes.allSatisfy { $0.1.utf8.count <= 15 }, "notes short enough to be stored inline")
+        #expect(changes.first?.1 == "registered" && changes.last?.1 == "mdns")
     }
 
     @Test func aHostWokenAfterItsLeaseEndedIsForgottenOnceItShowsItselfOrRegistersAgain() throws {

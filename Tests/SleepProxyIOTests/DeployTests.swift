@@ -99,6 +99,12 @@ struct DeployTests {
                 "line 1: wake-only-from \"02:00@192.0.2.1\": \"02:00\" is not a MAC"
             ),
             ("wake-monitor-holdoff = 604801\n", "line 1: --wake-monitor-holdoff must be 0 to 604800 seconds"),
+            // docs/status-page.md §1: the HTTP server's address, under its new name and its old one.
+            ("http-address = 127.0.0.1\n", "line 1: --http-address must be IPv4:PORT such as 127.0.0.1:9580, or none"),
+            (
+                "prometheus-address = localhost:x\n",
+                "line 1: --http-address must be IPv4:PORT such as 127.0.0.1:9580, or none"
+            ),
             (
                 "metrics = ultimate\n",
                 "line 1: --metrics must be four two-digit numbers like 20-40-10-65, or dedicated or fallback"

@@ -16,6 +16,33 @@ public enum EngineAction: Sendable {
     case wakeEvent(WakeEvent)
     /// A line for a person reading the log.
     case log(EngineLogLevel, String)
+    /// A host entered another state: for its history (the status page's timeline, docs/status-page.md).
+    case presence(PresenceChange)
+}
+
+/// A held host's move to another state, or the end of its registration.
+public struct PresenceChange: Hashable, Sendable {
+    public enum Phase: Hashable, Sendable {
+        case starting, asleep, awake, standby
+        /// It woke and got everything back.
+        case handedBack
+        /// Its registration ended for another reason (lease, forget, release, transfer).
+        case gone
+    }
+
+    public var host: OwnerKey
+    public var hostName: String?
+    public var phase: Phase
+    /// Why, in at most 15 bytes ("registered", "no probe answer", "lease ended", a hand-back's signal): the
+    /// history keeps thousands of these, and Swift stores a string that short without an allocation of its own.
+    public var why: String
+
+    public init(host: OwnerKey, hostName: String?, phase: Phase, why: String) {
+        self.host = host
+        self.hostName = hostName
+        self.phase = phase
+        self.why = why
+    }
 }
 
 public enum EngineLogLevel: Int, Comparable, Sendable {

@@ -8,22 +8,26 @@ import NIOPosix
 import Prometheus
 import SleepProxyControl
 import SleepProxyCore
+import SleepProxyStatusPage
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The Prometheus endpoint (README, Metrics): `GET /metrics` on a local TCP address, in the text exposition format.
+/// The daemon's HTTP server (README, "Status page and API"; docs/status-page.md): Prometheus metrics at
+/// `GET /metrics`, the read-only status page at `/` and `/host/MAC`, and the JSON API under `/api/v1/`, on a
+/// local TCP address (loopback by default).
 ///
 /// The engine keeps plain counts (it must not pay for metrics on its hot paths); at each scrape the endpoint
 /// reads the engine's status and brings swift-metrics counters and gauges, backed by swift-prometheus, up to
-/// date with the difference since the last scrape.
-public final class MetricsEndpoint: @unchecked Sendable {
+/// date with the difference since the last scrape. Pages and API answers are asked of the engine thread as
+/// `sleepproxyctl`'s requests are, and built on the event loop, off that thread.
+public final class HTTPEndpoint: @unchecked Sendable {
     // @unchecked: `last` is guarded by `lock` (scrapes may come in on several event loops); `channel` is set by
     // `start` before anyone can stop it.
     public let address: String
     public let port: UInt16
-    private let engine: RegistrationEngine
+    let engine: RegistrationEngine
     private let logger: Logger
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
@@ -33,6 +37,8 @@ public final class MetricsEndpoint: @unchecked Sendable {
 
     /// A connection that sends nothing for this long is closed: a silent peer holds no resources for long.
     static let idleTimeout: TimeAmount = .seconds(5)
+    /// How long a page waits for the engine before it is answered 503 (as `sleepproxyctl` waits).
+    static let replyTimeout: TimeAmount = .seconds(10)
 
     public struct StartError: Error, CustomStringConvertible {
         public var description: String
@@ -43,7 +49,7 @@ public final class MetricsEndpoint: @unchecked Sendable {
         let parts = address.split(separator: ":")
         guard parts.count == 2, let port = UInt16(parts[1]), port > 0, inet_addr(String(parts[0])) != INADDR_NONE else {
             throw StartError(
-                description: "--prometheus-address must be IPv4:PORT such as 127.0.0.1:9580, not \"\(address)\"")
+                description: "--http-address must be IPv4:PORT such as 127.0.0.1:9580, not \"\(address)\"")
         }
         self.address = String(parts[0])
         self.port = port
@@ -61,7 +67,9 @@ public final class MetricsEndpoint: @unchecked Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline()
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: Self.idleTimeout))
                     try channel.pipeline.syncOperations.addHandler(
-                        MetricsHTTPHandler(scrape: { [self] in self.scrape() }))
+                        HTTPHandler(replyTimeout: Self.replyTimeout) { [self] route, uri, loop, respond in
+                            self.serve(route, uri: uri, loop: loop, respond: respond)
+                        })
                 }
             }
         do {
@@ -69,10 +77,12 @@ public final class MetricsEndpoint: @unchecked Sendable {
         } catch {
             throw StartError(
                 description:
-                    "cannot serve metrics on \(self.address):\(self.port) (\(error)); choose another with --prometheus-address, or turn it off with --prometheus-address none"
+                    "cannot serve HTTP on \(self.address):\(self.port) (\(error)); choose another with --http-address, or turn it off with --http-address none"
             )
         }
-        self.logger.info("metrics: serving Prometheus metrics on http://\(self.address):\(self.port)/metrics")
+        self.logger.info(
+            "http: status page on http://\(self.address):\(self.port)/, Prometheus metrics on /metrics, JSON under \(StatusRoute.apiPrefix)/"
+        )
     }
 
     public func stop() {
@@ -165,74 +175,5 @@ public final class MetricsEndpoint: @unchecked Sendable {
         self.last[key] = value
         let counter = CoreMetrics.Counter(label: name, dimensions: dimensions, factory: self.factory)
         if delta > 0 { counter.increment(by: delta) } else { counter.increment(by: 0) }
-    }
-}
-
-/// `GET /metrics` answered with the text exposition format; anything else gets 404 (or 405 for another method).
-/// One response per request; keep-alive as the client asks.
-final class MetricsHTTPHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTPServerRequestPart
-    typealias OutboundOut = HTTPServerResponsePart
-
-    private let scrape: @Sendable () -> [UInt8]
-    private var request: HTTPRequestHead?
-
-    init(scrape: @escaping @Sendable () -> [UInt8]) {
-        self.scrape = scrape
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch self.unwrapInboundIn(data) {
-        case .head(let head):
-            self.request = head
-        case .body:
-            break  // a GET has none; a body sent anyway is read and dropped
-        case .end:
-            guard let head = self.request else { return }
-            self.request = nil
-            self.respond(to: head, context: context)
-        }
-    }
-
-    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if event is IdleStateHandler.IdleStateEvent {
-            context.close(promise: nil)
-        } else {
-            context.fireUserInboundEventTriggered(event)
-        }
-    }
-
-    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
-        let status: HTTPResponseStatus
-        let body: [UInt8]
-        var headers = HTTPHeaders()
-        let path = head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri
-        if head.method == .GET, path == "/metrics" {
-            status = .ok
-            body = self.scrape()
-            headers.add(name: "Content-Type", value: "text/plain; version=0.0.4; charset=utf-8")
-        } else if path == "/metrics" {
-            status = .methodNotAllowed
-            body = Array("sleepproxyd serves GET /metrics only\n".utf8)
-            headers.add(name: "Allow", value: "GET")
-            headers.add(name: "Content-Type", value: "text/plain")
-        } else {
-            status = .notFound
-            body = Array("sleepproxyd serves GET /metrics only\n".utf8)
-            headers.add(name: "Content-Type", value: "text/plain")
-        }
-        headers.add(name: "Content-Length", value: "\(body.count)")
-        let keepAlive = head.isKeepAlive
-        if !keepAlive { headers.add(name: "Connection", value: "close") }
-        context.write(
-            self.wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: status, headers: headers))),
-            promise: nil)
-        context.write(
-            self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil)
-        let done = context.writeAndFlush(self.wrapOutboundOut(.end(nil)))
-        if !keepAlive {
-            let channel = context.channel
-            done.whenComplete { _ in channel.close(promise: nil) }
-        }
     }
 }

@@ -1,0 +1,244 @@
+import FoundationEssentials
+import Logging
+import SleepProxyControl
+import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The hosts' history on disk (docs/status-page.md §3): one `HistoryRecord` a line in `history.jsonl` in the state
+/// directory, read back at start so that a host's day survives a restart. The engine thread only hands over a
+/// batch's lines; reading the file at start, writing and rewriting happen on a thread of their own, so neither a
+/// slow SD card nor a long file holds up an answer or a restart. The file is rewritten with what `HistoryBook`
+/// keeps once it holds twice `HistoryBook.recordsInAll` lines. Appends are not synced: the history explains, it
+/// decides nothing, and a crash loses at most the last few lines.
+final class HistoryFile: @unchecked Sendable {
+    // @unchecked: `pending`, `stopped`, `writing` and `droppedCount` are guarded by `condition`; `lineCount` and
+    // `failing` are the writer thread's alone.
+    static let fileName = "history.jsonl"
+    /// Lines waiting for the writer at most (about 600 KB); past it (a disk that stopped answering) records are
+    /// kept in memory only, and counted.
+    static let pendingLimit = 4096
+
+    let url: URL
+    private let logger: Logger
+    private let condition = Condition()
+    private var pending: [UInt8] = []
+    private var pendingLines = 0
+    private var stopped = false
+    private var writing = false
+    private var lineCount = 0
+    private var droppedCount = 0
+    /// Records not written because the queue was full.
+    var dropped: Int {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        return self.droppedCount
+    }
+    private var failing = false
+
+    /// How long after the start the file is read: reading 20,000 lines while restored hosts were first answered
+    /// raised the resident size at that moment by 9 MB (sleepproxy-bench status); a page opened meanwhile shows
+    /// the day from the start on.
+    static let loadDelay: Duration = .seconds(3)
+
+    /// Records the file is rewritten down to (`HistoryBook.recordsInAll`; smaller in tests).
+    let bound: Int
+
+    /// Waited before reading (`loadDelay`; none in tests).
+    let delay: Duration
+
+    init(
+        directory: URL, logger: Logger, bound: Int = HistoryBook.recordsInAll, delay: Duration = HistoryFile.loadDelay
+    ) {
+        self.url = directory.appendingPathComponent(Self.fileName)
+        self.logger = logger
+        self.bound = bound
+        self.delay = delay
+    }
+
+    /// What an earlier run kept; lines that do not parse (a torn last line after a crash) are skipped.
+    static func read(_ url: URL, bound: Int = HistoryBook.recordsInAll) -> (HistoryBook, lines: Int) {
+        var book = HistoryBook(inAll: bound)
+        guard let data = try? Data(contentsOf: url) else { return (book, 0) }
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        var lines = 0
+        data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            var start = 0
+            for index in 0..<bytes.count where bytes[index] == 0x0A {
+                lines += 1
+                let line = bytes[start..<index]
+                start = index + 1
+                if let record = HistoryRecord(stateLine: line)
+                    ?? (try? decoder.decode(HistoryRecord.self, from: Data(line)))
+                {
+                    book.append(record)
+                }
+            }
+        }
+        return (book, lines)
+    }
+
+    /// Starts the writer, which first reads what an earlier run kept and hands it to `loaded` (on its own
+    /// thread), then writes what is queued.
+    func start(loaded: @escaping @Sendable (HistoryBook) -> Void) throws(SystemCallError) {
+        try startThread(name: "history-writer") { [self] in
+            // The start comes first: restored hosts answered, start-up's memory handed back.
+            self.condition.lock()
+            let begun = SystemClock.now()
+            while !self.stopped, SystemClock.now() - begun < self.delay {
+                let left = self.delay - (SystemClock.now() - begun)
+                self.condition.wait(seconds: Double(left.nanosecondsClamped) / 1e9)
+            }
+            self.condition.unlock()
+            let (book, lines) = Self.read(self.url, bound: self.bound)
+            self.lineCount = lines
+            loaded(book)
+            self.loop()
+        }
+    }
+
+    /// Queues a batch's lines (`count` of them, each ending in a newline) for the file; never blocks. A batch
+    /// that does not fit is dropped whole.
+    func write(_ bytes: [UInt8], lines count: Int) {
+        guard count > 0 else { return }
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        guard self.pendingLines + count <= Self.pendingLimit else {
+            self.droppedCount += count
+            return
+        }
+        if self.pending.isEmpty { self.pending = bytes } else { self.pending += bytes }
+        self.pendingLines += count
+        self.condition.signal()
+    }
+
+    /// Writes what is queued, then ends the thread; waits at most `seconds` for the disk.
+    func stop(waiting seconds: Double = 2) {
+        self.condition.lock()
+        self.stopped = true
+        self.condition.signal()
+        let deadline = SystemClock.now() + .milliseconds(Int64(seconds * 1000))
+        while self.pendingLines > 0 || self.writing, SystemClock.now() < deadline {
+            self.condition.wait(seconds: 0.05)
+        }
+        self.condition.unlock()
+    }
+
+    private func loop() {
+        while true {
+            self.condition.lock()
+            while self.pendingLines == 0, !self.stopped { self.condition.wait(seconds: 1) }
+            let bytes = self.pending
+            let count = self.pendingLines
+            self.pending = []
+            self.pendingLines = 0
+            let done = self.stopped && count == 0
+            self.writing = count > 0
+            self.condition.unlock()
+            if done { return }
+            self.append(bytes, lines: count)
+            self.condition.lock()
+            self.writing = false
+            self.condition.signal()
+            self.condition.unlock()
+        }
+    }
+
+    private func append(_ bytes: [UInt8], lines count: Int) {
+        do {
+            try appendLines(bytes, to: self.url.path)
+            self.lineCount += count
+            if self.lineCount > 2 * self.bound { try self.rewrite() }
+            if self.failing {
+                self.failing = false
+                self.logger.notice("history: writing \(self.url.path) again")
+            }
+        } catch {
+            // One line when writing starts failing, one when it works again: a full disk must not fill the log.
+            if !self.failing {
+                self.failing = true
+                self.logger.warning(
+                    "history: cannot write \(self.url.path) (\(error)); the status page keeps the history in memory")
+            }
+        }
+    }
+
+    /// Rewrites the file with what the bounds keep, atomically (a crash leaves the old file or the new one).
+    private func rewrite() throws {
+        let (book, _) = Self.read(self.url, bound: self.bound)
+        var data = Data()
+        let kept = book.all
+        for record in kept { data += try record.jsonLine() }
+        try data.write(to: self.url, options: .atomic)
+        self.lineCount = kept.count
+    }
+}
+
+/// Appends bytes as one write (O_APPEND: lines land whole at the end), creating the file owner- and
+/// group-readable.
+func appendLines(_ bytes: [UInt8], to path: String) throws {
+    let fd = try retryingSyscall("open(\(path))") { open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640) }
+    defer { Glibc.close(fd) }
+    var written = 0
+    while written < bytes.count {
+        let count = try bytes.withUnsafeBytes { raw in
+            try retryingSyscall("write(\(path))") {
+                Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
+            }
+        }
+        written += count
+    }
+}
+
+extension RegistrationEngine {
+    /// Keeps a record in memory for the status page and its line for the file (handed over once a batch). A
+    /// presence change that leaves the host where its history already has it (a restart finding it asleep
+    /// again) is not news.
+    func recordHistory(_ record: HistoryRecord) {
+        if let state = record.state, self.history.lastState(of: record.mac) == state { return }
+        self.history.append(record)
+        do {
+            self.historyBytes += try record.jsonLine()
+            self.historyLineCount += 1
+        } catch {
+            self.logger.warning("history: cannot encode a record (\(error)); kept in memory only")
+        }
+    }
+
+    /// The batch's history lines to the writer: one hand-over a batch, not one a record.
+    func flushHistory() {
+        guard self.historyLineCount > 0 else { return }
+        self.historyFile.write(self.historyBytes, lines: self.historyLineCount)
+        self.historyBytes = []
+        self.historyLineCount = 0
+    }
+
+    /// What an earlier run kept, read by the writer thread while the engine already answered: it goes first,
+    /// and what happened since the start comes after it.
+    func historyLoaded(_ kept: HistoryBook) {
+        var book = kept
+        for record in self.history.all {
+            if let state = record.state, book.lastState(of: record.mac) == state { continue }
+            book.append(record)
+        }
+        self.history = book
+        if kept.count > 0 { self.logger.info("state: restored the history of \(kept.hostCount) hosts") }
+    }
+}
+
+extension PresenceState {
+    init(_ phase: PresenceChange.Phase) {
+        switch phase {
+        case .starting: self = .starting
+        case .asleep: self = .asleep
+        case .awake: self = .awake
+        case .standby: self = .standby
+        case .handedBack: self = .handedBack
+        case .gone: self = .gone
+        }
+    }
+}

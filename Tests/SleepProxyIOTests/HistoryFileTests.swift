@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+import SleepProxyControl
+import Testing
+
+@testable import SleepProxyIO
+
+/// `history.jsonl` (docs/status-page.md §3): what is written is read back at the next start, the file is
+/// rewritten to its bound once it holds twice that (at 2N lines not yet, at 2N + 1 yes), a torn last line is
+/// skipped, and a writer that cannot keep up drops records past its queue's bound instead of growing.
+@Suite("History file")
+struct HistoryFileTests {
+    static let logger = Logger(label: "test")
+
+    static func directory() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("history-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    static func record(_ index: Int) -> HistoryRecord {
+        HistoryRecord(
+            time: Date(timeIntervalSince1970: 1_790_000_000 + Double(index)), mac: "02:53:50:00:00:\(index % 3)",
+            hostName: "h\(index % 3).local.", state: index % 2 == 0 ? .asleep : .handedBack, note: "n\(index)")
+    }
+
+    /// Starts `file`'s writer and returns what it read back at start.
+    static func start(_ file: HistoryFile) throws -> HistoryBook {
+        let loaded = Loaded()
+        try file.start(loaded: { book in loaded.set(book) })
+        return try loaded.wait()
+    }
+
+    final class Loaded: @unchecked Sendable {
+        private let semaphore = DispatchSemaphore(value: 0)
+        private var book: HistoryBook?
+        func set(_ book: HistoryBook) {
+            self.book = book
+            self.semaphore.signal()
+        }
+        func wait() throws -> HistoryBook {
+            guard self.semaphore.wait(timeout: .now() + 10) == .success, let book = self.book else {
+                throw CocoaError(.fileReadUnknown)
+            }
+            return book
+        }
+    }
+
+    static func lines(_ file: HistoryFile) -> Int {
+        ((try? String(contentsOf: file.url, encoding: .utf8)) ?? "").split(separator: "\n").count
+    }
+
+    @Test func whatIsWrittenIsReadBackAndRewrittenPastTwiceItsBound() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = HistoryFile(directory: directory, logger: Self.logger, bound: 5, delay: .zero)
+        #expect(try Self.start(file).count == 0)
+        file.write(Array(try (0..<10).map { try Self.record($0).jsonLine() }.joined()), lines: 10)
+        file.stop()
+        #expect(Self.lines(file) == 10, "at twice the bound the file is appended to")
+        let again = HistoryFile(directory: directory, logger: Self.logger, bound: 5, delay: .zero)
+        let book = try Self.start(again)
+        #expect(book.count == 5 && book.records(of: "02:53:50:00:00:0").last?.note == "n9", "the newest five")
+        again.write(try Self.record(10).jsonLine(), lines: 1)
+        again.stop()
+        #expect(Self.lines(again) == 5, "one past twice the bound, it is rewritten to the bound")
+        let rewritten = HistoryFile.read(again.url, bound: 5).0
+        #expect(rewritten.all.map(\.note) == ["n6", "n7", "n8", "n9", "n10"])
+    }
+
+    @Test func aTornLastLineIsSkipped() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let whole = try ControlProtocol.frame(Self.record(1))
+        try Data(whole + whole.prefix(20)).write(to: directory.appendingPathComponent(HistoryFile.fileName))
+        #expect(HistoryFile.read(directory.appendingPathComponent(HistoryFile.fileName)).0.count == 1)
+    }
+
+    @Test func aStalledWriterDropsPastItsQueueBound() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        // Not started: nothing drains the queue, as with a disk that stopped answering.
+        let file = HistoryFile(directory: directory, logger: Self.logger)
+        let line = try Self.record(0).jsonLine()
+        file.write(
+            Array(Array(repeating: line, count: HistoryFile.pendingLimit - 1).joined()),
+            lines: HistoryFile.pendingLimit - 1)
+        file.write(line, lines: 1)
+        #expect(file.dropped == 0, "at the bound every line is queued")
+        file.write(line + line, lines: 2)
+        #expect(file.dropped == 2)
+    }
+}

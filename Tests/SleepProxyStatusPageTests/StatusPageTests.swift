@@ -1,0 +1,175 @@
+import FoundationEssentials
+import SleepProxyControl
+import SleepProxyStatusPage
+import Testing
+
+/// The status page's markup: text from the wire stays text, routes parse every path to a route or a clear
+/// refusal, the hosts table pages, and the timeline marks wakes and declines.
+@Suite("Status page")
+struct StatusPageTests {
+    static let hostile = "<script>alert('x')</script>&\"quoted\""
+    static let now = Date(timeIntervalSince1970: 1_790_000_000)
+    static let utc = LocalTime(offsetSeconds: 0, zone: "UTC")
+
+    static func status(hosts: Int = 1) -> DaemonStatus {
+        DaemonStatus(
+            version: "0.6.0", startedAt: now, uptimeSeconds: 60, interfaces: ["eth0"],
+            advertisedName: "10-34-10-70.0 " + hostile, hosts: hosts, records: 8, registrationsAccepted: 1,
+            refusals: [:], queriesAnswered: 3, wakes: 1, magicPackets: 2, hostsByState: [.asleep: hosts],
+            otherProxies: [
+                .init(interface: "eth0", address: "192.0.2.7", label: hostile, mac: nil, heardSecondsAgo: 3)
+            ], lastDay: .init(wakes: 1, declined: 4, wakesByReason: ["connection": 1]))
+    }
+
+    static func summary(_ index: Int = 0, name: String = hostile) -> HostSummary {
+        HostSummary(
+            name: name, mac: "02:53:50:00:00:\(index < 10 ? "0" : "")\(index)", interface: "eth0",
+            addresses: ["192.0.2.2"], services: ["_http._tcp:8080"], leaseSeconds: 3600, state: .asleep,
+            lastWake: nil, addressStates: [.init(address: "192.0.2.2", state: .answering)])
+    }
+
+    static func history() -> HostHistory {
+        let wake = WakeLogEntry(
+            kind: .wake, time: now.addingTimeInterval(-600), mac: "02:53:50:00:00:02", interface: "eth0",
+            hostName: hostile, trigger: .init(type: .connection, transport: "tcp", client: "192.0.2.20", port: 8080),
+            seconds: nil, attempts: nil, rule: "resolved-first", summary: hostile)
+        let declined = WakeLogEntry(
+            kind: .declined, time: now.addingTimeInterval(-1200), mac: "02:53:50:00:00:02", interface: "eth0",
+            hostName: hostile, trigger: .init(type: .connection, transport: "tcp", client: "<b>9</b>", port: 22),
+            seconds: nil, attempts: nil, rule: "scanner", count: 40, summary: hostile)
+        return HostHistory(
+            mac: "02:53:50:00:00:02", hostName: hostile, from: now.addingTimeInterval(-86_400), to: now,
+            stateAtStart: .asleep,
+            records: [HistoryRecord(declined), HistoryRecord(wake)])
+    }
+
+    /// Every `<` in the page is ours: a tag from the list the page uses, never one from the data.
+    static func tags(_ html: String) -> Set<String> {
+        var names: Set<String> = []
+        for part in html.split(separator: "<").dropFirst() {
+            let name = part.prefix { $0.isLetter || $0.isNumber || $0 == "/" || $0 == "!" }
+            names.insert(String(name.filter { $0 != "/" }).lowercased())
+        }
+        return names
+    }
+
+    static let ourTags: Set<String> = [
+        "!doctype", "html", "head", "meta", "title", "link", "script", "body", "header", "h1", "h2", "a", "span",
+        "main", "section", "div", "b", "table", "thead", "tbody", "tr", "th", "td", "nav", "form", "label",
+        "select", "option", "input", "button", "footer", "p", "dl", "dt", "dd", "svg", "rect", "line", "text",
+        "circle", "i",
+    ]
+
+    @Test func wireTextIsEscapedEverywhere() {
+        let overview = StatusPage.overview(
+            status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(search: Self.hostile),
+            now: Self.now, time: Self.utc)
+        let detail = HostDetail(
+            summary: Self.summary(), sequence: 1, wakeMAC: "02:53:50:00:00:02", hasPassword: false,
+            registeredSecondsAgo: 5,
+            records: [.init(name: Self.hostile, type: "TXT", ttl: 4500, unique: true, data: Self.hostile)],
+            wakeHistory: [], history: Self.history())
+        let host = StatusPage.host(detail: detail, history: Self.history(), status: nil, time: Self.utc)
+        for page in [overview, host] {
+            #expect(!page.contains("<script>alert"), "raw markup from the data")
+            #expect(page.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;&quot;quoted&quot;"))
+            #expect(Self.tags(page).subtracting(Self.ourTags).isEmpty, "\(Self.tags(page).subtracting(Self.ourTags))")
+            // The only script is our own file.
+            #expect(
+                page.components(separatedBy: "<script").count == 2 && page.contains("<script src=\"/static/live.js\""))
+        }
+        #expect(!StatusPage.problem("x", Self.hostile).contains("<script>"))
+    }
+
+    @Test func theTableShowsAPageAndLinksTheNext() {
+        let hosts = (0..<StatusRoute.HostQuery.rowsPerPage).map { Self.summary($0 % 90, name: "host-\($0)") }
+        let first = StatusPage.overview(
+            status: Self.status(hosts: 250), hosts: hosts, total: 250, query: .init(state: .asleep), now: Self.now,
+            time: Self.utc)
+        #expect(first.contains("1–100 of 250") && first.contains("href=\"/?state=asleep&amp;page=2\""))
+        #expect(!first.contains("previous"))
+        let last = StatusPage.overview(
+            status: Self.status(hosts: 250), hosts: Array(hosts.prefix(50)), total: 250,
+            query: .init(search: "a b&c", page: 3), now: Self.now, time: Self.utc)
+        #expect(
+            last.contains("201–250 of 250") && last.contains("href=\"/?q=a%20b%26c&amp;page=2\"")
+                && !last.contains("next"))
+        #expect(first.contains("/host/02%3A53%3A50%3A00%3A00%3A00"))
+    }
+
+    @Test func theTimelineMarksTheWakeAndTheDecline() {
+        let svg = Timeline.svg(Self.history(), time: Self.utc).text
+        #expect(svg.contains("<circle class=\"wake\""))
+        #expect(svg.contains("wake: connection from 192.0.2.20 to tcp port 8080 (resolved-first)"))
+        #expect(svg.contains("not woken: connection from &lt;b&gt;9&lt;/b&gt; to tcp port 22 (scanner) ×40"))
+        #expect(svg.contains("class=\"band asleep\""))
+        // A wake ten minutes ago sits near the right end (x from 8 to 992 over the day).
+        let x = svg.components(separatedBy: "<circle class=\"wake\" cx=\"").dropFirst().first?.prefix { $0 != "\"" }
+        #expect(Double(x ?? "").map { $0 > 980 && $0 < 992 } == true, "cx \(x ?? "none")")
+    }
+
+    @Test func routes() {
+        #expect(StatusRoute(method: "GET", uri: "/") == .overview(.init()))
+        #expect(StatusRoute(method: "HEAD", uri: "/metrics") == .metrics)
+        #expect(
+            StatusRoute(method: "GET", uri: "/?state=waking&q=mac%20mini&page=2")
+                == .overview(.init(state: .waking, search: "mac mini", page: 2)))
+        #expect(StatusRoute(method: "GET", uri: "/host/02%3A53%3A50%3A00%3A00%3A02") == .host("02:53:50:00:00:02"))
+        #expect(StatusRoute(method: "GET", uri: "/static/style.css") == .asset(.style))
+        #expect(StatusRoute(method: "GET", uri: "/static/../etc/passwd") == .notFound)
+        #expect(StatusRoute(method: "GET", uri: "/static/nope.js") == .notFound)
+        #expect(StatusRoute(method: "POST", uri: "/") == .methodNotAllowed)
+        #expect(StatusRoute(method: "DELETE", uri: "/api/v1/hosts/x") == .methodNotAllowed)
+        if case .badRequest = StatusRoute(method: "GET", uri: "/?page=0") {} else { Issue.record("page 0") }
+        if case .badRequest = StatusRoute(method: "GET", uri: "/?state=sleepy") {} else { Issue.record("state") }
+        if case .badRequest = StatusRoute(method: "GET", uri: "/?q=%zz") {} else { Issue.record("escape") }
+        if case .badRequest = StatusRoute(method: "GET", uri: "/host/%ff%fe") {} else { Issue.record("UTF-8") }
+        let long = "/?q=" + String(repeating: "a", count: StatusRoute.maximumQueryLength - 2)
+        #expect(
+            StatusRoute(method: "GET", uri: long)
+                == .overview(.init(search: String(repeating: "a", count: StatusRoute.maximumQueryLength - 2))),
+            "at the limit")
+        if case .badRequest = StatusRoute(method: "GET", uri: long + "aa") {
+        } else {
+            Issue.record("one past the limit")
+        }
+        guard case .api(let hosts) = StatusRoute(method: "GET", uri: "/api/v1/hosts?state=asleep&offset=100&limit=50")
+        else {
+            Issue.record("api hosts")
+            return
+        }
+        #expect(hosts.command == .hosts && hosts.state == .asleep && hosts.offset == 100 && hosts.limit == 50)
+        guard case .api(let all) = StatusRoute(method: "GET", uri: "/api/v1/hosts") else {
+            Issue.record("api")
+            return
+        }
+        #expect(all.limit == ControlRequest.maximumPageSize, "the API pages by default")
+        guard
+            case .api(let events) = StatusRoute(method: "GET", uri: "/api/v1/events?host=vm&since=2026-11-25T06:00:00Z")
+        else {
+            Issue.record("events")
+            return
+        }
+        #expect(events.command == .events && events.target == "vm" && events.since != nil)
+        if case .badRequest = StatusRoute(method: "GET", uri: "/api/v1/events?since=yesterday") {
+        } else {
+            Issue.record("since")
+        }
+        #expect(StatusRoute(method: "GET", uri: "/api/v2/status") == .notFound)
+    }
+
+    @Test func percentEncodingRoundTrips() {
+        for text in ["02:53:50:00:00:02", "a b&c=d", "ünïcode", Self.hostile] {
+            #expect(HTML.percentDecoded(Substring(HTML.percentEncoded(text))) == text)
+        }
+        #expect(HTML.percentDecoded("%4") == nil && HTML.percentDecoded("a+b") == "a b")
+    }
+}
+
+extension StatusPageTests {
+    @Test func aPagePastTheEndSaysSoAndLinksTheFirst() {
+        let page = StatusPage.overview(
+            status: Self.status(hosts: 5), hosts: [], total: 5, query: .init(page: 9), now: Self.now, time: Self.utc)
+        #expect(page.contains("Page 9 is past the last of the 5 hosts") && page.contains("href=\"/?page=1\""))
+    }
+}
