@@ -8,6 +8,7 @@ let package = Package(
     name: "sleep-proxy-fuzz",
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
     ],
     targets: [
         // Sources/SleepProxyWire is a symlink to the real codec sources: as a local target it is compiled with
@@ -22,5 +23,16 @@ let package = Package(
             dependencies: ["SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .executableTarget(name: "FuzzSSDP", dependencies: ["SleepProxyWire"]),
+        // Sources/SleepProxyCore is a symlink too: the composed engine, driven by EngineProgram.
+        .target(
+            name: "SleepProxyCore",
+            dependencies: [
+                "SleepProxyWire", .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]),
+        .executableTarget(
+            name: "FuzzEngine",
+            dependencies: ["SleepProxyCore", "SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")]),
     ]
 )

@@ -1,0 +1,1 @@
+../../Fuzz/Sources/FuzzEngine/EngineProgram.swift
