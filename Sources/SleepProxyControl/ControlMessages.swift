@@ -116,6 +116,31 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     /// older daemons.
     public var lastDay: Activity?
 
+    /// Hosts seen in the last 24 hours that the proxy does not hold now (woken and handed back, expired,
+    /// forgotten), newest first, at most `DaemonStatus.recentHostsLimit`; absent from older daemons.
+    public var recentHosts: [RecentHost]?
+
+    /// Recent hosts listed at most: a page's worth.
+    public static let recentHostsLimit = 100
+
+    public struct RecentHost: Codable, Hashable, Sendable {
+        public var mac: String
+        public var name: String?
+        /// Where its history last put it (`handed-back`, `gone`, ...).
+        public var state: PresenceState
+        /// When that last happened.
+        public var since: Date
+        public var lastWake: WakeLogEntry?
+
+        public init(mac: String, name: String?, state: PresenceState, since: Date, lastWake: WakeLogEntry?) {
+            self.mac = mac
+            self.name = name
+            self.state = state
+            self.since = since
+            self.lastWake = lastWake
+        }
+    }
+
     public struct Activity: Codable, Hashable, Sendable {
         public var wakes: Int
         /// Connections that woke nobody (declined by the wake gate, or to no service), collapsed lines counted
@@ -170,9 +195,10 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
         hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
-        lastDay: Activity? = nil
+        lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil
     ) {
         self.lastDay = lastDay
+        self.recentHosts = recentHosts
         self.hostsByState = hostsByState
         self.upnp = upnp
         self.otherProxies = otherProxies

@@ -363,6 +363,28 @@ public struct HistoryBook: Sendable {
             mac: mac, hostName: host.name, from: from, to: to, stateAtStart: stateAtStart, records: inside)
     }
 
+    /// Hosts with a record since `from` that `isHeld` says the proxy does not hold now (woken and handed back,
+    /// expired, forgotten), newest first, at most `limit`: the overview's answer to "my Mac woke up, where is it?".
+    public func recentHosts(since from: Date, limit: Int, isHeld: (String) -> Bool) -> [DaemonStatus.RecentHost] {
+        var seen = Set<UInt32>()
+        var hosts: [DaemonStatus.RecentHost] = []
+        for kept in self.records[self.start...].reversed() {
+            guard kept.time >= from, hosts.count < limit else { break }
+            guard kept.host != Kept.gone, seen.insert(kept.host).inserted else { continue }
+            let host = self.hosts[Int(kept.host)]
+            let mac = self.mac(of: host.key)
+            guard !isHeld(mac) else { continue }
+            let lastWake = self.records[max(host.oldest, self.start)...].last {
+                $0.host == kept.host && $0.event?.entry.kind == .wake
+            }?.event?.entry
+            hosts.append(
+                DaemonStatus.RecentHost(
+                    mac: mac, name: host.name, state: host.lastState ?? host.before ?? .gone, since: kept.time,
+                    lastWake: lastWake))
+        }
+        return hosts
+    }
+
     /// Wakes started and connections declined (or ignored) since `from`, for the overview.
     public func activity(since from: Date) -> DaemonStatus.Activity {
         var activity = DaemonStatus.Activity(wakes: 0, declined: 0, wakesByReason: [:])

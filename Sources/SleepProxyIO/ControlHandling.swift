@@ -134,6 +134,15 @@ extension RegistrationEngine {
         return wakes
     }
 
+    /// Hosts of the last day the proxy no longer holds, by their history.
+    func recentHosts() -> [DaemonStatus.RecentHost] {
+        var held = Set<String>()
+        for key in self.engine.registrar.store.owners.keys { held.insert(key.primaryMAC.description) }
+        return self.history.recentHosts(
+            since: Date().addingTimeInterval(-Self.historyWindow), limit: DaemonStatus.recentHostsLimit,
+            isHeld: { held.contains($0) })
+    }
+
     /// How long the status page looks back: a day.
     static let historyWindow: Double = 86_400
 
@@ -277,7 +286,8 @@ extension RegistrationEngine {
                         heardSecondsAgo: Double((now - peer.lastHeard).nanosecondsClamped) / 1e9)
                 }
             },
-            lastDay: self.history.activity(since: Date().addingTimeInterval(-Self.historyWindow)))
+            lastDay: self.history.activity(since: Date().addingTimeInterval(-Self.historyWindow)),
+            recentHosts: self.recentHosts())
     }
 }
 

@@ -39,6 +39,25 @@ public enum StatusPage {
                 """
         }
         body += Self.hostsTable(hosts, total: total, query: query, time: time)
+        if let recent = status.recentHosts, !recent.isEmpty, query.state == nil, query.search == nil {
+            let rows = recent.map { host -> HTML in
+                let wake: HTML =
+                    host.lastWake.map { wake in
+                        "\(time.clock(wake.time)) <span class=\"muted\">\(Timeline.describe(wake))</span>"
+                    } ?? "<span class=\"muted\">–</span>"
+                return """
+                    <tr><td><a href="/host/\(component: host.mac)">\(host.name ?? host.mac)</a></td>\
+                    <td class="mono hide-narrow">\(host.mac)</td>\
+                    <td><span class="badge \(host.state.rawValue)">\(host.state.rawValue)</span> \
+                    <span class="muted">since \(time.clock(host.since))</span></td><td>\(wake)</td></tr>
+                    """
+            }
+            body += """
+                <h2>Not held now, seen in the last 24 hours</h2><div class="table"><table><thead><tr><th>Host</th>\
+                <th class="hide-narrow">MAC</th><th>State</th><th>Last wake</th></tr></thead><tbody>\(rows)</tbody>\
+                </table></div>
+                """
+        }
         let name = Self.proxyName(status)
         let header: HTML = """
             <header><h1><a href="/">sleep-proxy</a></h1><span class="muted">\(name.name)\

@@ -98,6 +98,23 @@ struct HistoryBookTests {
         }
     }
 
+    /// The overview's "not held now" list: newest first, only hosts not held, only within the window, at most
+    /// the limit (at N all, at N + 1 the oldest left out).
+    @Test func recentHostsAreTheNewestNotHeld() {
+        var book = HistoryBook()
+        for (index, mac) in ["a", "b", "c", "d"].enumerated() {
+            book.append(Self.state(mac, .asleep, at: Double(index * 10)))
+            book.append(Self.wake(mac, at: Double(index * 10 + 1)))
+            book.append(Self.state(mac, .handedBack, at: Double(index * 10 + 2)))
+        }
+        let since = Self.day.addingTimeInterval(5)
+        let all = book.recentHosts(since: since, limit: 3, isHeld: { $0 == "c" })
+        #expect(all.map(\.mac) == ["d", "b"], "a is older than the window, c is held")
+        #expect(all.first?.state == .handedBack && all.first?.lastWake?.kind == .wake)
+        #expect(book.recentHosts(since: since, limit: 3, isHeld: { _ in false }).map(\.mac) == ["d", "c", "b"])
+        #expect(book.recentHosts(since: since, limit: 2, isHeld: { _ in false }).map(\.mac) == ["d", "c"])
+    }
+
     @Test func recordsRoundTripAsJSONLines() throws {
         let record = Self.state("02:53:50:00:00:02", .standby, at: 5, note: "192.0.2.7 answers for it")
         let line = try ControlProtocol.frame(record)

@@ -192,6 +192,14 @@ final class StatusPageLabTests {
             ControlResponse.self, from: Array(try self.fetch("/api/v1/status").body.utf8))
         #expect((status.status?.lastDay?.wakes ?? 0) >= 1)
         #expect(try self.fetch("/api/v1/hosts?offset=-1").status == 400)
+        // Once the proxy no longer holds it, the overview still leads to its day.
+        let forgot = try self.proxy.run([
+            Daemon.sibling("sleepproxyctl"), "forget", ThreeHostLab.sleeperMAC.description, "--socket", socket,
+        ])
+        #expect(forgot.succeeded, "\(forgot)")
+        let after = try self.fetch("/")
+        #expect(after.body.contains("Not held now") && after.body.contains("/host/\(encodedMAC)"), "\(after.body)")
+        #expect(try self.fetch("/host/\(encodedMAC)").body.contains("does not hold this host now"))
         #expect(try self.fetch("/host/02%3A00%3A00%3A00%3A00%3A99").status == 404)
     }
 

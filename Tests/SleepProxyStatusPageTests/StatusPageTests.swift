@@ -18,7 +18,9 @@ struct StatusPageTests {
             refusals: [:], queriesAnswered: 3, wakes: 1, magicPackets: 2, hostsByState: [.asleep: hosts],
             otherProxies: [
                 .init(interface: "eth0", address: "192.0.2.7", label: hostile, mac: nil, heardSecondsAgo: 3)
-            ], lastDay: .init(wakes: 1, declined: 4, wakesByReason: ["connection": 1]))
+            ], lastDay: .init(wakes: 1, declined: 4, wakesByReason: ["connection": 1]),
+            recentHosts: [.init(mac: "02:53:50:00:00:09", name: hostile, state: .handedBack, since: now, lastWake: nil)]
+        )
     }
 
     static func summary(_ index: Int = 0, name: String = hostile) -> HostSummary {
@@ -79,6 +81,11 @@ struct StatusPageTests {
                 page.components(separatedBy: "<script").count == 2 && page.contains("<script src=\"/static/live.js\""))
         }
         #expect(!StatusPage.problem("x", Self.hostile).contains("<script>"))
+        #expect(overview.contains("Not held now") == false, "the recent list is not shown under a search")
+        let plain = StatusPage.overview(
+            status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(), now: Self.now, time: Self.utc)
+        #expect(plain.contains("Not held now") && plain.contains("/host/02%3A53%3A50%3A00%3A00%3A09"))
+        #expect(!plain.contains("<script>alert"))
     }
 
     @Test func theTableShowsAPageAndLinksTheNext() {
