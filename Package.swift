@@ -172,6 +172,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // End to end: daemons, clients and third-party software in network namespaces the tests build (root), the
+        // command-line tools and the packaging. Apart from the unit tests so that each can be run on its own.
+        .testTarget(
+            name: "SleepProxyLabTests",
+            dependencies: [
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyControl", "SleepProxyTestSupport",
+                "CSleepProxyLinux",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "SleepProxyControlTests",
             dependencies: ["SleepProxyControl"],

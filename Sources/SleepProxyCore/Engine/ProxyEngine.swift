@@ -10,13 +10,13 @@ import SleepProxyWire
 /// - every way a registration ends goes through `removeHost(_:_:now:)`;
 /// - a wake, an expiry and a hand-back tell the truth about what the host did.
 public struct ProxyEngine: Sendable {
-    public private(set) var registrar: Registrar
+    public internal(set) var registrar: Registrar
     /// Nil runs without the mDNS side (registration only).
-    public private(set) var responder: Responder?
+    public internal(set) var responder: Responder?
     /// Nil runs without the packet side (`--no-takeover`).
     public internal(set) var takeover: Takeover?
     /// Nil runs without SSDP (`--no-ssdp`).
-    public private(set) var ssdp: SSDPProxy?
+    public internal(set) var ssdp: SSDPProxy?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
     var presence: [OwnerKey: Presence] = [:]
     /// Hosts with an mDNS quiet check under way (no address to probe), due for their next question
@@ -26,7 +26,7 @@ public struct ProxyEngine: Sendable {
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
     /// Hand-backs by what showed the host awake, every one of them (the responder alone saw only Owner options).
-    public private(set) var handBacks: [HandBackSignal: Int] = [:]
+    public internal(set) var handBacks: [HandBackSignal: Int] = [:]
 
     struct Presence: Sendable {
         var state: HostState = .starting
@@ -232,7 +232,7 @@ public struct ProxyEngine: Sendable {
     }
 
     /// A host starts from `starting`: silent, its addresses probed (or its name asked for) from a second on.
-    private mutating func startOver(
+    mutating func startOver(
         _ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp
     ) -> [EngineAction] {
         let key = registration.key
@@ -353,7 +353,7 @@ public struct ProxyEngine: Sendable {
     }
 
     /// SSDP learns the host's addresses (and what was heard from them before), and with `search` asks it.
-    private mutating func ssdpRegistered(_ registration: OwnerRegistration, search: Bool, now: Timestamp)
+    mutating func ssdpRegistered(_ registration: OwnerRegistration, search: Bool, now: Timestamp)
         -> [EngineAction]
     {
         guard self.ssdp != nil else { return [] }
@@ -379,388 +379,6 @@ public struct ProxyEngine: Sendable {
         return self.run(
             self.takeover!.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), now: now
         )
-    }
-
-    // MARK: - Time
-
-    /// Everything due at `now`: lease expiry, takeover steps, quiet checks, mDNS timers. Of the takeover's hosts
-    /// and of the responder's announcements and goodbyes, `slice` each at most: the rest stay due (`nextDeadline`
-    /// says so), so that a caller can answer the queries that came meanwhile before it asks for the next slice.
-    public mutating func tick(now: Timestamp, slice: Int? = nil) -> [EngineAction] {
-        var actions: [EngineAction] = []
-        for expiry in self.registrar.expire(now: now) {
-            actions += self.removeHost(
-                expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
-        }
-        if self.takeover != nil {
-            actions += self.run(
-                self.takeover!.tick(now: now, limit: slice ?? TakeoverRules.maximumHostsPerTick), now: now)
-        }
-        actions += self.runQuietChecks(now: now)
-        if self.responder != nil {
-            let store = self.registrar.store
-            actions += self.run(
-                self.responder!.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick),
-                now: now)
-        }
-        if self.ssdp != nil { actions += self.ssdp!.tick(now: now).map(EngineAction.ssdp) }
-        return actions
-    }
-
-    /// Hosts without an address to probe: ask for their host name; silence means asleep.
-    private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
-        var actions: [EngineAction] = []
-        for (key, _) in self.quietChecks.takeDue(now: now) {
-            guard let presence = self.presence[key], let next = presence.quietNext else { continue }
-            guard next <= now else {
-                self.quietChecks.schedule((), for: key, at: next)
-                continue
-            }
-            guard let registration = self.registrar.store[key] else {
-                self.presence[key] = nil
-                continue
-            }
-            var updated = presence
-            if updated.quietProbes < EngineRules.quietProbeCount {
-                updated.quietProbes += 1
-                updated.quietNext = now + EngineRules.quietProbeInterval
-                self.quietChecks.schedule((), for: key, at: now + EngineRules.quietProbeInterval)
-                let probe = self.quietProbe(registration)
-                for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
-                actions += probe
-                self.presence[key] = updated
-            } else {
-                updated.quietNext = nil
-                self.presence[key] = updated
-                actions += self.fellQuiet(
-                    key, why: "it answered none of \(EngineRules.quietProbeCount) questions for its name",
-                    note: "no name answer", now: now)
-            }
-        }
-        return actions
-    }
-
-    /// A question for the host's name (A and AAAA, multicast): an awake host's responder answers it from one of
-    /// its addresses, which `receiveMDNS` notices.
-    private func quietProbe(_ registration: OwnerRegistration) -> [EngineAction] {
-        guard let name = registration.hostName,
-            let context = self.interfaces.values.first(where: { $0.name == registration.key.interface })
-        else { return [] }
-        let query = DNSMessage(questions: [DNSQuestion(name: name, type: .a), DNSQuestion(name: name, type: .aaaa)])
-        let bytes = query.encoded(options: .mdns)
-        return Responder.families(of: context).map { family in
-            .transmit(
-                MDNSTransmission(
-                    destination: .multicast(interfaceIndex: context.index, family: family), message: query, bytes: bytes
-                ))
-        }
-    }
-
-    /// The host was shown to be asleep: the proxy speaks for it from now on.
-    private mutating func fellQuiet(_ key: OwnerKey, why: String, note: String, now: Timestamp) -> [EngineAction] {
-        guard var presence = self.presence[key], let registration = self.registrar.store[key], presence.state != .asleep
-        else { return [] }
-        presence.state = .asleep
-        presence.takenOver = true
-        presence.quietNext = nil
-        self.presence[key] = presence
-        self.quietChecks.remove(key)
-        self.responder?.speak(for: registration, now: now)
-        self.ssdp?.speak(for: key, now: now)
-        return [
-            .log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now"),
-            Self.presence(registration, .asleep, note),
-        ]
-    }
-
-    // MARK: - Admin
-
-    /// `sleepproxyctl wake`: false when a recent unanswered wake holds new ones back.
-    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> (
-        started: Bool, actions: [EngineAction]
-    ) {
-        guard self.takeover != nil else { return (false, []) }
-        let actions = self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
-        return (self.takeover!.state(of: key)?.waking ?? false, actions)
-    }
-
-    /// `sleepproxyctl forget`.
-    public mutating func forget(_ key: OwnerKey, goodbyes: Bool, now: Timestamp) -> [EngineAction] {
-        self.removeHost(key, .forgotten(goodbyes: goodbyes), now: now)
-    }
-
-    /// After a failed journal append: the state goes back to what the journal holds. Hosts the batch took away
-    /// in memory (a hand-back, a forget) are held again, packet side included; hosts that stayed keep their state.
-    public mutating func reload(_ registrations: [OwnerRegistration], now: Timestamp) -> [EngineAction] {
-        var registrar = Registrar(configuration: self.registrar.configuration)
-        for registration in registrations { registrar.restore(registration) }
-        registrar.adoptStatistics(from: self.registrar)
-        self.registrar = registrar
-        var actions: [EngineAction] = []
-        for registration in registrations {
-            if self.presence[registration.key] == nil {
-                actions += self.startOver(registration, restart: false, now: now)
-                actions += self.ssdpRegistered(registration, search: false, now: now)
-            } else if self.takeover != nil {
-                actions += self.run(self.takeover!.registered(registration, now: now), now: now)
-            }
-        }
-        for key in self.presence.keys where self.registrar.store[key] == nil {
-            self.presence[key] = nil
-            actions.append(
-                .presence(
-                    PresenceChange(host: key, hostName: nil, phase: .gone, why: "reloaded")))
-            self.quietChecks.remove(key)
-            self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
-            _ = self.ssdp?.removed(key, byebye: false)
-            if self.takeover != nil {
-                actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now)
-            }
-        }
-        return actions
-    }
-
-    /// The daemon stops: the proxy's own records say goodbye (RFC 6762 §10.1); the sleeping hosts' stay for the
-    /// next start, and their neighbour entries go.
-    public mutating func shutdown() -> [EngineAction] {
-        var actions: [EngineAction] = []
-        if self.responder != nil { actions += self.run(self.responder!.shutdown(), now: Timestamp(nanoseconds: 0)) }
-        if self.takeover != nil { actions += self.run(self.takeover!.shutdown(), now: Timestamp(nanoseconds: 0)) }
-        return actions
-    }
-
-    // MARK: - The one way out
-
-    /// Ends a host's registration: the store, the journal, the responder (goodbyes only for records the proxy
-    /// was speaking for, and not for a hand-back) and the packet side (a wake only for a host that sleeps).
-    /// `removed` is the registration when the registrar already let it go (expiry).
-    @discardableResult
-    mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp)
-        -> [EngineAction]
-    {
-        guard let registration = removed ?? self.registrar.remove(key) else { return [] }
-        let presence = self.presence.removeValue(forKey: key) ?? Presence()
-        self.quietChecks.remove(key)
-        let waking = self.takeover?.isWaking(key) ?? false
-        let asleep = presence.state == .asleep || waking
-        var actions: [EngineAction] = [.journal(.remove(key))]
-        let name = Self.name(registration)
-        let reason: RemovalReason
-        var wake = false
-        switch removal {
-        case .handBack(let why, let signal):
-            reason = .handBack
-            self.handBacks[signal, default: 0] += 1
-            actions.append(Self.presence(registration, .handedBack, signal.rawValue))
-            actions.append(
-                .log(
-                    .notice,
-                    "hand-back: \(name) is awake (\(why)); its records were dropped silently and its addresses released"
-                ))
-        case .expired(let action):
-            reason = .expired
-            actions.append(Self.presence(registration, .gone, "lease ended"))
-            if asleep {
-                wake = action == .wake
-                actions.append(
-                    .log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
-            } else {
-                // Beyond Apple (docs/protocol.md §5.4 wakes every host whose lease ends): a host known to be awake
-                // needs no magic packet, and goodbyes would flush the records it answers for itself.
-                let seen =
-                    presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" }
-                    ?? "it never went quiet"
-                actions.append(
-                    .log(
-                        .notice,
-                        "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"
-                    ))
-            }
-        case .forgotten(let goodbyes):
-            reason = goodbyes ? .administrative : .administrativeSilent
-            let said =
-                goodbyes
-                ? (asleep ? " with goodbyes" : " (no goodbyes: it is awake and answers for itself)") : ", silently"
-            actions.append(.log(.notice, "admin: forgot \(name)\(said)"))
-            actions.append(Self.presence(registration, .gone, "forgotten"))
-        case .released:
-            reason = .administrativeSilent
-            actions.append(Self.presence(registration, .gone, "released"))
-        case .transferred(let peer):
-            reason = .administrativeSilent
-            actions.append(Self.presence(registration, .gone, "transferred"))
-            actions.append(.log(.notice, "admin: transferred \(name) to \(peer); dropped silently, no wake"))
-        }
-        // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
-        self.responder?.removed(registration, reason: reason, now: now)
-        // SSDP byebyes go with the mDNS goodbyes, never with a hand-back (docs/ssdp.md).
-        if self.ssdp != nil {
-            let byebye = reason == .expired || reason == .administrative
-            actions += self.ssdp!.removed(key, byebye: byebye).map(EngineAction.ssdp)
-        }
-        if self.takeover != nil {
-            let takeoverReason: RemovalReason
-            switch removal {
-            case .released, .forgotten, .transferred: takeoverReason = .administrative
-            case .handBack, .expired: takeoverReason = reason
-            }
-            actions += self.run(self.takeover!.removed(key, reason: takeoverReason, wake: wake, now: now), now: now)
-        }
-        return actions
-    }
-
-    // MARK: - Carrying out the machines' decisions
-
-    mutating func run(_ actions: [ResponderAction], now: Timestamp) -> [EngineAction] {
-        var result: [EngineAction] = []
-        for action in actions {
-            switch action {
-            case .transmit(let transmission):
-                if case .multicast = transmission.destination { self.echoes.remember(transmission.bytes, now: now) }
-                result.append(.transmit(transmission))
-            case .handBack(let key, let sequence):
-                result += self.removeHost(
-                    key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
-            case .ownerProbing(let key):
-                result += self.ownerSpoke(
-                    key, AwakeSignal(what: "it probed its own names over mDNS", at: now), .ownNameProbe, now: now)
-            case .conflict(let key, let record, let source):
-                guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(
-                        .warning,
-                        "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"
-                    ))
-                if self.takeover != nil {
-                    result += self.run(
-                        self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now),
-                        now: now)
-                }
-            case .resolved(let key, let source):
-                self.takeover?.noteResolve(by: source, of: key, now: now)
-            case .proxyAdvertised(let label, let port, let ttl, let source, let interfaceIndex):
-                if self.takeover != nil {
-                    result += self.run(
-                        self.takeover!.peerAdvertised(
-                            label: label, port: port, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now),
-                        now: now)
-                }
-            case .renamed(let instance, let host):
-                result.append(
-                    .log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
-            }
-        }
-        return result
-    }
-
-    mutating func run(_ actions: [TakeoverAction], now: Timestamp) -> [EngineAction] {
-        var result: [EngineAction] = []
-        for action in actions {
-            switch action {
-            case .sendFrame, .sendWakeDatagram, .setNeighbour, .removeNeighbour, .watchChanged:
-                result.append(.packet(action))
-            case .unicastQuery(let query):
-                result += self.answer(query, now: now)
-            case .peerClaim(let key, let peer, let kept):
-                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
-                if kept {
-                    result.append(
-                        .log(
-                            .info,
-                            "peers: \(peer) also answers for \(Self.name(registration)); this proxy keeps it (it answered first or advertises the better metric), the other stands by; no wake"
-                        ))
-                    continue
-                }
-                presence.state = .standby
-                self.presence[key] = presence
-                self.responder?.silence(key)
-                self.ssdp?.silence(key)
-                result.append(Self.presence(registration, .standby, "other proxy"))
-                result.append(
-                    .log(
-                        .notice,
-                        "peers: \(peer) answers for \(Self.name(registration)); this proxy stands by for it (no wake) and takes over if that proxy leaves"
-                    ))
-            case .tookOver(let key, let why):
-                guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(.notice, "peers: taking \(Self.name(registration)) over from standby (\(why)); no wake"))
-            case .event(let event):
-                result.append(.wakeEvent(event))
-                // Declines are information (collapsed by the gate: one line per scanner and per declined source);
-                // wakes and their outcomes are what a user looks for.
-                let quiet = event.kind == .ignored || event.kind == .declined
-                result.append(.log(quiet ? .info : .notice, "wake: \(event.summary)"))
-            case .claimed(let key, let address):
-                guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(
-                        .info,
-                        "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
-                result += self.fellQuiet(
-                    key, why: "\(address) did not answer its probes", note: "no probe answer", now: now)
-            case .ownerSeen(let key, let address, let signal, let wasAnswering):
-                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
-                let first = presence.lastAwake == nil
-                presence.lastAwake = AwakeSignal(what: "\(signal) for \(address)", at: now)
-                self.presence[key] = presence
-                if wasAnswering {
-                    result.append(
-                        .log(
-                            .info,
-                            "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"
-                        ))
-                } else if first {
-                    result.append(
-                        .log(
-                            .info,
-                            "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"
-                        ))
-                }
-                // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
-                // answering on none means the host is up everywhere: silent until it is quiet again.
-                if presence.state == .asleep, self.takeover?.isAnsweringAny(key) == false {
-                    presence.state = .awake
-                    self.presence[key] = presence
-                    self.responder?.silence(key)
-                    self.ssdp?.silence(key)
-                    result.append(Self.presence(registration, .awake, "answers itself"))
-                    result.append(
-                        .log(
-                            .info,
-                            "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"
-                        ))
-                }
-            }
-        }
-        return result
-    }
-
-    /// An mDNS question sent to a sleeping host's own address: the responder answers it as one sent to the
-    /// proxy's (RFC 6762 §5.5 and §6.7: by unicast), and the answer leaves as a frame from the host's address
-    /// and port 5353, which is where the querier expects it (dig and pyatv drop answers from other addresses).
-    private mutating func answer(_ query: UnicastQuery, now: Timestamp) -> [EngineAction] {
-        guard self.responder != nil, let context = self.interfaces[query.interfaceIndex] else { return [] }
-        let store = self.registrar.store
-        var others: [ResponderAction] = []
-        var result: [EngineAction] = []
-        for action in self.responder!.receive(
-            query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
-            interfaceIndex: query.interfaceIndex, store: store, now: now)
-        {
-            guard case .transmit(let transmission) = action,
-                case .unicast(let address, let port, _) = transmission.destination, address == query.source,
-                port == query.sourcePort,
-                let frame = Takeover.datagramFrame(
-                    from: query.destination, port: MDNSRules.port, to: query.source, port: query.sourcePort,
-                    mac: query.sourceMAC, payload: transmission.bytes, context: context)
-            else {
-                others.append(action)
-                continue
-            }
-            result.append(.packet(.sendFrame(frame, interfaceIndex: context.index)))
-        }
-        return result + self.run(others, now: now)
     }
 
     // MARK: - Helpers

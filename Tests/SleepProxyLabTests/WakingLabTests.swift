@@ -75,12 +75,10 @@ final class WakingLabTests {
         defer { late.stop() }
         // Bounded wait for the phone's neighbour entry: the proxy's MAC (it stays FAILED if nobody answers).
         var entry = ""
-        let deadline = Date(timeIntervalSinceNow: 8)
-        repeat {
+        try waitUntil(timeout: 8, interval: 0.2) {
             entry = try self.phone.run(["ip", "-6", "neigh", "show", "2001:db8::2"]).stdout.lowercased()
-            if entry.contains(ThreeHostLab.proxyMAC.description.lowercased()) || entry.contains("failed") { break }
-            usleep(200_000)
-        } while Date() < deadline
+            return entry.contains(ThreeHostLab.proxyMAC.description.lowercased()) || entry.contains("failed")
+        }
         #expect(entry.contains(ThreeHostLab.proxyMAC.description.lowercased()), "the phone's entry: \(entry)")
         #expect(!late.output.contains("failed"), "\(late.output)")
         // The sleeper wakes at last: both connections complete, the phone's through its replayed SYN.

@@ -99,14 +99,9 @@ final class ContainerLabTests {
 
     /// Ready when `sleepproxyctl status` answers inside the container (bounded).
     func waitUntilReady(timeout: TimeInterval = 30) throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        repeat {
-            if try self.podman(["exec", self.name, "sleepproxyctl", "status"], timeout: .seconds(15)).succeeded {
-                return true
-            }
-            usleep(250_000)
-        } while Date() < deadline
-        return false
+        try waitUntil(timeout: timeout, interval: 0.25) {
+            try self.podman(["exec", self.name, "sleepproxyctl", "status"], timeout: .seconds(15)).succeeded
+        }
     }
 
     func logs() -> String {
@@ -126,14 +121,11 @@ final class ContainerLabTests {
 
     /// A legacy unicast SRV query from the client, answered by the proxy for the sleeping host.
     func clientResolves() throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: 10)
-        repeat {
+        try waitUntil(timeout: 10, interval: 0.25) {
             let answers = try Queriers.dig(
                 in: self.client, server: "192.0.2.1", name: "Web._http._tcp.local.", type: "SRV")
-            if answers.contains(where: { $0.type == "SRV" && $0.data.contains("8080 sleeper.local.") }) { return true }
-            usleep(250_000)
-        } while Date() < deadline
-        return false
+            return answers.contains(where: { $0.type == "SRV" && $0.data.contains("8080 sleeper.local.") })
+        }
     }
 
     @Test func theImageServesAWakesAndKeepsItsRegistrationAcrossARestart() throws {

@@ -140,13 +140,11 @@ final class CoexistenceLabTests {
         // Asleep once one address is claimed; the other may have answered a probe while the host was still up
         // (it registered awake), so it is claimed a probe round later: wait for it (bounded).
         var states: [String: HostDetail.AddressState.Phase] = [:]
-        let claimDeadline = Date(timeIntervalSinceNow: 15)
-        repeat {
+        try waitUntil(timeout: 15, interval: 0.2) {
             let detail = try #require(try self.ctl(["host", "sleeper"]).host)
             states = Dictionary(uniqueKeysWithValues: (detail.addressStates ?? []).map { ($0.address, $0.state) })
-            if states["192.0.2.2"] == .answering { break }
-            usleep(200_000)
-        } while Date() < claimDeadline
+            return states["192.0.2.2"] == .answering
+        }
         #expect(states["192.0.2.2"] == .answering, "\(states)")
         #expect(
             states["fe80::53:50ff:fe00:2"].map { $0 != .answering } ?? true,

@@ -122,8 +122,7 @@ final class WakeNoiseLabTests {
         _ = try self.nmap(["-sS", "-p", "139,445", "-T4", "192.0.2.2"], from: self.laptop)
         // The SMB probe's SYNs are held for a retransmission that nmap never sends; the daemon's verdict on them,
         // in its wake log, is the last one due.
-        let deadline = Date(timeIntervalSinceNow: 10)
-        while Date() < deadline, !self.wakeLog().contains(where: { $0.rule == "probe-shape" }) { usleep(200_000) }
+        waitUntil(timeout: 10, interval: 0.2) { self.wakeLog().contains(where: { $0.rule == "probe-shape" }) }
         #expect(self.sleeper.magicPackets.isEmpty, "woken by noise: \(self.sleeper.magicPackets.count) magic packets")
         let log = self.wakeLog()
         #expect(!log.contains { $0.kind == .wake }, "\(log.map(\.summary))")

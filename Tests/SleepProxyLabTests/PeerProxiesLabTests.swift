@@ -125,15 +125,13 @@ final class PeerProxiesLabTests {
         try self.sleeper.sleep()
         // Bounded wait for the two to settle: one asleep (answering), the other standing by.
         var states: (HostSummary.State?, HostSummary.State?) = (nil, nil)
-        let settled = Date(timeIntervalSinceNow: 30)
-        repeat {
+        waitUntil(timeout: 30, interval: 0.2) {
             states = (
                 Daemon.hosts(proxy: self.first, stateDirectory: self.firstState)["sleeper.local."]?.state,
                 Daemon.hosts(proxy: self.second, stateDirectory: self.secondState)["sleeper.local."]?.state
             )
-            if states == (.asleep, .standby) || states == (.standby, .asleep) { break }
-            usleep(200_000)
-        } while Date() < settled
+            return states == (.asleep, .standby) || states == (.standby, .asleep)
+        }
         let firstIsActive = states == (.asleep, .standby)
         #expect(
             firstIsActive || states == (.standby, .asleep),

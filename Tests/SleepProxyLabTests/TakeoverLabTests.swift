@@ -65,13 +65,10 @@ final class TakeoverLabTests {
 
     /// The client's neighbour entry for `address` (its MAC), polled until `expected` or the timeout.
     func neighbour(_ address: String, becomes expected: MACAddress, timeout: TimeInterval) throws -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        repeat {
-            let output = try self.client.run(["ip", "neigh", "show", address]).stdout.lowercased()
-            if output.contains(expected.description.lowercased()) { return true }
-            usleep(100_000)
-        } while Date() < deadline
-        return false
+        try waitUntil(timeout: timeout) {
+            try self.client.run(["ip", "neigh", "show", address]).stdout.lowercased()
+                .contains(expected.description.lowercased())
+        }
     }
 
     func connect(_ address: String, port: Int = 8080, timeout: Double = 5) throws -> ManagedProcess {

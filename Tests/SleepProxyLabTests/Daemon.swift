@@ -31,19 +31,11 @@ enum Daemon {
     static func waitForHost(
         _ name: String, in expected: HostSummary.State, proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15
     ) -> HostSummary.State? {
-        let deadline = Date(timeIntervalSinceNow: timeout)
         var state: HostSummary.State? = nil
-        repeat {
-            let socket = stateDirectory.appendingPathComponent("control.sock").path
-            if let result = try? proxy.run([self.sibling("sleepproxyctl"), "hosts", "--socket", socket, "--json"]),
-                let line = result.stdout.split(separator: "\n").first,
-                let response = try? ControlProtocol.decode(ControlResponse.self, from: Array(line.utf8))
-            {
-                state = response.hosts?.first { $0.name == name }?.state
-                if state == expected { return state }
-            }
-            usleep(200_000)
-        } while Date() < deadline
+        waitUntil(timeout: timeout, interval: 0.2) {
+            state = self.hosts(proxy: proxy, stateDirectory: stateDirectory)[name]?.state ?? state
+            return state == expected
+        }
         return state
     }
 
@@ -66,17 +58,10 @@ enum Daemon {
 
     /// Asks `sleepproxyctl status` (bounded) until the daemon answers.
     static func answers(in host: LabHost, stateDirectory: URL, timeout: TimeInterval) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
         let socket = stateDirectory.appendingPathComponent("control.sock").path
-        repeat {
-            if let result = try? host.run([self.sibling("sleepproxyctl"), "status", "--socket", socket]),
-                result.succeeded
-            {
-                return true
-            }
-            usleep(100_000)
-        } while Date() < deadline
-        return false
+        return waitUntil(timeout: timeout) {
+            (try? host.run([self.sibling("sleepproxyctl"), "status", "--socket", socket]))?.succeeded == true
+        }
     }
 
     /// The hosts the daemon holds, by name, as `sleepproxyctl hosts` reports them (empty when it does not answer).
@@ -103,12 +88,7 @@ enum Daemon {
     static func waitForHosts(
         proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15, _ condition: ([String: HostSummary]) -> Bool
     ) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        repeat {
-            if condition(self.hosts(proxy: proxy, stateDirectory: stateDirectory)) { return true }
-            usleep(100_000)
-        } while Date() < deadline
-        return false
+        waitUntil(timeout: timeout) { condition(self.hosts(proxy: proxy, stateDirectory: stateDirectory)) }
     }
 }
 

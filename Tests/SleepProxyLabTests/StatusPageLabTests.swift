@@ -222,13 +222,11 @@ final class StatusPageLabTests {
         // The file is read by the history writer once the daemon answers: ask (bounded) until it was.
         var api = (status: 0, body: "")
         var history: HostHistory? = nil
-        let deadline = Date(timeIntervalSinceNow: 10)
-        repeat {
+        try waitUntil(timeout: 10) {
             api = try self.fetch("/api/v1/history/\(encodedMAC)")
             history = try? ControlProtocol.decode(ControlResponse.self, from: Array(api.body.utf8)).history
-            if history?.records.contains(where: { $0.state == .starting }) == true { break }
-            usleep(100_000)
-        } while Date() < deadline
+            return history?.records.contains(where: { $0.state == .starting }) == true
+        }
         #expect(history?.records.first { $0.state == .starting }?.note == "registered", "\(api.body)")
         #expect(history?.records.contains { $0.state == .asleep } == true, "\(api.body)")
         // sleepproxyctl reads the same day.

@@ -107,12 +107,10 @@ final class SSDPLabTests {
         try self.register()
         // The proxy's search on registration taught it what the server advertises.
         var upnp: [HostDetail.UPnPEntry] = []
-        let learnDeadline = Date(timeIntervalSinceNow: 10)
-        repeat {
+        try waitUntil(timeout: 10, interval: 0.2) {
             upnp = (try self.hostDetail())?.upnp ?? []
-            if upnp.contains(where: { $0.type == Self.mediaServer }) { break }
-            usleep(200_000)
-        } while Date() < learnDeadline
+            return upnp.contains(where: { $0.type == Self.mediaServer })
+        }
         #expect(upnp.first { $0.type == Self.mediaServer }?.location == minidlna.location, "\(upnp)")
         #expect(upnp.count == 6, "rootdevice, uuid, MediaServer and its three services: \(upnp.map(\.type))")
 
@@ -234,8 +232,7 @@ final class SSDPLabTests {
         try self.register()
         // minidlna (started before the proxy, announcing every 895 s) hears only the proxy's group search: what
         // the proxy knows of it can only have come from that.
-        let learnDeadline = Date(timeIntervalSinceNow: 10)
-        while Date() < learnDeadline, (try self.hostDetail())?.upnp?.isEmpty ?? true { usleep(200_000) }
+        try waitUntil(timeout: 10, interval: 0.2) { !((try self.hostDetail())?.upnp?.isEmpty ?? true) }
         #expect((try self.hostDetail())?.upnp?.count == 6, "the registration's search taught the proxy nothing")
         minidlna.freeze()
         try self.sleeper.sleep()
@@ -285,21 +282,18 @@ final class SSDPLabTests {
             replies.first??.prefix(2) == [0x52, 0x01], "no reply to the registration: \(String(describing: replies))")
         // The search leaves with the registration's batch; the scrape may come first, so ask until it is counted.
         var metrics = ""
-        let countDeadline = Date(timeIntervalSinceNow: 5)
-        repeat {
+        try waitUntil(timeout: 5) {
             metrics = try self.proxy.run([
                 "/usr/bin/python3", "-c",
                 "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
             ]).stdout
-            if metrics.contains("sleepproxy_unicast_sends_failed_total 1") { break }
-            usleep(100_000)
-        } while Date() < countDeadline
+            return metrics.contains("sleepproxy_unicast_sends_failed_total 1")
+        }
         #expect(metrics.contains("sleepproxy_unicast_sends_failed_total 1"), "\(metrics)")
         #expect(metrics.contains("sleepproxy_multicast_sockets_reopened_total 0"))
 
         try self.register()
-        let learnDeadline = Date(timeIntervalSinceNow: 10)
-        while Date() < learnDeadline, (try self.hostDetail())?.upnp?.isEmpty ?? true { usleep(200_000) }
+        try waitUntil(timeout: 10, interval: 0.2) { !((try self.hostDetail())?.upnp?.isEmpty ?? true) }
         #expect(
             (try self.hostDetail())?.upnp?.count == 6,
             "the NAS registering after the odd host was not learned: \(daemon.output.suffix(2000))")

@@ -126,13 +126,12 @@ final class RegistrationSocketTests {
         let flood =
             "import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); [s.sendto(bytes.fromhex(sys.argv[1]), ('192.0.2.1', 5599)) for _ in range(60)]"
         #expect(try self.sleeper.run(["/usr/bin/python3", "-c", flood, hex]).succeeded)
-        let deadline = Date(timeIntervalSinceNow: 10)
         var refusals = 0
-        repeat {
+        waitUntil(timeout: 10, interval: 0.2) {
             // The first 32 are refused for their claim, the rest by the per-source rate limit.
             refusals = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.refusals.values.reduce(0, +) ?? 0
-            if refusals < 60 { usleep(200_000) }
-        } while refusals < 60 && Date() < deadline
+            return refusals >= 60
+        }
         #expect(refusals == 60)
         for reason in ["sourceNotClaimed", "rateLimited"] {
             let lines = daemon.output.split(separator: "\n").filter { $0.contains("refused (\(reason))") }

@@ -1,0 +1,158 @@
+import SleepProxyWire
+
+/// What the composed machines asked for, carried out or turned into engine actions: the responder's hand-backs
+/// and answers, the takeover's claims, owner sightings, peers and wake events (docs/architecture.md).
+extension ProxyEngine {
+
+    mutating func run(_ actions: [ResponderAction], now: Timestamp) -> [EngineAction] {
+        var result: [EngineAction] = []
+        for action in actions {
+            switch action {
+            case .transmit(let transmission):
+                if case .multicast = transmission.destination { self.echoes.remember(transmission.bytes, now: now) }
+                result.append(.transmit(transmission))
+            case .handBack(let key, let sequence):
+                result += self.removeHost(
+                    key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
+            case .ownerProbing(let key):
+                result += self.ownerSpoke(
+                    key, AwakeSignal(what: "it probed its own names over mDNS", at: now), .ownNameProbe, now: now)
+            case .conflict(let key, let record, let source):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(
+                    .log(
+                        .warning,
+                        "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"
+                    ))
+                if self.takeover != nil {
+                    result += self.run(
+                        self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now),
+                        now: now)
+                }
+            case .resolved(let key, let source):
+                self.takeover?.noteResolve(by: source, of: key, now: now)
+            case .proxyAdvertised(let label, let port, let ttl, let source, let interfaceIndex):
+                if self.takeover != nil {
+                    result += self.run(
+                        self.takeover!.peerAdvertised(
+                            label: label, port: port, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now),
+                        now: now)
+                }
+            case .renamed(let instance, let host):
+                result.append(
+                    .log(.notice, "mdns: name conflict; now advertising \"\(instance)\" on host name \(host).local"))
+            }
+        }
+        return result
+    }
+
+    mutating func run(_ actions: [TakeoverAction], now: Timestamp) -> [EngineAction] {
+        var result: [EngineAction] = []
+        for action in actions {
+            switch action {
+            case .sendFrame, .sendWakeDatagram, .setNeighbour, .removeNeighbour, .watchChanged:
+                result.append(.packet(action))
+            case .unicastQuery(let query):
+                result += self.answer(query, now: now)
+            case .peerClaim(let key, let peer, let kept):
+                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
+                if kept {
+                    result.append(
+                        .log(
+                            .info,
+                            "peers: \(peer) also answers for \(Self.name(registration)); this proxy keeps it (it answered first or advertises the better metric), the other stands by; no wake"
+                        ))
+                    continue
+                }
+                presence.state = .standby
+                self.presence[key] = presence
+                self.responder?.silence(key)
+                self.ssdp?.silence(key)
+                result.append(Self.presence(registration, .standby, "other proxy"))
+                result.append(
+                    .log(
+                        .notice,
+                        "peers: \(peer) answers for \(Self.name(registration)); this proxy stands by for it (no wake) and takes over if that proxy leaves"
+                    ))
+            case .tookOver(let key, let why):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(
+                    .log(.notice, "peers: taking \(Self.name(registration)) over from standby (\(why)); no wake"))
+            case .event(let event):
+                result.append(.wakeEvent(event))
+                // Declines are information (collapsed by the gate: one line per scanner and per declined source);
+                // wakes and their outcomes are what a user looks for.
+                let quiet = event.kind == .ignored || event.kind == .declined
+                result.append(.log(quiet ? .info : .notice, "wake: \(event.summary)"))
+            case .claimed(let key, let address):
+                guard let registration = self.registrar.store[key] else { continue }
+                result.append(
+                    .log(
+                        .info,
+                        "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
+                result += self.fellQuiet(
+                    key, why: "\(address) did not answer its probes", note: "no probe answer", now: now)
+            case .ownerSeen(let key, let address, let signal, let wasAnswering):
+                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
+                let first = presence.lastAwake == nil
+                presence.lastAwake = AwakeSignal(what: "\(signal) for \(address)", at: now)
+                self.presence[key] = presence
+                if wasAnswering {
+                    result.append(
+                        .log(
+                            .info,
+                            "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"
+                        ))
+                } else if first {
+                    result.append(
+                        .log(
+                            .info,
+                            "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"
+                        ))
+                }
+                // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
+                // answering on none means the host is up everywhere: silent until it is quiet again.
+                if presence.state == .asleep, self.takeover?.isAnsweringAny(key) == false {
+                    presence.state = .awake
+                    self.presence[key] = presence
+                    self.responder?.silence(key)
+                    self.ssdp?.silence(key)
+                    result.append(Self.presence(registration, .awake, "answers itself"))
+                    result.append(
+                        .log(
+                            .info,
+                            "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"
+                        ))
+                }
+            }
+        }
+        return result
+    }
+
+    /// An mDNS question sent to a sleeping host's own address: the responder answers it as one sent to the
+    /// proxy's (RFC 6762 §5.5 and §6.7: by unicast), and the answer leaves as a frame from the host's address
+    /// and port 5353, which is where the querier expects it (dig and pyatv drop answers from other addresses).
+    private mutating func answer(_ query: UnicastQuery, now: Timestamp) -> [EngineAction] {
+        guard self.responder != nil, let context = self.interfaces[query.interfaceIndex] else { return [] }
+        let store = self.registrar.store
+        var others: [ResponderAction] = []
+        var result: [EngineAction] = []
+        for action in self.responder!.receive(
+            query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
+            interfaceIndex: query.interfaceIndex, store: store, now: now)
+        {
+            guard case .transmit(let transmission) = action,
+                case .unicast(let address, let port, _) = transmission.destination, address == query.source,
+                port == query.sourcePort,
+                let frame = Takeover.datagramFrame(
+                    from: query.destination, port: MDNSRules.port, to: query.source, port: query.sourcePort,
+                    mac: query.sourceMAC, payload: transmission.bytes, context: context)
+            else {
+                others.append(action)
+                continue
+            }
+            result.append(.packet(.sendFrame(frame, interfaceIndex: context.index)))
+        }
+        return result + self.run(others, now: now)
+    }
+}
