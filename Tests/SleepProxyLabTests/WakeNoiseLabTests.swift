@@ -118,7 +118,10 @@ final class WakeNoiseLabTests {
         #expect(raw.contains("Host is up"), "nmap did not scan the sleeper: \(raw)")
         _ = try self.nmap(["-sT", "-F", "-T4", "--min-rate", "10", "192.0.2.2"], from: self.scanner)
         _ = try self.nmap(["-sn", "192.0.2.0/28"], from: self.scanner)
-        _ = try self.scanner.run(["ping", "-c", "3", "-i", "0.2", "-W", "1", "192.0.2.2"], timeout: .seconds(10))
+        // Pings get no answer (the proxy does not answer ICMP for a sleeper): exit 1, but ping must have run.
+        let pings = try self.scanner.run(
+            ["ping", "-c", "3", "-i", "0.2", "-W", "1", "192.0.2.2"], timeout: .seconds(10))
+        #expect(pings.stdout.contains("3 packets transmitted"), "\(pings)")
         _ = try self.nmap(["-sS", "-p", "139,445", "-T4", "192.0.2.2"], from: self.laptop)
         // The SMB probe's SYNs are held for a retransmission that nmap never sends; the daemon's verdict on them,
         // in its wake log, is the last one due.

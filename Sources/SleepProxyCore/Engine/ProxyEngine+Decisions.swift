@@ -55,7 +55,7 @@ extension ProxyEngine {
             case .unicastQuery(let query):
                 result += self.answer(query, now: now)
             case .peerClaim(let key, let peer, let kept):
-                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
+                guard let registration = self.registrar.store[key], self.presence[key] != nil else { continue }
                 if kept {
                     result.append(
                         .log(
@@ -64,11 +64,7 @@ extension ProxyEngine {
                         ))
                     continue
                 }
-                presence.state = .standby
-                self.presence[key] = presence
-                self.responder?.silence(key)
-                self.ssdp?.silence(key)
-                result.append(Self.presence(registration, .standby, "other proxy"))
+                result += self.transition(registration, now: now) { $0.peerClaimed() }
                 result.append(
                     .log(
                         .notice,
@@ -93,10 +89,9 @@ extension ProxyEngine {
                 result += self.fellQuiet(
                     key, why: "\(address) did not answer its probes", note: "no probe answer", now: now)
             case .ownerSeen(let key, let address, let signal, let wasAnswering):
-                guard let registration = self.registrar.store[key], var presence = self.presence[key] else { continue }
-                let first = presence.lastAwake == nil
-                presence.lastAwake = AwakeSignal(what: "\(signal) for \(address)", at: now)
-                self.presence[key] = presence
+                guard let registration = self.registrar.store[key],
+                    let first = self.presence[key].map({ $0.lastAwake == nil })
+                else { continue }
                 if wasAnswering {
                     result.append(
                         .log(
@@ -112,12 +107,11 @@ extension ProxyEngine {
                 }
                 // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
                 // answering on none means the host is up everywhere: silent until it is quiet again.
-                if presence.state == .asleep, self.takeover?.isAnsweringAny(key) == false {
-                    presence.state = .awake
-                    self.presence[key] = presence
-                    self.responder?.silence(key)
-                    self.ssdp?.silence(key)
-                    result.append(Self.presence(registration, .awake, "answers itself"))
+                let answeringAny = self.takeover?.isAnsweringAny(key) ?? true
+                let seen = AwakeSignal(what: "\(signal) for \(address)", at: now)
+                let awake = self.transition(registration, now: now) { $0.ownerSeen(seen, answeringAny: answeringAny) }
+                if !awake.isEmpty {
+                    result += awake
                     result.append(
                         .log(
                             .info,

@@ -32,30 +32,19 @@ extension ProxyEngine {
     private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
         for (key, _) in self.quietChecks.takeDue(now: now) {
-            guard let presence = self.presence[key], let next = presence.quietNext else { continue }
-            guard next <= now else {
-                self.quietChecks.schedule((), for: key, at: next)
-                continue
-            }
+            guard self.presence[key] != nil else { continue }
             guard let registration = self.registrar.store[key] else {
                 self.presence[key] = nil
                 continue
             }
-            var updated = presence
-            if updated.quietProbes < EngineRules.quietProbeCount {
-                updated.quietProbes += 1
-                updated.quietNext = now + EngineRules.quietProbeInterval
-                self.quietChecks.schedule((), for: key, at: now + EngineRules.quietProbeInterval)
-                let probe = self.quietProbe(registration)
-                for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
-                actions += probe
-                self.presence[key] = updated
-            } else {
-                updated.quietNext = nil
-                self.presence[key] = updated
-                actions += self.fellQuiet(
-                    key, why: "it answered none of \(EngineRules.quietProbeCount) questions for its name",
-                    note: "no name answer", now: now)
+            let step = self.transition(registration, now: now) { $0.nameCheckDue(now: now) }
+            actions += step
+            if step.contains(where: { if case .presence = $0 { true } else { false } }) {
+                actions.append(
+                    .log(
+                        .info,
+                        "\(Self.name(registration)) is asleep (it answered none of \(EngineRules.quietProbeCount) questions for its name); the proxy answers for it now"
+                    ))
             }
         }
         return actions
@@ -63,7 +52,7 @@ extension ProxyEngine {
 
     /// A question for the host's name (A and AAAA, multicast): an awake host's responder answers it from one of
     /// its addresses, which `receiveMDNS` notices.
-    private func quietProbe(_ registration: OwnerRegistration) -> [EngineAction] {
+    func quietProbe(_ registration: OwnerRegistration) -> [EngineAction] {
         guard let name = registration.hostName,
             let context = self.interfaces.values.first(where: { $0.name == registration.key.interface })
         else { return [] }
@@ -79,19 +68,10 @@ extension ProxyEngine {
 
     /// The host was shown to be asleep: the proxy speaks for it from now on.
     mutating func fellQuiet(_ key: OwnerKey, why: String, note: String, now: Timestamp) -> [EngineAction] {
-        guard var presence = self.presence[key], let registration = self.registrar.store[key], presence.state != .asleep
-        else { return [] }
-        presence.state = .asleep
-        presence.takenOver = true
-        presence.quietNext = nil
-        self.presence[key] = presence
-        self.quietChecks.remove(key)
-        self.responder?.speak(for: registration, now: now)
-        self.ssdp?.speak(for: key, now: now)
-        return [
-            .log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now"),
-            Self.presence(registration, .asleep, note),
-        ]
+        guard let registration = self.registrar.store[key] else { return [] }
+        let actions = self.transition(registration, now: now) { $0.fellQuiet(note: note) }
+        guard !actions.isEmpty else { return [] }
+        return [.log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now")] + actions
     }
 
     // MARK: - Admin
@@ -160,10 +140,10 @@ extension ProxyEngine {
         -> [EngineAction]
     {
         guard let registration = removed ?? self.registrar.remove(key) else { return [] }
-        let presence = self.presence.removeValue(forKey: key) ?? Presence()
+        let presence = self.presence.removeValue(forKey: key)
         self.quietChecks.remove(key)
         let waking = self.takeover?.isWaking(key) ?? false
-        let asleep = presence.state == .asleep || waking
+        let asleep = presence?.state == .asleep || waking
         var actions: [EngineAction] = [.journal(.remove(key))]
         let name = Self.name(registration)
         let reason: RemovalReason
@@ -189,7 +169,7 @@ extension ProxyEngine {
                 // Beyond Apple (docs/protocol.md §5.4 wakes every host whose lease ends): a host known to be awake
                 // needs no magic packet, and goodbyes would flush the records it answers for itself.
                 let seen =
-                    presence.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" }
+                    presence?.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" }
                     ?? "it never went quiet"
                 actions.append(
                     .log(

@@ -18,26 +18,17 @@ public struct ProxyEngine: Sendable {
     /// Nil runs without SSDP (`--no-ssdp`).
     public internal(set) var ssdp: SSDPProxy?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
-    var presence: [OwnerKey: Presence] = [:]
+    /// Each held host's lifecycle (docs/host-lifecycle.md): changed only through its transitions, whose orders
+    /// `carryOut` executes.
+    var presence: [OwnerKey: HostPresence] = [:]
     /// Hosts with an mDNS quiet check under way (no address to probe), due for their next question
-    /// (`Presence.quietNext`): a heap, so a pass and `nextDeadline` cost the same with ten such hosts or ten
+    /// (`HostPresence.NameProbes`): a heap, so a pass and `nextDeadline` cost the same with ten such hosts or ten
     /// thousand (the loop asks after every batch of packets).
     var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
     /// Hand-backs by what showed the host awake, every one of them (the responder alone saw only Owner options).
     public internal(set) var handBacks: [HandBackSignal: Int] = [:]
-
-    struct Presence: Sendable {
-        var state: HostState = .starting
-        /// The proxy spoke for the host at least once in this registration: mDNS from it now means it woke.
-        var takenOver = false
-        /// The latest sign that the host is up.
-        var lastAwake: AwakeSignal?
-        /// mDNS questions for the host's own name, for hosts with no address to probe (`EngineRules`).
-        var quietProbes = 0
-        var quietNext: Timestamp?
-    }
 
     public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil, ssdp: SSDPProxy? = nil) {
         self.registrar = registrar
@@ -143,20 +134,10 @@ public struct ProxyEngine: Sendable {
         var actions: [EngineAction] = []
         var resumed = 0
         for key in keys {
-            guard var presence = self.presence[key], presence.state == .starting,
-                let registration = self.registrar.store[key]
-            else { continue }
+            guard self.presence[key]?.state == .starting, let registration = self.registrar.store[key] else { continue }
             resumed += 1
-            presence.state = .asleep
-            presence.takenOver = true
-            presence.quietNext = nil
-            presence.quietProbes = 0
-            self.presence[key] = presence
-            self.quietChecks.remove(key)
-            self.responder?.speak(for: registration, now: now)
-            self.ssdp?.speak(for: key, now: now)
+            actions += self.transition(registration, now: now) { $0.resumed() }
             if self.takeover != nil { actions += self.run(self.takeover!.resume(key, now: now), now: now) }
-            actions.append(Self.presence(registration, .asleep, "after a restart"))
             guard keys.count <= EngineRules.resumeLinesLimit else { continue }
             actions.append(
                 .log(
@@ -235,20 +216,11 @@ public struct ProxyEngine: Sendable {
     mutating func startOver(
         _ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp
     ) -> [EngineAction] {
-        let key = registration.key
-        var presence = Presence()
         let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
-        if !probesAddresses { presence.quietNext = now + EngineRules.quietStartDelay }
-        self.presence[key] = presence
-        if let next = presence.quietNext {
-            self.quietChecks.schedule((), for: key, at: next)
-        } else {
-            self.quietChecks.remove(key)
-        }
-        self.responder?.silence(key)
-        self.ssdp?.silence(key)
+        let (presence, orders) = HostPresence.registered(probesAddresses: probesAddresses, now: now)
+        self.presence[registration.key] = presence
+        var actions = self.carryOut(orders, for: registration, now: now)
         self.responder?.registered(registration, previous: previous, now: now)
-        var actions: [EngineAction] = []
         if self.takeover != nil {
             actions += self.run(self.takeover!.registered(registration, restart: restart, now: now), now: now)
         }
@@ -271,7 +243,14 @@ public struct ProxyEngine: Sendable {
             // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
             // the responder sees the packet, so that a host handed back here is not answered or defended by it.
             if let key = self.registrar.store.owner(claiming: source, on: context.name) {
-                actions += self.ownerSpoke(key, AwakeSignal(what: "mDNS from \(source)", at: now), .mdns, now: now)
+                // Counted by what it carried: its Owner option (docs/protocol.md §5.1) or its plain mDNS. The
+                // packet is decoded here once more only when it came from a held host's own address.
+                let owner = (try? DNSMessage(decoding: bytes))?.ednsOptions?.owner
+                let kind: HandBackSignal = owner?.primaryMAC == key.primaryMAC ? .ownerOption : .mdns
+                let what =
+                    kind == .ownerOption
+                    ? "Owner option with sequence \(owner!.sequence), mDNS from \(source)" : "mDNS from \(source)"
+                actions += self.ownerSpoke(key, AwakeSignal(what: what, at: now), kind, now: now)
             } else if let key = self.takeover?.host(owning: source, interface: context.name) {
                 // Only a wake sequence is left of it (its lease ended): the wake ends as a success.
                 actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
@@ -293,20 +272,13 @@ public struct ProxyEngine: Sendable {
     mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp)
         -> [EngineAction]
     {
-        guard var presence = self.presence[key], let registration = self.registrar.store[key] else { return [] }
-        let first = presence.lastAwake == nil
-        presence.lastAwake = signal
-        if presence.takenOver {
-            self.presence[key] = presence
+        guard let registration = self.registrar.store[key], let first = self.presence[key].map({ $0.lastAwake == nil })
+        else { return [] }
+        let orders = self.presence[key]!.signOfLife(signal, now: now)
+        if orders.contains(.handBack) {
             return self.removeHost(key, .handBack(why: signal.what, signal: kind), now: now)
         }
-        if presence.quietNext != nil {
-            presence.quietProbes = 0
-            presence.quietNext = max(presence.quietNext!, now + EngineRules.quietProbeInterval)
-            self.quietChecks.schedule((), for: key, at: presence.quietNext!)
-        }
-        self.presence[key] = presence
-        var actions: [EngineAction] = []
+        var actions = self.carryOut(orders, for: registration, now: now)
         if first {
             actions.append(
                 .log(
@@ -382,6 +354,44 @@ public struct ProxyEngine: Sendable {
     }
 
     // MARK: - Helpers
+
+    /// Runs one transition of the host's presence and carries out its orders (docs/host-lifecycle.md). A hand-back
+    /// order is for the caller, which knows the signal.
+    mutating func transition(
+        _ registration: OwnerRegistration, now: Timestamp, _ body: (inout HostPresence) -> [HostPresence.Order]
+    ) -> [EngineAction] {
+        guard self.presence[registration.key] != nil else { return [] }
+        let orders = body(&self.presence[registration.key]!)
+        return self.carryOut(orders, for: registration, now: now)
+    }
+
+    /// What a presence transition ordered, done on the machines it concerns: the one place where the responder
+    /// and SSDP are told to speak for a host or to stop.
+    mutating func carryOut(_ orders: [HostPresence.Order], for registration: OwnerRegistration, now: Timestamp)
+        -> [EngineAction]
+    {
+        let key = registration.key
+        var actions: [EngineAction] = []
+        for order in orders {
+            switch order {
+            case .speak:
+                self.responder?.speak(for: registration, now: now)
+                self.ssdp?.speak(for: key, now: now)
+            case .silence:
+                self.responder?.silence(key)
+                self.ssdp?.silence(key)
+            case .askName:
+                let probe = self.quietProbe(registration)
+                for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
+                actions += probe
+            case .checkAt(let time?): self.quietChecks.schedule((), for: key, at: time)
+            case .checkAt(nil): self.quietChecks.remove(key)
+            case .handBack: continue  // the caller ends the registration, with the signal it saw
+            case .changed(let phase, let why): actions.append(Self.presence(registration, phase, why))
+            }
+        }
+        return actions
+    }
 
     static func name(_ registration: OwnerRegistration) -> String {
         "\(registration.hostName?.description ?? "?") (\(registration.key))"
