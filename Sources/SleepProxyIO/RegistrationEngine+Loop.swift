@@ -154,17 +154,14 @@ extension RegistrationEngine {
                     // Apple's proxy too drops what did not arrive on an interface it serves (docs/protocol.md §3.6).
                     continue
                 }
-                let (outcome, actions) = self.engine.receiveRegistration(
-                    bytes, from: source, on: interface.context, now: now)
-                self.log(outcome, source: remote, interface: interface.context.name, now: now)
-                self.perform(actions, into: &batch)
-                if let reply = outcome.reply {
-                    if interface.context.acceptsReply(to: source, port: UInt16(exactly: remote.port ?? 0) ?? 0) {
-                        batch.replies.append((channel, remote, reply))
-                    } else {
-                        self.logger.debug("registration: no reply to \(remote), an address no reply can go to")
-                    }
-                }
+                // The accepted registration's line costs as much as the registration: only when it is logged.
+                self.engine.logsRegistrations = self.logger.logLevel <= .notice
+                let actions = self.engine.receiveRegistration(
+                    bytes, from: source, port: UInt16(exactly: remote.port ?? 0) ?? 0, on: interface.context, now: now
+                ).actions
+                // The reply goes back by the socket the datagram came in on, to its source as the kernel gave it
+                // (an IPv6 link-local source keeps its scope).
+                self.perform(actions, into: &batch, replyingVia: (channel, remote))
                 self.answerWaitingQueries(into: &batch)
             }
         }
@@ -314,7 +311,9 @@ extension RegistrationEngine {
     /// Carries out the engine's decisions: frames at once (a magic packet or an ARP reply must not wait for a log
     /// line; netlink changes go to the neighbour table's own thread, capture-filter changes to the end of the
     /// pass), the rest into the batch or the log.
-    func perform(_ actions: [EngineAction], into batch: inout Batch) {
+    func perform(
+        _ actions: [EngineAction], into batch: inout Batch, replyingVia reply: (Channel, SocketAddress)? = nil
+    ) {
         for action in actions {
             if case .packet(.sendFrame(let frame, let index)) = action {
                 self.packets?.send(frame, interfaceIndex: index)
@@ -361,6 +360,10 @@ extension RegistrationEngine {
                         state: PresenceState(change.phase), note: change.why))
             case .log(let level, let message):
                 self.logger.log(level: level.loggerLevel, "\(message)")
+            case .reply(let registrationReply):
+                // Only a registration datagram's actions carry a reply, and they come with its channel.
+                guard let (channel, remote) = reply else { continue }
+                batch.replies.append((channel, remote, registrationReply.bytes))
             }
         }
     }

@@ -71,8 +71,6 @@ public final class RegistrationEngine: @unchecked Sendable {
     /// The SSDP revision last saved, and when (`SSDPStateFile`).
     var ssdpSavedRevision = 0
     var ssdpSavedAt: Timestamp?
-    /// Lines the network can cause, bounded (`LineBudget`).
-    var lineBudget = LineBudget()
     let journal: JournalFile
     let statusLock = NIOLock()
     var status = Status()

@@ -18,6 +18,22 @@ public enum EngineAction: Sendable {
     case log(EngineLogLevel, String)
     /// A host entered another state: for its history (the status page's timeline, docs/status-page.md).
     case presence(PresenceChange)
+    /// The reply to a registration, to send once the batch's journal entries are durable.
+    case reply(RegistrationReply)
+}
+
+/// A registration's reply and where it goes (the datagram's source; only an address a reply can go to,
+/// `InterfaceContext.acceptsReply`).
+public struct RegistrationReply: Hashable, Sendable {
+    public var bytes: [UInt8]
+    public var destination: IPAddress
+    public var port: UInt16
+
+    public init(bytes: [UInt8], destination: IPAddress, port: UInt16) {
+        self.bytes = bytes
+        self.destination = destination
+        self.port = port
+    }
 }
 
 /// A held host's move to another state, or the end of its registration.

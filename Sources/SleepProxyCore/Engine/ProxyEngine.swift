@@ -27,6 +27,11 @@ public struct ProxyEngine: Sendable {
     var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
+    /// Lines the network can cause, bounded (`LineBudget`; `outcomeLines`).
+    var lineBudget = LineBudget()
+    /// Whether each accepted registration gets a log line (the daemon's log level shows notices); deriving it
+    /// costs as much as the registration.
+    public var logsRegistrations = true
     /// Hand-backs by what showed the host awake, every one of them (the responder alone saw only Owner options).
     public internal(set) var handBacks: [HandBackSignal: Int] = [:]
 
@@ -174,15 +179,36 @@ public struct ProxyEngine: Sendable {
 
     // MARK: - Registrations
 
-    /// One datagram on the registration port, from `source` on a served interface. The outcome carries the reply;
-    /// the caller sends it only once the journal entries of the same batch are durable.
+    /// One datagram on the registration port, from `source`:`port` on a served interface. The actions carry the
+    /// reply (`.reply`, only to an address a reply can go to) and the outcome's log line; the caller sends the
+    /// reply only once the journal entries of the same batch are durable. The outcome is returned for tests and
+    /// benchmarks.
     public mutating func receiveRegistration(
-        _ bytes: [UInt8], from source: IPAddress, on interface: InterfaceContext, now: Timestamp
+        _ bytes: [UInt8], from source: IPAddress, port: UInt16 = 0, on interface: InterfaceContext, now: Timestamp
     ) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
+        let outcome = self.registrar.handle(
+            datagram: bytes, from: source, on: interface,
+            fromPeer: self.takeover?.isPeer(source, on: interface.name) ?? false, now: now)
+        var actions = self.accepted(outcome, from: source, now: now)
+        actions += self.outcomeLines(outcome, from: source, port: port, interface: interface.name, now: now)
+        if let reply = outcome.reply {
+            if interface.acceptsReply(to: source, port: port) {
+                actions.append(.reply(RegistrationReply(bytes: reply, destination: source, port: port)))
+            } else {
+                actions.append(
+                    .log(.debug, "registration: no reply to \(source) port \(port), an address no reply can go to"))
+            }
+        }
+        return (outcome, actions)
+    }
+
+    /// What an accepted registration changes: the journal, the host's presence, the machines.
+    private mutating func accepted(_ outcome: RegistrationOutcome, from source: IPAddress, now: Timestamp)
+        -> [EngineAction]
+    {
+        guard case .accepted(let acceptance) = outcome else { return [] }
         // Another proxy handing a host over sends from its own address, with the host's Owner option.
-        let fromPeer = self.takeover?.isPeer(source, on: interface.name) ?? false
-        let outcome = self.registrar.handle(datagram: bytes, from: source, on: interface, fromPeer: fromPeer, now: now)
-        guard case .accepted(let acceptance) = outcome else { return (outcome, []) }
+        let fromPeer = self.takeover?.isPeer(source, on: acceptance.registration.key.interface) ?? false
         let registration = acceptance.registration
         var actions: [EngineAction] = [.journal(.put(registration))]
         // A new registration (not a retransmission, not a further part of the same one) was sent by a host that
@@ -209,7 +235,7 @@ public struct ProxyEngine: Sendable {
         if fromPeer { self.takeover?.handedOver(registration.key, by: source) }
         // A new registration comes from a host that is awake: ask it what it advertises over SSDP.
         actions += self.ssdpRegistered(registration, search: isNew, now: now)
-        return (outcome, actions)
+        return actions
     }
 
     /// A host starts from `starting`: silent, its addresses probed (or its name asked for) from a second on.
