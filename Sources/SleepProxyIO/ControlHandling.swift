@@ -254,21 +254,18 @@ extension RegistrationEngine {
     }
 
     func daemonStatus(now: Timestamp) -> DaemonStatus {
-        let statistics = self.engine.registrar.statistics
+        let counts = self.engine.counts
+        let statistics = counts.registrations
         var refusals: [String: Int] = [:]
         for (reason, count) in statistics.refused { refusals[reason.rawValue] = count }
         for (problem, count) in statistics.malformed { refusals["malformed-\(problem.rawValue)"] = count }
         let uptime = Date().timeIntervalSince(self.startedAt)
         return DaemonStatus(
             version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime,
-            interfaces: self.servedContexts.map(\.name),
-            advertisedName: self.engine.responder?.configuration.instanceLabel,
-            hosts: self.engine.registrar.store.hostCount,
-            records: self.engine.registrar.store.recordCount, registrationsAccepted: statistics.accepted,
-            refusals: refusals,
-            queriesAnswered: self.engine.responder?.statistics.answeredQueries ?? 0,
-            wakes: self.engine.takeover?.statistics.wakes ?? 0,
-            magicPackets: self.engine.takeover?.statistics.magicPackets ?? 0,
+            interfaces: self.servedContexts.map(\.name), advertisedName: counts.instanceLabel, hosts: counts.hosts,
+            records: counts.records, registrationsAccepted: statistics.accepted, refusals: refusals,
+            queriesAnswered: counts.responder?.answeredQueries ?? 0, wakes: counts.takeover?.wakes ?? 0,
+            magicPackets: counts.takeover?.magicPackets ?? 0,
             hostsByState: Dictionary(
                 uniqueKeysWithValues: HostState.allCases.map {
                     (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0)

@@ -330,8 +330,8 @@ extension RegistrationEngine {
                 batch.ssdp.append(transmission)
             case .packet(let packet):
                 switch packet {
-                case .sendFrame, .event, .claimed, .ownerSeen, .unicastQuery, .peerClaim, .tookOver:
-                    break
+                case .sendFrame:
+                    continue  // sent above, ahead of everything else
                 case .sendWakeDatagram(let payload, let index):
                     self.packets?.sendWakeDatagram(payload, interfaceIndex: index)
                 case .setNeighbour(let index, let address, let mac):

@@ -255,8 +255,7 @@ public final class RegistrationEngine: @unchecked Sendable {
     var hostsByStateAt: Timestamp?
 
     func publishStatus() {
-        let store = self.engine.registrar.store
-        let statistics = self.engine.registrar.statistics
+        let counts = self.engine.counts
         let now = SystemClock.now()
         var byState: [HostState: Int]? = nil
         var ssdpEntries: (Int, Int)? = nil
@@ -266,25 +265,23 @@ public final class RegistrationEngine: @unchecked Sendable {
             self.hostsByStateAt = now
         }
         self.statusLock.withLock {
-            self.status.hostCount = store.hostCount
-            self.status.recordCount = store.recordCount
-            self.status.statistics = statistics
+            self.status.hostCount = counts.hosts
+            self.status.recordCount = counts.records
+            self.status.statistics = counts.registrations
             if let byState { self.status.hostsByState = byState }
             if let (held, unclaimed) = ssdpEntries {
                 self.status.ssdpEntries = held
                 self.status.ssdpUnclaimedEntries = unclaimed
             }
-            self.status.ssdp = self.engine.ssdp?.statistics
+            self.status.ssdp = counts.ssdp
             self.status.batches += 1
-            if let responder = self.engine.responder {
-                self.status.responder = responder.statistics
-                self.status.handBacks = self.engine.handBacks
-                self.status.instanceLabel = responder.configuration.instanceLabel
+            self.status.handBacks = counts.handBacks
+            if let responder = counts.responder {
+                self.status.responder = responder
+                self.status.instanceLabel = counts.instanceLabel
             }
-            if let takeover = self.engine.takeover {
-                self.status.takeover = takeover.statistics
-                self.status.wakeDecisions = takeover.gate.statistics
-            }
+            if let takeover = counts.takeover { self.status.takeover = takeover }
+            if let decisions = counts.wakeDecisions { self.status.wakeDecisions = decisions }
         }
     }
 }

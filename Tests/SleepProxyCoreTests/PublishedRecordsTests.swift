@@ -3,7 +3,7 @@ import Testing
 @testable import SleepProxyCore
 @testable import SleepProxyWire
 
-/// Picking a host's own records out of what its responder answered (issue 14).
+/// Picking a host's own records out of what its responder answered.
 @Suite("Records a host publishes for itself")
 struct PublishedRecordsTests {
     static let host = IPAddress("192.0.2.2")!

@@ -3,7 +3,7 @@ import Testing
 @testable import SleepProxyCore
 @testable import SleepProxyWire
 
-/// The registration the Linux sleep client sends (issue 7 §2), checked against Apple's own and against the rules
+/// The registration the Linux sleep client sends, checked against Apple's own and against the rules
 /// Apple's proxy applies to what it receives (docs/protocol.md §3.1-3.3).
 @Suite("Sleep client registration")
 struct SleepRegistrationTests {

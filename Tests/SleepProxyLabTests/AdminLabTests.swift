@@ -5,7 +5,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// sleepproxyctl against a running sleepproxyd in the lab (issue 6 §7): hosts listed after a registration, the
+/// sleepproxyctl against a running sleepproxyd in the lab: hosts listed after a registration, the
 /// JSON parsed and checked, `wake` produces a magic packet at the sleeper, `events` shows it with its reason,
 /// `forget` stops the answers.
 @Suite(

@@ -5,7 +5,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// Issue 14: what a third host hears from the proxy for a sleeping avahi host is, record for record and byte for
+/// What a third host hears from the proxy for a sleeping avahi host is, record for record and byte for
 /// byte, what it heard from the host while it was awake; and every message the client prints is true.
 // Not serialized: each test builds its own lab (anonymous namespaces, avahi with a private /run), and their long
 // waits are idle, so they run side by side.

@@ -3,7 +3,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// The Linux sleep client end to end (issue 7 §6): a host whose avahi-daemon publishes a service registers it
+/// The Linux sleep client end to end: a host whose avahi-daemon publishes a service registers it
 /// with our proxy through `sleepproxy-client hook pre`, suspends (simulated: avahi-daemon frozen, addresses
 /// gone), stays discoverable, is woken by a connection, and hands back on `hook post` without goodbyes.
 @Suite(

@@ -4,7 +4,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// Hosts that behave like real ones (issue 13, docs/coexistence.md): an avahi-daemon host registers while it is
+/// Hosts that behave like real ones (docs/coexistence.md): an avahi-daemon host registers while it is
 /// still awake, with our client and in awein/SleepProxyClient's form, sleeps keeping its IPv6 link-local address,
 /// resumes by restarting avahi-daemon (no Owner option ever), re-registers with a service fewer, and lets a lease
 /// run out while awake. Every check that matters reads avahi's own log and what third-party queriers resolve.

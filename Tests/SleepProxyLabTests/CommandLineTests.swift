@@ -3,7 +3,7 @@ import SleepProxyControl
 import SleepProxyTestSupport
 import Testing
 
-/// The conventions all three executables keep (issue 14 §3): one version, common options before or after the
+/// The conventions all three executables keep: one version, common options before or after the
 /// command, help that lists only what applies, exit statuses documented. No root needed.
 @Suite("Command-line conventions", .ownThread)
 struct CommandLineTests {

@@ -2,7 +2,7 @@ import Foundation
 import SleepProxyTestSupport
 import Testing
 
-/// The files in deploy/ are checked as the tools that read them would (issue 6 §7).
+/// The files in deploy/ are checked as the tools that read them would.
 @Suite("Deployment files", .ownThread)
 struct DeployTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")

@@ -4,7 +4,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// sleepproxyd answering for sleeping hosts, checked by real third-party queriers in the lab (issue 8).
+/// sleepproxyd answering for sleeping hosts, checked by real third-party queriers in the lab.
 @Suite(
     "Responder in the lab", .ownThread, .serialized,
     .enabled(

@@ -5,7 +5,7 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-/// A sleeping minidlna server kept in a TV's list by sleepproxyd, end to end in the lab (issue 18 §5): minidlna
+/// A sleeping minidlna server kept in a TV's list by sleepproxyd, end to end in the lab (docs/ssdp.md): minidlna
 /// (Debian) on the sleeper, and on a third host the control points a TV embeds: gssdp-discover (GUPnP, which
 /// Rhythmbox, Totem and GNOME use) and async-upnp-client (Home Assistant's), plus a plain M-SEARCH for timing.
 @Suite(

@@ -11,7 +11,7 @@ public enum EngineAction: Sendable {
     case ssdp(SSDPTransmission)
     /// A frame, a wake datagram, a neighbour-table change or a capture-filter change (never a decision: those
     /// are taken inside the engine).
-    case packet(TakeoverAction)
+    case packet(PacketAction)
     /// A wake started, succeeded, failed or was ignored: for the wake log, metrics and the admin side.
     case wakeEvent(WakeEvent)
     /// A line for a person reading the log.
@@ -20,6 +20,34 @@ public enum EngineAction: Sendable {
     case presence(PresenceChange)
     /// The reply to a registration, to send once the batch's journal entries are durable.
     case reply(RegistrationReply)
+}
+
+/// What the packet side asks of the I/O layer, once the engine has taken every decision the takeover reported:
+/// only these reach it.
+public enum PacketAction: Hashable, Sendable {
+    /// A whole Ethernet frame, source MAC already the interface's own.
+    case sendFrame([UInt8], interfaceIndex: Int)
+    /// A magic packet as a UDP datagram to 255.255.255.255 port 9 on the interface.
+    case sendWakeDatagram([UInt8], interfaceIndex: Int)
+    /// A neighbour entry on the proxy machine for a proxied address (`TakeoverAction.setNeighbour`).
+    case setNeighbour(interfaceIndex: Int, address: IPAddress, mac: MACAddress)
+    case removeNeighbour(interfaceIndex: Int, address: IPAddress)
+    /// The addresses watched on the interface changed: rebuild the capture filter and multicast memberships.
+    case watchChanged(interfaceIndex: Int)
+}
+
+/// The engine's counts at one moment (`ProxyEngine.counts`); nil for a machine the daemon runs without.
+public struct EngineCounts: Sendable {
+    public var hosts: Int
+    public var records: Int
+    public var registrations: RegistrationStatistics
+    public var responder: ResponderStatistics?
+    public var instanceLabel: String?
+    public var takeover: TakeoverStatistics?
+    public var wakeDecisions: WakeGate.Statistics?
+    public var ssdp: SSDPStatistics?
+    /// Hosts handed back, by what showed them awake.
+    public var handBacks: [HandBackSignal: Int]
 }
 
 /// A registration's reply and where it goes (the datagram's source; only an address a reply can go to,

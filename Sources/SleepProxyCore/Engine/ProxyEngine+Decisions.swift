@@ -50,8 +50,14 @@ extension ProxyEngine {
         var result: [EngineAction] = []
         for action in actions {
             switch action {
-            case .sendFrame, .sendWakeDatagram, .setNeighbour, .removeNeighbour, .watchChanged:
-                result.append(.packet(action))
+            case .sendFrame(let frame, let index): result.append(.packet(.sendFrame(frame, interfaceIndex: index)))
+            case .sendWakeDatagram(let payload, let index):
+                result.append(.packet(.sendWakeDatagram(payload, interfaceIndex: index)))
+            case .setNeighbour(let index, let address, let mac):
+                result.append(.packet(.setNeighbour(interfaceIndex: index, address: address, mac: mac)))
+            case .removeNeighbour(let index, let address):
+                result.append(.packet(.removeNeighbour(interfaceIndex: index, address: address)))
+            case .watchChanged(let index): result.append(.packet(.watchChanged(interfaceIndex: index)))
             case .unicastQuery(let query):
                 result += self.answer(query, now: now)
             case .peerClaim(let key, let peer, let kept):
