@@ -670,3 +670,27 @@ struct RegistrationActionTests {
         #expect(lines == LineBudget.linesPerWindow, "\(lines) lines for \(LineBudget.linesPerWindow * 2) datagrams")
     }
 }
+
+extension ProxyEngineTests {
+    /// A reload after a failed journal write drops what the journal does not hold by the one way out: silently,
+    /// nothing written, the packet side let go, its history told.
+    @Test func aReloadDropsWhatTheJournalLacksByTheOneWayOut() throws {
+        var h = H()
+        h.register()
+        let other = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:07")!)
+        h.register(
+            Lab.registration(
+                mac: other.primaryMAC, host: "other.local.", addresses: [IPAddress("192.0.2.7")!],
+                services: [("Other._http._tcp", 8080)]), from: IPAddress("192.0.2.7")!)
+        h.run(for: .seconds(12))
+        let kept = try #require(h.engine.registrar.store[h.key])
+        let actions = h.engine.reload([kept], now: h.now)
+        #expect(H.journal(actions).isEmpty, "the journal already says so")
+        #expect(h.engine.state(of: other) == nil && h.engine.takeover?.state(of: other) == nil)
+        #expect(h.engine.state(of: h.key) == .asleep, "the host the journal holds keeps its state")
+        let gone = actions.compactMap { if case .presence(let change) = $0 { change } else { nil } }
+        #expect(gone.map(\.host) == [other] && gone.first?.phase == .gone && gone.first?.why == "reloaded")
+        #expect(H.logs(actions).contains { $0.contains("other.local.") && $0.contains("not in the journal") })
+        #expect(h.engine.handBacks.isEmpty)
+    }
+}

@@ -143,6 +143,9 @@ public enum HostRemoval: Hashable, Sendable {
     case released
     /// `sleepproxyctl release-all --transfer`: another proxy took it (its label); dropped silently, no wake.
     case transferred(to: String)
+    /// The journal does not hold it (a failed append was undone, `ProxyEngine.reload`): dropped silently, and
+    /// nothing written (the journal already says so).
+    case reloaded
 }
 
 /// Rules of the composed engine that are ours, beyond Apple's, each with its reason.

@@ -93,6 +93,7 @@ extension ProxyEngine {
     /// After a failed journal append: the state goes back to what the journal holds. Hosts the batch took away
     /// in memory (a hand-back, a forget) are held again, packet side included; hosts that stayed keep their state.
     public mutating func reload(_ registrations: [OwnerRegistration], now: Timestamp) -> [EngineAction] {
+        let before = self.registrar.store.owners
         var registrar = Registrar(configuration: self.registrar.configuration)
         for registration in registrations { registrar.restore(registration) }
         registrar.adoptStatistics(from: self.registrar)
@@ -106,17 +107,10 @@ extension ProxyEngine {
                 actions += self.run(self.takeover!.registered(registration, now: now), now: now)
             }
         }
-        for key in self.presence.keys where self.registrar.store[key] == nil {
-            self.presence[key] = nil
-            actions.append(
-                .presence(
-                    PresenceChange(host: key, hostName: nil, phase: .gone, why: "reloaded")))
-            self.quietChecks.remove(key)
-            self.responder?.removed(Self.placeholder(key), reason: .handBack, now: now)
-            _ = self.ssdp?.removed(key, byebye: false)
-            if self.takeover != nil {
-                actions += self.run(self.takeover!.removed(key, reason: .handBack, wake: false, now: now), now: now)
-            }
+        // Hosts the batch had taken away in memory are back above; those the journal does not hold leave by the
+        // one way out, as every end of a host does.
+        for key in Array(self.presence.keys) where self.registrar.store[key] == nil {
+            actions += self.removeHost(key, .reloaded, removed: before[key] ?? Self.placeholder(key), now: now)
         }
         return actions
     }
@@ -144,7 +138,7 @@ extension ProxyEngine {
         self.quietChecks.remove(key)
         let waking = self.takeover?.isWaking(key) ?? false
         let asleep = presence?.state == .asleep || waking
-        var actions: [EngineAction] = [.journal(.remove(key))]
+        var actions: [EngineAction] = removal == .reloaded ? [] : [.journal(.remove(key))]
         let name = Self.name(registration)
         let reason: RemovalReason
         var wake = false
@@ -191,6 +185,10 @@ extension ProxyEngine {
             reason = .administrativeSilent
             actions.append(Self.presence(registration, .gone, "transferred"))
             actions.append(.log(.notice, "admin: transferred \(name) to \(peer); dropped silently, no wake"))
+        case .reloaded:
+            reason = .handBack
+            actions.append(Self.presence(registration, .gone, "reloaded"))
+            actions.append(.log(.notice, "state: \(name) is not in the journal after a reload; dropped silently"))
         }
         // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
         self.responder?.removed(registration, reason: reason, now: now)
@@ -203,7 +201,7 @@ extension ProxyEngine {
             let takeoverReason: RemovalReason
             switch removal {
             case .released, .forgotten, .transferred: takeoverReason = .administrative
-            case .handBack, .expired: takeoverReason = reason
+            case .handBack, .expired, .reloaded: takeoverReason = reason
             }
             actions += self.run(self.takeover!.removed(key, reason: takeoverReason, wake: wake, now: now), now: now)
         }
