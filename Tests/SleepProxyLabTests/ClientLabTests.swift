@@ -107,7 +107,7 @@ final class ClientLabTests {
                 Self.client, "hook", "post", "suspend",
             ] + common, logName: "hook-post")
         defer { post.stop() }
-        usleep(1_500_000)
+        usleep(Scenario.addressReturns)
         // The hand-back itself may already have happened: once avahi-daemon ran again after the wake above, its own
         // mDNS told the proxy the host was up (docs/coexistence.md). What matters here is that the hook waits for
         // the address and announces the new Owner sequence, which the listener checks below.

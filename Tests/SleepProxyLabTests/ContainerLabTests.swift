@@ -161,7 +161,7 @@ final class ContainerLabTests {
             ], logName: "connect")
         defer { connection.stop() }
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 8).isEmpty, "no magic packet: \(self.logs())")
-        usleep(500_000)
+        usleep(Scenario.resumeAfterMagicPacket)
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected awake", timeout: 8), "\(connection.output)")
 

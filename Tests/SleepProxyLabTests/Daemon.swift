@@ -92,6 +92,18 @@ enum Daemon {
     }
 }
 
+/// Waits that are part of a scenario, not synchronisation: what a real host or a person does takes this long.
+enum Scenario {
+    /// A sleeping host resumes this long after the first magic packet reaches it (the lab's hosts wake at once
+    /// otherwise; a real NIC and kernel take longer still).
+    static let resumeAfterMagicPacket: useconds_t = 500_000
+    /// A cable pulled from the proxy stays out this long, and the link needs this long to be used again.
+    static let cableOut: useconds_t = 1_500_000
+    static let cableBack: useconds_t = 2_500_000
+    /// After a resume, the sleeping client's address returns this late (a DHCP renewal).
+    static let addressReturns: useconds_t = 1_500_000
+}
+
 /// The lab most end-to-end suites use: the proxy (02:53:50:00:00:01, 192.0.2.1, 2001:db8::1), a sleeping host
 /// with a TCP service on 8080 (…:02, 192.0.2.2, 2001:db8::2) and a third machine (…:20, 192.0.2.20,
 /// 2001:db8::20) named as the suite calls it; the proxy's state directory inside the lab's own.

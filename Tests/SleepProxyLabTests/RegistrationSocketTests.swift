@@ -243,9 +243,9 @@ final class RegistrationSocketTests {
         #expect(!half.output.contains("IPv6 forwarding"), "\(half.output)")
         half.stop()
         try self.proxy.namespace.check(["sysctl", "-qw", "net.ipv4.conf.eth0.send_redirects=0"])
+        // Ready means its start-up checks are over: they run before it opens its control socket.
         let quiet = try Daemon.start(in: self.proxy, stateDirectory: self.state)
         defer { quiet.stop() }
-        usleep(300_000)
         #expect(!quiet.output.contains("kernel:"), "\(quiet.output)")
     }
 

@@ -203,7 +203,7 @@ final class SSDPLabTests {
         defer { open.stop() }
         let packets = self.sleeper.waitForMagicPackets(1, timeout: 10)
         #expect(!packets.isEmpty, "opening the server sent no magic packet: \(open.output)")
-        usleep(500_000)
+        usleep(Scenario.resumeAfterMagicPacket)
         try self.sleeper.wake()
         minidlna.thaw()
         #expect(open.waitForOutput("opened", timeout: 20), "the description fetch did not complete: \(open.output)")

@@ -117,7 +117,7 @@ final class TakeoverLabTests {
             "unicast to the wake MAC first, from the proxy's MAC")
         let broadcast = self.sleeper.waitForMagicPackets(before + 2, timeout: 2).dropFirst(before + 1).first
         #expect(broadcast.map { Array($0.frame.bytes[0..<6]) } == MACAddress.broadcast.bytes)
-        usleep(500_000)
+        usleep(Scenario.resumeAfterMagicPacket)
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 5), "connect() did not complete: \(connection.output)")
         let line = connection.output.split(separator: "\n").first { $0.hasPrefix("connected") } ?? ""
@@ -182,11 +182,14 @@ final class TakeoverLabTests {
         ])
         #expect(unregistered.waitForOutput("failed", timeout: 5))
         unregistered.stop()
-        usleep(500_000)
+        // The negative window ends on the daemon's verdict: once the wake log has the connection as ignored, any
+        // wake it caused would have gone out first (frames leave before the log).
+        #expect(
+            waitUntil(timeout: 5) { self.wakeLog().contains { $0.kind == .ignored && $0.trigger.port == 9999 } },
+            "\(self.wakeLog())")
         #expect(
             self.sleeper.magicPackets.isEmpty,
             "woken by traffic that is no reason: \(self.sleeper.magicPackets.count) packets")
-        #expect(self.wakeLog().contains { $0.kind == .ignored && $0.trigger.port == 9999 })
         // A third machine announces the sleeper's address as its own: the owner must wake and defend it.
         try self.client.namespace.sendFrame(
             TestFrames.arpAnnouncement(from: Self.thirdMAC, for: IPv4Address(192, 0, 2, 2)))
@@ -219,7 +222,7 @@ final class TakeoverLabTests {
         defer { connection.stop() }
         #expect(
             !self.sleeper.waitForMagicPackets(1, timeout: 3).isEmpty, "the proxy's own SYN did not wake the sleeper")
-        usleep(300_000)
+        usleep(Scenario.resumeAfterMagicPacket)
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 5), "\(connection.output)")
         // Released: the entry is gone once the owner is seen.
@@ -281,9 +284,9 @@ final class TakeoverLabTests {
         try self.sleepAndWaitForTakeover("192.0.2.2")
         // A cable pull on the proxy: its packet socket reports ENETDOWN, netlink reports the link; nothing restarts.
         try self.proxy.setLink(up: false)
-        usleep(1_500_000)
+        usleep(Scenario.cableOut)
         try self.proxy.setLink(up: true)
-        usleep(2_500_000)
+        usleep(Scenario.cableBack)
         let before = self.sleeper.magicPackets.count
         let connection = try self.connect("192.0.2.2", timeout: 3)
         defer { connection.stop() }

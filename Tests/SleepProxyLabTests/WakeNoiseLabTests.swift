@@ -152,7 +152,7 @@ final class WakeNoiseLabTests {
         #expect(
             !packets.isEmpty,
             "the app's connection did not wake the sleeper: \(app.output)\n\(daemon.output.suffix(4000))")
-        usleep(500_000)
+        usleep(Scenario.resumeAfterMagicPacket)
         try self.sleeper.wake()
         #expect(app.waitForOutput("connected", timeout: 10), "\(app.output)")
         #expect(app.output.contains("awake"), "\(app.output)")
