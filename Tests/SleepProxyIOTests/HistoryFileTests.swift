@@ -76,6 +76,19 @@ struct HistoryFileTests {
         #expect(HistoryFile.read(directory.appendingPathComponent(HistoryFile.fileName)).0.count == 1)
     }
 
+    /// A file grown past the bound is read from its newest part only: a file of exactly the bound is read whole,
+    /// one byte over it loses its first (then partial) line.
+    @Test func anOversizedFileIsReadFromItsNewestPart() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let lines = try (0..<3).map { try Self.record($0).jsonLine() }
+        let bytes = Array(lines.joined())
+        let url = directory.appendingPathComponent(HistoryFile.fileName)
+        try Data(bytes).write(to: url)
+        #expect(HistoryFile.read(url, maximumBytes: bytes.count).0.all.map(\.note) == ["n0", "n1", "n2"])
+        #expect(HistoryFile.read(url, maximumBytes: bytes.count - 1).0.all.map(\.note) == ["n1", "n2"])
+    }
+
     @Test func aStalledWriterDropsPastItsQueueBound() throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
