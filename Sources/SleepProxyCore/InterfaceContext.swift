@@ -85,3 +85,28 @@ public struct InterfaceContext: Hashable, Sendable {
         }
     }
 }
+
+/// An interface as the kernel lists it, with the flags that decide whether the proxy serves it.
+public struct NetworkInterface: Hashable, Sendable {
+    public var context: InterfaceContext
+    public var isUp: Bool
+    public var isLoopback: Bool
+    public var supportsMulticast: Bool
+
+    public init(context: InterfaceContext, isUp: Bool, isLoopback: Bool, supportsMulticast: Bool) {
+        self.context = context
+        self.isUp = isUp
+        self.isLoopback = isLoopback
+        self.supportsMulticast = supportsMulticast
+    }
+
+    /// The interfaces the proxy serves (`--interface`): those named in the configuration and up,
+    /// or, when none are named, every interface that is up, can multicast and is not loopback. mDNS and the
+    /// takeover need multicast and a link of their own; a named interface is trusted to have them.
+    public static func served(from interfaces: [NetworkInterface], named names: [String]) -> [InterfaceContext] {
+        if names.isEmpty {
+            return interfaces.filter { $0.isUp && $0.supportsMulticast && !$0.isLoopback }.map(\.context)
+        }
+        return interfaces.filter { $0.isUp && names.contains($0.context.name) }.map(\.context)
+    }
+}

@@ -35,12 +35,11 @@ extension RegistrationEngine {
             return ControlResponse(history: history)
         case .wake:
             guard let registration = self.find(request.target) else { return self.notFound(request.target) }
-            guard self.engine.takeover != nil else {
+            guard self.engine.canWake else {
                 return .failure("this daemon runs with --no-takeover: it cannot send magic packets")
             }
-            let (started, wakeActions) = self.engine.wake(registration.key, trigger: .administrator, now: now)
-            actions += wakeActions
-            guard started else {
+            actions += self.engine.wake(registration.key, trigger: .administrator, now: now)
+            guard self.engine.state(of: registration.key) == .waking else {
                 return .failure(
                     "\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly"
                 )
@@ -52,15 +51,10 @@ extension RegistrationEngine {
             actions += self.engine.forget(registration.key, goodbyes: request.goodbyes == true, now: now)
             return ControlResponse(hosts: [summary])
         case .releaseAll:
-            let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map {
+            let summaries = self.engine.registrations.values.sorted { $0.key < $1.key }.map {
                 self.summary(of: $0, now: now)
             }
-            let (released, releaseActions) = self.engine.releaseAll(now: now)
-            actions += releaseActions
-            actions.append(
-                .log(
-                    .notice,
-                    "admin: released all \(released.count) sleeping hosts (woken and forgotten) for decommissioning"))
+            actions += self.engine.releaseAll(now: now)
             return ControlResponse(hosts: summaries)
         case .events:
             var events = self.wakeLog.recent
@@ -82,7 +76,7 @@ extension RegistrationEngine {
         }
         let search = request.search.map { Array($0.lowercased().utf8) }.flatMap { $0.isEmpty ? nil : $0 }
         let inState = request.state.map { self.engine.hosts(in: HostState($0)) }
-        let owners = self.engine.registrar.store.owners
+        let owners = self.engine.registrations
         if self.listingTexts.count > 2 * owners.count + 64 {
             self.listingTexts = self.listingTexts.filter { owners[$0.key] != nil }
         }
@@ -137,7 +131,7 @@ extension RegistrationEngine {
     /// Hosts of the last day the proxy no longer holds, by their history.
     func recentHosts() -> [DaemonStatus.RecentHost] {
         var held = Set<String>()
-        for key in self.engine.registrar.store.owners.keys { held.insert(key.primaryMAC.description) }
+        for key in self.engine.registrations.keys { held.insert(key.primaryMAC.description) }
         return self.history.recentHosts(
             since: Date().addingTimeInterval(-Self.historyWindow), limit: DaemonStatus.recentHostsLimit,
             isHeld: { held.contains($0) })
@@ -171,16 +165,16 @@ extension RegistrationEngine {
     /// the engine thread at 10,000 hosts for every host page (sleepproxy-bench status).
     func find(_ target: String?) -> OwnerRegistration? {
         guard let target, !target.isEmpty else { return nil }
-        let store = self.engine.registrar.store
+        let store = self.engine.registrations
         func first(_ matches: (OwnerRegistration) -> Bool) -> OwnerRegistration? {
             var found: OwnerRegistration? = nil
-            for registration in store.owners.values where matches(registration) {
+            for registration in store.values where matches(registration) {
                 if found == nil || registration.key < found!.key { found = registration }
             }
             return found
         }
         if let mac = MACAddress(target) {
-            let direct = self.servedContexts.map(\.name).sorted().lazy.compactMap {
+            let direct = self.engine.servedInterfaces.map(\.name).sorted().lazy.compactMap {
                 store[OwnerKey(interface: $0, primaryMAC: mac)]
             }.first
             return direct ?? first { $0.key.primaryMAC == mac || $0.owner.wakeMAC == mac }
@@ -209,7 +203,7 @@ extension RegistrationEngine {
     }
 
     private func addressStates(of key: OwnerKey) -> [HostDetail.AddressState]? {
-        self.engine.takeover?.state(of: key)?.addresses.map {
+        self.engine.addressStates(of: key)?.map {
             HostDetail.AddressState(address: $0.0.description, state: HostDetail.AddressState.Phase($0.1))
         }
     }
@@ -229,7 +223,7 @@ extension RegistrationEngine {
             },
             wakeHistory: self.wakeLog.recent.filter { $0.mac == mac },
             addressStates: self.addressStates(of: registration.key),
-            upnp: self.engine.ssdp?.entries(of: registration.key).map { entry in
+            upnp: self.engine.upnpEntries(of: registration.key)?.map { entry in
                 HostDetail.UPnPEntry(
                     type: entry.notificationType, usn: entry.uniqueServiceName, location: entry.location,
                     server: entry.server, maxAge: entry.maximumAge, bootID: entry.bootID, configID: entry.configID,
@@ -262,7 +256,8 @@ extension RegistrationEngine {
         let uptime = Date().timeIntervalSince(self.startedAt)
         return DaemonStatus(
             version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime,
-            interfaces: self.servedContexts.map(\.name), advertisedName: counts.instanceLabel, hosts: counts.hosts,
+            interfaces: self.engine.servedInterfaces.map(\.name), advertisedName: counts.instanceLabel,
+            hosts: counts.hosts,
             records: counts.records, registrationsAccepted: statistics.accepted, refusals: refusals,
             queriesAnswered: counts.responder?.answeredQueries ?? 0, wakes: counts.takeover?.wakes ?? 0,
             magicPackets: counts.takeover?.magicPackets ?? 0,
@@ -270,13 +265,13 @@ extension RegistrationEngine {
                 uniqueKeysWithValues: HostState.allCases.map {
                     (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0)
                 }),
-            upnp: self.engine.ssdp.map { ssdp in
+            upnp: self.engine.upnpSummary.map { upnp in
                 DaemonStatus.UPnPStatus(
-                    hosts: ssdp.learnedByHost.count, entries: ssdp.entryCount,
-                    responses: ssdp.statistics.responsesSent, announcements: ssdp.statistics.notifiesSent)
+                    hosts: upnp.hosts, entries: upnp.entries, responses: upnp.responses,
+                    announcements: upnp.announcements)
             },
-            otherProxies: self.engine.takeover.map { takeover in
-                self.servedContexts.flatMap { takeover.peers(on: $0.name) }.map { peer in
+            otherProxies: self.engine.otherProxies.map { peers in
+                peers.map { peer in
                     DaemonStatus.OtherProxy(
                         interface: peer.interface, address: peer.address.description, label: peer.label,
                         mac: peer.mac?.description,

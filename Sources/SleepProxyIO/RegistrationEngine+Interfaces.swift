@@ -9,16 +9,17 @@ import SleepProxyWire
 
 /// The served interfaces: read from the kernel, refreshed on netlink news or every 30 s.
 extension RegistrationEngine {
-    func servedInterface(index: Int?, now: Timestamp) -> InterfaceInventory.Interface? {
+    /// The served interface a datagram came in on, nil for one the proxy does not serve. An index not seen yet
+    /// (an interface added a moment ago) reads the kernel's list first.
+    func servedInterface(index: Int?, now: Timestamp) -> InterfaceContext? {
         guard let index else { return nil }
-        if self.inventory.interface(index: index) == nil { self.refreshInventory(now: now) }
-        guard let interface = self.inventory.interface(index: index) else { return nil }
-        if self.configuration.interfaces.isEmpty {
-            return self.inventory.defaultServed.contains { $0.context.index == index } ? interface : nil
+        if self.engine.interfaces[index] == nil, self.inventory.interface(index: index) == nil {
+            self.refreshInventory(now: now)
         }
-        return self.configuration.interfaces.contains(interface.context.name) ? interface : nil
+        return self.engine.interfaces[index]
     }
 
+    /// Reads the kernel's interfaces; the engine picks the served ones (`ProxyEngine.interfacesListed`).
     func refreshInventory(now: Timestamp) {
         do {
             self.inventory = try InterfaceInventory.read()
@@ -26,18 +27,17 @@ extension RegistrationEngine {
             self.logger.warning("interfaces: cannot read the interface list: \(error)")
         }
         self.inventoryReadAt = now
-        let served =
-            self.configuration.interfaces.isEmpty
-            ? self.inventory.defaultServed.map(\.context)
-            : self.inventory.interfaces.filter { self.configuration.interfaces.contains($0.context.name) && $0.isUp }
-                .map(\.context)
-        guard served != self.servedContexts else { return }
-        self.servedContexts = served
-        self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
-        if self.engine.responder != nil { self.mdns?.serve(served) }
-        self.ssdpSockets?.serve(served)
         var batch = Batch()
-        self.perform(self.engine.setInterfaces(served, now: now), into: &batch)
+        self.perform(
+            self.engine.interfacesListed(self.inventory.interfaces, named: self.configuration.interfaces, now: now),
+            into: &batch)
         self.sendMulticast(&batch)
+    }
+
+    /// `.serve`: sockets, captures and group memberships follow the served interfaces.
+    func serve(_ served: [InterfaceContext]) {
+        self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
+        self.mdns?.serve(served)
+        self.ssdpSockets?.serve(served)
     }
 }

@@ -109,8 +109,7 @@ extension RegistrationEngine {
             case .linksChanged:
                 self.refreshInventory(now: now)
             case .multicastSocketClosed:
-                if self.engine.responder != nil { self.mdns?.serve(self.servedContexts) }
-                self.ssdpSockets?.serve(self.servedContexts)
+                self.serve(self.engine.servedInterfaces)
             case .historyLoaded(let book):
                 self.historyLoaded(book)
             case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
@@ -119,14 +118,10 @@ extension RegistrationEngine {
             case .control(let request, let reply) where request.command == .releaseAll && request.transfer == true:
                 self.startTransfers(reply: reply, now: now)
             case .transfersDone(let taken, let reply):
-                let summaries = self.engine.registrar.store.owners.values.sorted { $0.key < $1.key }.map {
+                let summaries = self.engine.registrations.values.sorted { $0.key < $1.key }.map {
                     self.summary(of: $0, now: now)
                 }
-                let (transferred, woken, actions) = self.engine.finishTransfers(taken: taken, now: now)
-                self.perform(actions, into: &batch)
-                self.logger.notice(
-                    "admin: release-all --transfer: \(transferred.count) hosts taken by other proxies, \(woken.count) woken and released"
-                )
+                self.perform(self.engine.finishTransfers(taken: taken, now: now), into: &batch)
                 var byMAC: [String: String] = [:]
                 for (key, label) in taken { byMAC[key.primaryMAC.description] = label }
                 batch.controlReplies.append((ControlResponse(hosts: summaries, transferred: byMAC), reply))
@@ -157,8 +152,7 @@ extension RegistrationEngine {
                 // The accepted registration's line costs as much as the registration: only when it is logged.
                 self.engine.logsRegistrations = self.logger.logLevel <= .notice
                 let actions = self.engine.receiveRegistration(
-                    bytes, from: source, port: UInt16(exactly: remote.port ?? 0) ?? 0, on: interface.context, now: now
-                ).actions
+                    bytes, from: source, port: UInt16(exactly: remote.port ?? 0) ?? 0, on: interface, now: now)
                 // The reply goes back by the socket the datagram came in on, to its source as the kernel gave it
                 // (an IPv6 link-local source keeps its scope).
                 self.perform(actions, into: &batch, replyingVia: (channel, remote))
@@ -228,10 +222,10 @@ extension RegistrationEngine {
         } catch {
             self.logger.warning("state: journal compaction did not complete (\(error)); it is tried again later")
         }
-        if !self.journal.isCompacting, self.journal.needsCompaction(liveHosts: self.engine.registrar.store.hostCount) {
+        if !self.journal.isCompacting, self.journal.needsCompaction(liveHosts: self.engine.hostCount) {
             do {
                 try self.journal.startCompaction(
-                    Array(self.engine.registrar.store.owners.values), timeBase: SystemClock.timeBase())
+                    Array(self.engine.registrations.values), timeBase: SystemClock.timeBase())
             } catch {
                 self.logger.warning("state: journal compaction did not complete (\(error)); it is tried again later")
             }
@@ -260,12 +254,13 @@ extension RegistrationEngine {
 
     /// Saves what SSDP knows when it changed, at most every `SSDPStateFile.saveInterval` (or now, at a stop).
     func saveSSDP(now: Timestamp, force: Bool) {
-        guard let ssdp = self.engine.ssdp, ssdp.revision != self.ssdpSavedRevision else { return }
+        guard let revision = self.engine.upnpRevision, revision != self.ssdpSavedRevision else { return }
         if !force, let last = self.ssdpSavedAt, now - last < SSDPStateFile.saveInterval { return }
         self.ssdpSavedAt = now
         do {
-            try SSDPStateFile(ssdp.learnedByHost, now: now, savedAt: Date()).write(directory: self.journal.directory)
-            self.ssdpSavedRevision = ssdp.revision
+            try SSDPStateFile(self.engine.upnpLearned, now: now, savedAt: Date()).write(
+                directory: self.journal.directory)
+            self.ssdpSavedRevision = revision
         } catch {
             self.logger.warning("state: cannot save \(SSDPStateFile.fileName): \(error)")
         }
@@ -314,9 +309,13 @@ extension RegistrationEngine {
     func perform(
         _ actions: [EngineAction], into batch: inout Batch, replyingVia reply: (Channel, SocketAddress)? = nil
     ) {
+        // Interfaces first (their captures must be open for the frames that follow), then frames, ahead of
+        // everything else.
         for action in actions {
-            if case .packet(.sendFrame(let frame, let index)) = action {
-                self.packets?.send(frame, interfaceIndex: index)
+            switch action {
+            case .serve(let interfaces): self.serve(interfaces)
+            case .packet(.sendFrame(let frame, let index)): self.packets?.send(frame, interfaceIndex: index)
+            default: continue
             }
         }
         for action in actions {
@@ -364,6 +363,8 @@ extension RegistrationEngine {
                 // Only a registration datagram's actions carry a reply, and they come with its channel.
                 guard let (channel, remote) = reply else { continue }
                 batch.replies.append((channel, remote, registrationReply.bytes))
+            case .serve:
+                continue  // done above, ahead of everything else
             }
         }
     }
@@ -385,9 +386,8 @@ extension RegistrationEngine {
         if let applied = self.watchesAppliedAt, now - applied < RegistrationEngine.watchUpdateInterval { return }
         self.watchesAppliedAt = now
         defer { self.pendingWatches.removeAll() }
-        guard let takeover = self.engine.takeover else { return }
         for index in self.pendingWatches.sorted() {
-            let list = takeover.watchList(interfaceIndex: index)
+            guard let list = self.engine.watchList(interfaceIndex: index) else { continue }
             self.packets?.watch(v4: list.v4, v6: list.v6, interfaceIndex: index)
         }
     }

@@ -61,7 +61,6 @@ public final class RegistrationEngine: @unchecked Sendable {
         var name: String
         var text: [UInt8]
     }
-    var servedContexts: [InterfaceContext] = []
     var inventory: InterfaceInventory
     var inventoryReadAt: Timestamp
     /// Hosts to speak for again at once, after a clean stop a moment ago (`ProxyEngine.resumeSpeaking`).
@@ -130,7 +129,7 @@ public final class RegistrationEngine: @unchecked Sendable {
             }
             let served =
                 configuration.interfaces.isEmpty
-                ? self.inventory.defaultServed.map(\.context.name) : configuration.interfaces
+                ? self.inventory.defaultServed.map(\.name) : configuration.interfaces
             for name in served {
                 for problem in KernelSettings.takeoverProblems(interface: name) { logger.warning("kernel: \(problem)") }
             }
@@ -182,7 +181,7 @@ public final class RegistrationEngine: @unchecked Sendable {
                     "state: ignoring \(SSDPStateFile.fileName) (\(error)); UPnP servers are learned again when they next speak"
                 )
             }
-            self.ssdpSavedRevision = self.engine.ssdp?.revision ?? 0
+            self.ssdpSavedRevision = self.engine.upnpRevision ?? 0
         }
         if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
@@ -261,7 +260,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         var ssdpEntries: (Int, Int)? = nil
         if self.hostsByStateAt.map({ now - $0 >= .seconds(1) }) ?? true {
             byState = self.engine.hostsByState
-            if let ssdp = self.engine.ssdp { ssdpEntries = (ssdp.entryCount, ssdp.unclaimedEntryCount) }
+            if let upnp = self.engine.upnpSummary { ssdpEntries = (upnp.entries, upnp.unclaimedEntries) }
             self.hostsByStateAt = now
         }
         self.statusLock.withLock {

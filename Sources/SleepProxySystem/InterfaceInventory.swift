@@ -9,12 +9,7 @@ import SleepProxyWire
 
 /// The proxy's view of the machine's interfaces: names, indexes, MACs and prefixes, read from the kernel.
 public struct InterfaceInventory: Sendable {
-    public struct Interface: Sendable {
-        public var context: InterfaceContext
-        public var isUp: Bool
-        public var isLoopback: Bool
-        public var supportsMulticast: Bool
-    }
+    public typealias Interface = NetworkInterface
 
     public private(set) var interfaces: [Interface]
 
@@ -72,10 +67,8 @@ public struct InterfaceInventory: Sendable {
     public func interface(index: Int) -> Interface? { self.interfaces.first { $0.context.index == index } }
     public func interface(named name: String) -> Interface? { self.interfaces.first { $0.context.name == name } }
 
-    /// The interfaces to serve when none are configured: up, multicast-capable, not loopback.
-    public var defaultServed: [Interface] {
-        self.interfaces.filter { $0.isUp && $0.supportsMulticast && !$0.isLoopback }
-    }
+    /// The interfaces a proxy or a client uses when none is named (`NetworkInterface.served`).
+    public var defaultServed: [InterfaceContext] { NetworkInterface.served(from: self.interfaces, named: []) }
 
     /// The address and prefix length of an AF_INET or AF_INET6 entry.
     static func prefix(address: UnsafeMutablePointer<sockaddr>, netmask: UnsafeMutablePointer<sockaddr>?) -> IPPrefix? {

@@ -64,7 +64,7 @@ enum ScaleBenchmarks {
             let bytes = message.encoded(options: .appleUpdate)
             let start = clock.now
             now = now + .milliseconds(1)
-            let actions = engine.receiveRegistration(bytes, from: source, on: self.proxyInterface, now: now).actions
+            let actions = engine.receiveRegistration(bytes, from: source, on: self.proxyInterface, now: now)
             loopback += self.drain(actions, engine: &engine, now: now)
             spent += clock.now - start
         }

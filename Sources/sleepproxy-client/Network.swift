@@ -18,10 +18,11 @@ struct Link {
     static func find(_ name: String?, hostName override: String? = nil) throws -> Link {
         let inventory = try InterfaceInventory.read()
         let candidates =
-            name.map { wanted in inventory.interfaces.filter { $0.context.name == wanted } } ?? inventory.defaultServed
+            name.map { wanted in inventory.interfaces.filter { $0.context.name == wanted }.map(\.context) }
+            ?? inventory.defaultServed
         guard
             let interface = candidates.first(where: {
-                $0.context.prefixes.contains { if case .v4 = $0.address { return true } else { return false } }
+                $0.prefixes.contains { if case .v4 = $0.address { return true } else { return false } }
             }) ?? candidates.first
         else {
             throw ClientError(
@@ -30,7 +31,7 @@ struct Link {
         }
         var ipv4: [IPv4Address] = []
         var ipv6: [IPv6Address] = []
-        for prefix in interface.context.prefixes {
+        for prefix in interface.prefixes {
             switch prefix.address {
             case .v4(let a): ipv4.append(a)
             case .v6(let a): ipv6.append(a)
@@ -45,7 +46,7 @@ struct Link {
             ?? ""
         let hostName = try DNSName(labels: [override ?? (short.isEmpty ? "linux" : short), "local"])
         return Link(
-            name: interface.context.name, index: interface.context.index, mac: interface.context.macAddress, ipv4: ipv4,
+            name: interface.name, index: interface.index, mac: interface.macAddress, ipv4: ipv4,
             ipv6: ipv6, hostName: hostName)
     }
 

@@ -41,11 +41,11 @@ struct EngineHarness {
     mutating func register(
         _ message: DNSMessage = Lab.registration(addresses: [Lab.hostV4, hostGlobal]),
         from source: IPAddress = Lab.hostV4
-    ) -> (RegistrationOutcome, [EngineAction]) {
-        let (outcome, actions) = self.engine.receiveRegistration(
+    ) -> [EngineAction] {
+        let actions = self.engine.receiveRegistration(
             message.encoded(options: .appleUpdate), from: source, on: Lab.eth0, now: self.now)
         self.record(actions)
-        return (outcome, actions)
+        return actions
     }
 
     @discardableResult
@@ -583,7 +583,7 @@ struct ProxyEngineTests {
         var back = H()
         back.register(Lab.registration(id: 1, lease: 30, addresses: [Lab.hostV4]))
         back.run(for: .seconds(31))
-        let (_, actions) = back.register(Lab.registration(id: 2, lease: 7200, addresses: [Lab.hostV4]))
+        let actions = back.register(Lab.registration(id: 2, lease: 7200, addresses: [Lab.hostV4]))
         #expect(H.wakeEvents(actions).map(\.kind) == [.awake])
         #expect(back.engine.state(of: back.key) == .starting && back.engine.takeover?.isWaking(back.key) == false)
         #expect(!H.frames(back.run(for: .seconds(3)).map(\.1)).contains(where: H.isMagic))
@@ -651,10 +651,11 @@ struct RegistrationActionTests {
         var h = H()
         let bytes = Lab.registration().encoded(options: .appleUpdate)
         let answered = h.engine.receiveRegistration(bytes, from: Lab.hostV4, port: 5353, on: Lab.eth0, now: h.now)
-        #expect(Self.replies(answered.actions).map(\.destination) == [Lab.hostV4] && answered.outcome.reply != nil)
-        #expect(H.logs(answered.actions).contains { $0.hasPrefix("registered vm.local.") })
+        #expect(Self.replies(answered).map(\.destination) == [Lab.hostV4])
+        #expect(H.logs(answered).contains { $0.hasPrefix("registered vm.local.") })
         let portZero = h.engine.receiveRegistration(bytes, from: Lab.hostV4, port: 0, on: Lab.eth0, now: h.now)
-        #expect(Self.replies(portZero.actions).isEmpty && portZero.outcome.reply != nil, "port 0 takes no reply")
+        #expect(Self.replies(portZero).isEmpty, "port 0 takes no reply")
+        #expect(H.logs(portZero).contains { $0.hasPrefix("registration: no reply to") }, "the reply was there to send")
     }
 
     @Test func malformedDatagramsAreLoggedWithinTheirBudget() {
@@ -663,8 +664,7 @@ struct RegistrationActionTests {
         for _ in 0..<(LineBudget.linesPerWindow * 2) {
             let actions = h.engine.receiveRegistration(
                 [0x12, 0x34, 0x28, 0x00, 0, 1, 0, 0, 0, 0, 0, 0], from: Lab.hostV4, port: 5353, on: Lab.eth0,
-                now: h.now
-            ).actions
+                now: h.now)
             lines += H.logs(actions).filter { $0.contains("malformed") }.count
         }
         #expect(lines == LineBudget.linesPerWindow, "\(lines) lines for \(LineBudget.linesPerWindow * 2) datagrams")
@@ -692,5 +692,29 @@ extension ProxyEngineTests {
         #expect(gone.map(\.host) == [other] && gone.first?.phase == .gone && gone.first?.why == "reloaded")
         #expect(H.logs(actions).contains { $0.contains("other.local.") && $0.contains("not in the journal") })
         #expect(h.engine.handBacks.isEmpty)
+    }
+
+    @Test func theEngineChoosesTheServedInterfacesAndSaysSoOnlyWhenTheyChange() {
+        var engine = ProxyEngine(registrar: Registrar(), responder: nil, takeover: Takeover())
+        let loopback = InterfaceContext(name: "lo", index: 1, macAddress: .zero, prefixes: [IPPrefix("127.0.0.1/8")!])
+        let tunnel = InterfaceContext(
+            name: "wg0", index: 3, macAddress: .zero, prefixes: [IPPrefix("198.51.100.1/24")!])
+        let listed = [
+            NetworkInterface(context: loopback, isUp: true, isLoopback: true, supportsMulticast: false),
+            NetworkInterface(context: Lab.eth0, isUp: true, isLoopback: false, supportsMulticast: true),
+            NetworkInterface(context: tunnel, isUp: true, isLoopback: false, supportsMulticast: false),
+        ]
+        func served(_ actions: [EngineAction]) -> [[String]] {
+            actions.compactMap { if case .serve(let served) = $0 { served.map(\.name) } else { nil } }
+        }
+        #expect(served(engine.interfacesListed(listed, named: [], now: Lab.t0)) == [["eth0"]])
+        #expect(engine.interfaces.keys.sorted() == [Lab.eth0.index])
+        #expect(served(engine.interfacesListed(listed, named: [], now: Lab.t0)).isEmpty, "unchanged: nothing to do")
+        // Named, an interface is served without multicast; a named interface that is down is not.
+        #expect(served(engine.interfacesListed(listed, named: ["wg0"], now: Lab.t0)) == [["wg0"]])
+        var down = listed
+        down[2].isUp = false
+        #expect(served(engine.interfacesListed(down, named: ["wg0"], now: Lab.t0)) == [[]])
+        #expect(engine.interfaces.isEmpty)
     }
 }

@@ -500,7 +500,7 @@ struct EngineSSDPTests {
 
     @Test func aRegisteringHostIsAskedAndItsAnswersAreNotTakenForASleepingHostsNeighbours() throws {
         var h = H(ssdp: true)
-        let (_, actions) = h.register()
+        let actions = h.register()
         let searches = Self.ssdp(actions)
         #expect(searches.contains { $0.destination == .unicast(address: Lab.hostV4, port: 1900, interfaceIndex: 2) })
         // The host answers the search while still awake: learned, and the host is still not spoken for.

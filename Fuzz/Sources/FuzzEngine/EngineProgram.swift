@@ -95,8 +95,7 @@ public struct EngineProgram {
             let length = Int(self.byte() ?? 0) % Self.rawLength
             let source = (self.byte() ?? 0) & 1 == 0 ? Self.v4(host) : Self.stranger
             return self.engine.receiveRegistration(
-                self.bytes(length), from: source, on: Self.interface, now: self.now
-            ).actions
+                self.bytes(length), from: source, on: Self.interface, now: self.now)
         case 2: return self.mdns(self.question(host), from: Self.stranger)
         case 3:
             // The host's own responder: an announcement of its name, maybe with an Owner option.
@@ -179,7 +178,6 @@ public struct EngineProgram {
             let bytes = message.encoded(options: .appleUpdate)
             actions +=
                 self.engine.receiveRegistration(bytes, from: Self.v4(host), on: Self.interface, now: self.now)
-                .actions
         }
         return actions
     }
@@ -255,14 +253,14 @@ public struct EngineProgram {
     mutating func admin(_ host: Int) -> [EngineAction] {
         let key = OwnerKey(interface: Self.interface.name, primaryMAC: Self.mac(host))
         switch (self.byte() ?? 0) % 5 {
-        case 0: return self.engine.wake(key, trigger: .administrator, now: self.now).actions
+        case 0: return self.engine.wake(key, trigger: .administrator, now: self.now)
         case 1: return self.engine.forget(key, goodbyes: true, now: self.now)
         case 2: return self.engine.forget(key, goodbyes: false, now: self.now)
         case 3:
             // What a failed journal append does: back to what the journal holds (here: every host but this one).
             let kept = self.engine.registrar.store.owners.values.filter { $0.key != key }
             return self.engine.reload(Array(kept), now: self.now)
-        default: return self.engine.releaseAll(now: self.now).actions
+        default: return self.engine.releaseAll(now: self.now)
         }
     }
 

@@ -20,6 +20,8 @@ public enum EngineAction: Sendable {
     case presence(PresenceChange)
     /// The reply to a registration, to send once the batch's journal entries are durable.
     case reply(RegistrationReply)
+    /// The interfaces to serve changed: open sockets, captures and group memberships on these, close the others.
+    case serve([InterfaceContext])
 }
 
 /// What the packet side asks of the I/O layer, once the engine has taken every decision the takeover reported:

@@ -5,11 +5,13 @@ import SleepProxyWire
 extension ProxyEngine {
     /// `sleepproxyctl release-all`: every host is woken, then dropped silently; it registers with whichever
     /// proxy remains once it is up.
-    public mutating func releaseAll(now: Timestamp) -> (released: [OwnerRegistration], actions: [EngineAction]) {
-        let all = self.registrar.store.owners.values.sorted { $0.key < $1.key }
+    public mutating func releaseAll(now: Timestamp) -> [EngineAction] {
+        let all = self.registrar.store.owners.keys.sorted()
         var actions: [EngineAction] = []
-        for registration in all { actions += self.release(registration.key, now: now) }
-        return (all, actions)
+        for key in all { actions += self.release(key, now: now) }
+        actions.append(
+            .log(.notice, "admin: released all \(all.count) sleeping hosts (woken and forgotten) for decommissioning"))
+        return actions
     }
 
     private mutating func release(_ key: OwnerKey, now: Timestamp) -> [EngineAction] {
@@ -54,21 +56,24 @@ extension ProxyEngine {
 
     /// The transfers are done: each host another proxy took (`taken`: its label) is dropped silently, as a
     /// hand-back is (no goodbyes: the other proxy answers for it now); every other host is woken and released.
-    public mutating func finishTransfers(taken: [OwnerKey: String], now: Timestamp) -> (
-        transferred: [OwnerRegistration], woken: [OwnerRegistration], actions: [EngineAction]
-    ) {
-        var transferred: [OwnerRegistration] = []
-        var woken: [OwnerRegistration] = []
+    public mutating func finishTransfers(taken: [OwnerKey: String], now: Timestamp) -> [EngineAction] {
+        var transferred = 0
+        var woken = 0
         var actions: [EngineAction] = []
-        for registration in self.registrar.store.owners.values.sorted(by: { $0.key < $1.key }) {
-            if let peer = taken[registration.key] {
-                transferred.append(registration)
-                actions += self.removeHost(registration.key, .transferred(to: peer), now: now)
+        for key in self.registrar.store.owners.keys.sorted() {
+            if let peer = taken[key] {
+                transferred += 1
+                actions += self.removeHost(key, .transferred(to: peer), now: now)
             } else {
-                woken.append(registration)
-                actions += self.release(registration.key, now: now)
+                woken += 1
+                actions += self.release(key, now: now)
             }
         }
-        return (transferred, woken, actions)
+        actions.append(
+            .log(
+                .notice,
+                "admin: release-all --transfer: \(transferred) hosts taken by other proxies, \(woken) woken and released"
+            ))
+        return actions
     }
 }

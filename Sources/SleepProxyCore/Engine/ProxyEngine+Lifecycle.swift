@@ -76,13 +76,11 @@ extension ProxyEngine {
 
     // MARK: - Admin
 
-    /// `sleepproxyctl wake`: false when a recent unanswered wake holds new ones back.
-    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> (
-        started: Bool, actions: [EngineAction]
-    ) {
-        guard self.takeover != nil else { return (false, []) }
-        let actions = self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
-        return (self.takeover!.state(of: key)?.waking ?? false, actions)
+    /// `sleepproxyctl wake`. Afterwards the host's state is `.waking`, unless a recent unanswered wake holds new
+    /// ones back (`TakeoverRules.wakeHoldoff`) or the proxy runs without the packet side.
+    public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [EngineAction] {
+        guard self.takeover != nil else { return [] }
+        return self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
     }
 
     /// `sleepproxyctl forget`.

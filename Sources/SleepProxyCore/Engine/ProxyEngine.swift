@@ -18,6 +18,8 @@ public struct ProxyEngine: Sendable {
     /// Nil runs without SSDP (`--no-ssdp`).
     public internal(set) var ssdp: SSDPProxy?
     public private(set) var interfaces: [Int: InterfaceContext] = [:]
+    /// The served interfaces in the kernel's order, as `interfacesListed` chose them.
+    public private(set) var servedInterfaces: [InterfaceContext] = []
     /// Each held host's lifecycle (docs/host-lifecycle.md): changed only through its transitions, whose orders
     /// `carryOut` executes.
     var presence: [OwnerKey: HostPresence] = [:]
@@ -52,60 +54,6 @@ public struct ProxyEngine: Sendable {
         }
     }
 
-    // MARK: - Reading
-
-    /// Where a host stands (nil when the engine does not hold it).
-    public func state(of key: OwnerKey) -> HostState? {
-        guard self.registrar.store[key] != nil, let presence = self.presence[key] else { return nil }
-        if self.takeover?.isWaking(key) == true { return .waking }
-        return presence.state
-    }
-
-    /// The latest sign that the host was up, if any was seen in this registration.
-    public func lastAwake(of key: OwnerKey) -> AwakeSignal? { self.presence[key]?.lastAwake }
-
-    /// The engine's counts in one value, for the metrics and the admin side: the I/O layer copies this after each
-    /// batch instead of reading the machines one by one. Cheap (no pass over the hosts); `hostsByState` is apart
-    /// because it is one.
-    public var counts: EngineCounts {
-        EngineCounts(
-            hosts: self.registrar.store.hostCount, records: self.registrar.store.recordCount,
-            registrations: self.registrar.statistics, responder: self.responder?.statistics,
-            instanceLabel: self.responder?.configuration.instanceLabel, takeover: self.takeover?.statistics,
-            wakeDecisions: self.takeover?.gate.statistics, ssdp: self.ssdp?.statistics, handBacks: self.handBacks)
-    }
-
-    /// How many hosts are in each state.
-    ///
-    /// One pass over the hosts' presence, with no lookup per host, then the few waking ones moved: the daemon
-    /// publishes this every second, and with four keyed lookups a host it held the engine thread about 4 ms at
-    /// 10,000 hosts, long enough to delay the queries that arrived meanwhile (docs/scale.md).
-    public var hostsByState: [HostState: Int] {
-        var counts = [Int](repeating: 0, count: HostState.allCases.count)
-        func slot(_ state: HostState) -> Int { HostState.allCases.firstIndex(of: state)! }
-        for presence in self.presence.values { counts[slot(presence.state)] += 1 }
-        for key in self.takeover?.wakingHosts ?? [] {
-            guard let presence = self.presence[key] else { continue }
-            counts[slot(presence.state)] -= 1
-            counts[slot(.waking)] += 1
-        }
-        var result: [HostState: Int] = [:]
-        for (index, state) in HostState.allCases.enumerated() where counts[index] > 0 { result[state] = counts[index] }
-        return result
-    }
-
-    /// The hosts in `state`, in one pass over the hosts' presence (a lookup per host cost 10 ms at 10,000 hosts
-    /// for a filtered status page, sleepproxy-bench status).
-    public func hosts(in state: HostState) -> Set<OwnerKey> {
-        let waking = self.takeover?.wakingHosts ?? []
-        if state == .waking { return waking.filter { self.presence[$0] != nil } }
-        var keys = Set<OwnerKey>()
-        for (key, presence) in self.presence where presence.state == state && !waking.contains(key) {
-            keys.insert(key)
-        }
-        return keys
-    }
-
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
         for candidate in [
@@ -129,16 +77,6 @@ public struct ProxyEngine: Sendable {
             actions += self.ssdpRegistered(registration, search: false, now: now)
         }
         return actions
-    }
-
-    /// The hosts the proxy speaks for now (asleep or being woken), for the record a clean stop leaves behind. Not
-    /// every host it ever spoke for: one that showed itself up on every address since is `awake`, and speaking for
-    /// it again after a restart would fight it (docs/coexistence.md).
-    public var spokenFor: [OwnerKey] {
-        self.registrar.store.owners.keys.filter { key in
-            let state = self.state(of: key)
-            return state == .asleep || state == .waking
-        }.sorted()
     }
 
     /// After a clean stop a moment ago (an upgrade, `systemctl restart`): the hosts the proxy was speaking for
@@ -171,7 +109,20 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
+    /// The kernel's interfaces, read afresh (at start, on netlink news, every 30 s): the proxy serves those the
+    /// rule picks (`NetworkInterface.served`); when they changed, the I/O layer is told to serve them (`.serve`)
+    /// and the machines learn them.
+    public mutating func interfacesListed(_ listed: [NetworkInterface], named names: [String], now: Timestamp)
+        -> [EngineAction]
+    {
+        let served = NetworkInterface.served(from: listed, named: names)
+        guard served != self.servedInterfaces else { return [] }
+        return [.serve(served)] + self.setInterfaces(served, now: now)
+    }
+
+    /// The served interfaces, already chosen (tests and benchmarks set them directly).
     public mutating func setInterfaces(_ contexts: [InterfaceContext], now: Timestamp) -> [EngineAction] {
+        self.servedInterfaces = contexts
         self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
         var actions: [EngineAction] = []
         if self.takeover != nil { actions += self.run(self.takeover!.setInterfaces(contexts), now: now) }
@@ -192,11 +143,10 @@ public struct ProxyEngine: Sendable {
 
     /// One datagram on the registration port, from `source`:`port` on a served interface. The actions carry the
     /// reply (`.reply`, only to an address a reply can go to) and the outcome's log line; the caller sends the
-    /// reply only once the journal entries of the same batch are durable. The outcome is returned for tests and
-    /// benchmarks.
+    /// reply only once the journal entries of the same batch are durable.
     public mutating func receiveRegistration(
         _ bytes: [UInt8], from source: IPAddress, port: UInt16 = 0, on interface: InterfaceContext, now: Timestamp
-    ) -> (outcome: RegistrationOutcome, actions: [EngineAction]) {
+    ) -> [EngineAction] {
         let outcome = self.registrar.handle(
             datagram: bytes, from: source, on: interface,
             fromPeer: self.takeover?.isPeer(source, on: interface.name) ?? false, now: now)
@@ -210,7 +160,7 @@ public struct ProxyEngine: Sendable {
                     .log(.debug, "registration: no reply to \(source) port \(port), an address no reply can go to"))
             }
         }
-        return (outcome, actions)
+        return actions
     }
 
     /// What an accepted registration changes: the journal, the host's presence, the machines.
