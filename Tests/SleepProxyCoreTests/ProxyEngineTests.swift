@@ -358,6 +358,36 @@ struct ProxyEngineTests {
         #expect(h.engine.handBacks == [.ownerOption: 1])
     }
 
+    /// Apple's rule, decided once by the engine: the registered sequence within 60 s of registering is the host's
+    /// own traffic while it falls asleep; a new sequence, or any after the grace, hands the host back before the
+    /// responder could answer for it.
+    @Test func anOwnerOptionHandsBackOnANewSequenceOrAfterTheGrace() throws {
+        func probe(sequence: UInt8) -> DNSMessage {
+            DNSMessage(
+                questions: [DNSQuestion(name: H.hostName, type: .any, unicastResponse: true)],
+                additionals: [
+                    .opt(
+                        EDNSHeader(udpPayloadSize: 1440),
+                        options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Lab.hostMAC))])
+                ])
+        }
+        let linkLocal = IPAddress("fe80::53:50ff:fe00:2")!
+        var h = H()
+        h.register()
+        h.run(for: .seconds(12))
+        let early = h.mdns(probe(sequence: 0), from: linkLocal)
+        #expect(H.journal(early).isEmpty && h.engine.state(of: h.key) == .asleep, "same sequence within 60 s")
+        let back = h.mdns(probe(sequence: 1), from: linkLocal)
+        #expect(H.journal(back) == [.remove(h.key)] && H.transmissions(back).isEmpty)
+        #expect(H.hostRecordsSent(h.run(for: .seconds(10)).map(\.1)).isEmpty, "a hand-back sends nothing")
+
+        var late = H()
+        late.register()
+        late.run(for: .seconds(61))
+        #expect(H.journal(late.mdns(probe(sequence: 0), from: linkLocal)) == [.remove(late.key)])
+        #expect(late.engine.handBacks == [.ownerOption: 1])
+    }
+
     /// A woken host re-probing its own name from an address it did not register (its link-local) gets everything
     /// back, counted as such in the metrics' signal label.
     @Test func aHostProbingItsOwnNameIsHandedBackAndCountedAsSuch() throws {

@@ -510,51 +510,6 @@ struct ResponderTests {
         #expect(H.transmissions(h.run(for: .seconds(5))).isEmpty)
     }
 
-    @Test func handBackOnNewOwnerSequenceIsSilentAndImmediate() throws {
-        var h = H()
-        let acceptance = h.register(Lab.registration())
-        _ = h.run(for: .seconds(10))
-        let key = acceptance.registration.key
-        func probe(sequence: UInt8) -> DNSMessage {
-            DNSMessage(
-                questions: [DNSQuestion(name: "vm.local.", type: .any, unicastResponse: true)],
-                additionals: [
-                    .opt(
-                        EDNSHeader(udpPayloadSize: 1440),
-                        options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Lab.hostMAC))])
-                ])
-        }
-        // Same sequence within 60 s of registering: the host's own traffic while falling asleep.
-        let early = h.receive(probe(sequence: 0), from: Lab.hostV4)
-        #expect(!early.contains { if case .handBack = $0 { return true } else { return false } })
-        let actions = h.receive(probe(sequence: 1), from: Lab.hostV4)
-        #expect(actions.contains(.handBack(key, sequence: 1)))
-        #expect(H.transmissions(actions).isEmpty, "the woken host's records must not be answered")
-        let taken = h.registrar.remove(key)
-        let removed = try #require(taken)
-        h.responder.removed(removed, reason: .handBack, now: h.now)
-        #expect(H.transmissions(h.run(for: .seconds(10))).isEmpty, "hand-back sends nothing")
-    }
-
-    @Test func handBackAfterTheGraceWithTheSameSequence() throws {
-        var h = H()
-        let acceptance = h.register(Lab.registration())
-        _ = h.run(for: .seconds(61))
-        let message = DNSMessage(
-            flags: DNSHeaderFlags(response: true, authoritative: true),
-            answers: [
-                DNSResourceRecord(
-                    name: "vm.local.", cacheFlush: true, ttl: 120,
-                    rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
-            ],
-            additionals: [
-                .opt(
-                    EDNSHeader(udpPayloadSize: 1440),
-                    options: [.owner(OwnerOption(sequence: 0, primaryMAC: Lab.hostMAC))])
-            ])
-        #expect(h.receive(message, from: Lab.hostV4).contains(.handBack(acceptance.registration.key, sequence: 0)))
-    }
-
     @Test func expiryGoodbyesSpareRecordsOthersStillHold() throws {
         var h = H()
         let acceptance = h.register(Lab.registration())

@@ -11,9 +11,6 @@ extension ProxyEngine {
             case .transmit(let transmission):
                 if case .multicast = transmission.destination { self.echoes.remember(transmission.bytes, now: now) }
                 result.append(.transmit(transmission))
-            case .handBack(let key, let sequence):
-                result += self.removeHost(
-                    key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
             case .ownerProbing(let key):
                 result += self.ownerSpoke(
                     key, AwakeSignal(what: "it probed its own names over mDNS", at: now), .ownNameProbe, now: now)

@@ -214,68 +214,6 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
-    // MARK: - mDNS
-
-    /// One mDNS packet received on a served interface.
-    public mutating func receiveMDNS(
-        _ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int,
-        now: Timestamp
-    ) -> [EngineAction] {
-        var actions: [EngineAction] = []
-        if let context = self.interfaces[interfaceIndex] {
-            // Our own multicast, looped back: nothing in it can be news (`MulticastEchoes`).
-            if port == MDNSRules.port, context.isOwnAddress(source), self.echoes.isEcho(bytes, now: now) {
-                return []
-            }
-            // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Before
-            // the responder sees the packet, so that a host handed back here is not answered or defended by it.
-            if let key = self.registrar.store.owner(claiming: source, on: context.name) {
-                // Counted by what it carried: its Owner option (docs/protocol.md §5.1) or its plain mDNS. The
-                // packet is decoded here once more only when it came from a held host's own address.
-                let owner = (try? DNSMessage(decoding: bytes))?.ednsOptions?.owner
-                let kind: HandBackSignal = owner?.primaryMAC == key.primaryMAC ? .ownerOption : .mdns
-                let what =
-                    kind == .ownerOption
-                    ? "Owner option with sequence \(owner!.sequence), mDNS from \(source)" : "mDNS from \(source)"
-                actions += self.ownerSpoke(key, AwakeSignal(what: what, at: now), kind, now: now)
-            } else if let key = self.takeover?.host(owning: source, interface: context.name) {
-                // Only a wake sequence is left of it (its lease ended): the wake ends as a success.
-                actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
-            }
-        }
-        guard self.responder != nil else { return actions }
-        let store = self.registrar.store
-        let responderActions = self.responder!.receive(
-            bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, store: store,
-            now: now)
-        return actions + self.run(responderActions, now: now)
-    }
-
-    /// A sign that the host is up. Before the proxy ever spoke for it, the takeover waits (the host is still
-    /// going to sleep); once the proxy spoke for it, the host woke: it gets everything back silently, as for an
-    /// Owner option with a new sequence. Beyond Apple, which ignores same-sequence traffic for 60 s and knows no
-    /// other sign (docs/protocol.md §5.1): a host that never sends an Owner option would otherwise be renamed by
-    /// the proxy's defence of its own names.
-    mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp)
-        -> [EngineAction]
-    {
-        guard let registration = self.registrar.store[key], let first = self.presence[key].map({ $0.lastAwake == nil })
-        else { return [] }
-        let orders = self.presence[key]!.signOfLife(signal, now: now)
-        if orders.contains(.handBack) {
-            return self.removeHost(key, .handBack(why: signal.what, signal: kind), now: now)
-        }
-        var actions = self.carryOut(orders, for: registration, now: now)
-        if first {
-            actions.append(
-                .log(
-                    .info,
-                    "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet"))
-        }
-        if self.takeover != nil { actions += self.run(self.takeover!.ownerActive(key, now: now), now: now) }
-        return actions
-    }
-
     // MARK: - SSDP
 
     /// One SSDP datagram received on a served interface (docs/ssdp.md).

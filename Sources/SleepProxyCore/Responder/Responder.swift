@@ -314,33 +314,52 @@ public struct Responder: Sendable {
     // MARK: - Receiving
 
     /// One mDNS packet received on `interfaceIndex` from `source`:`sourcePort`, sent to `destination` (the group
-    /// or one of the proxy's addresses, from packet info).
+    /// or one of the proxy's addresses, from packet info): decoded, then handled with no host excluded. The
+    /// engine decodes and handles in two steps, deciding hand-backs in between (`ProxyEngine.receiveMDNS`).
     public mutating func receive(
         _ bytes: [UInt8], from source: IPAddress, port sourcePort: UInt16, destination: IPAddress?, interfaceIndex: Int,
         store: RecordStore, now: Timestamp
     ) -> [ResponderAction] {
-        guard let context = self.own[interfaceIndex]?.context else { return [] }
+        guard
+            let packet = self.decode(
+                bytes, from: source, port: sourcePort, destination: destination, interfaceIndex: interfaceIndex)
+        else { return [] }
+        return self.receive(packet, excluding: [], store: store, now: now)
+    }
+
+    /// The packet as mDNS, or nil for what the responder does not take (counted): not on a served interface, from
+    /// off the link, not a DNS message, not a standard query or response.
+    public mutating func decode(
+        _ bytes: [UInt8], from source: IPAddress, port sourcePort: UInt16, destination: IPAddress?, interfaceIndex: Int
+    ) -> ReceivedMDNS? {
+        guard let context = self.own[interfaceIndex]?.context else { return nil }
         // RFC 6762 §11: only on-link peers (NIO cannot report the received TTL, so the source decides).
         guard context.isOnLink(source) else {
             self.statistics.offLink += 1
-            return []
+            return nil
         }
         let message: DNSMessage
         do {
             message = try DNSMessage(decoding: bytes)
         } catch {
             self.statistics.malformed += 1
-            return []
+            return nil
         }
         // RFC 6762 §18.3: only standard queries (and their responses) are mDNS; anything else is ignored.
-        guard message.flags.opcode == .query else { return [] }
+        guard message.flags.opcode == .query else { return nil }
+        return ReceivedMDNS(
+            message: message, source: source, port: sourcePort, destination: destination,
+            interfaceIndex: interfaceIndex, context: context, size: bytes.count)
+    }
 
+    /// A decoded packet handled: answered, or learned from. `excluded`: hosts that the same packet showed awake
+    /// (the engine handed them back), whose records it must neither answer nor defend.
+    public mutating func receive(
+        _ packet: ReceivedMDNS, excluding excluded: Set<OwnerKey>, store: RecordStore, now: Timestamp
+    ) -> [ResponderAction] {
+        let (message, source, sourcePort, context) = (packet.message, packet.source, packet.port, packet.context)
+        let (interfaceIndex, destination) = (packet.interfaceIndex, packet.destination)
         var actions: [ResponderAction] = []
-        var excluded: Set<OwnerKey> = []
-        if let handBack = self.handBack(message, context: context, store: store, now: now) {
-            actions.append(handBack)
-            if case .handBack(let key, _) = handBack { excluded.insert(key) }
-        }
         if message.flags.isResponse {
             // RFC 6762 §6: responses not from port 5353 are ignored (§6.7: they are no mDNS responses).
             guard sourcePort == MDNSRules.port else { return actions }
@@ -364,24 +383,24 @@ public struct Responder: Sendable {
 
         // RFC 6762 §7.2: a query with TC, or a continuation of one, waits for the rest of its known answers.
         if var query = self.held[querySource] {
-            guard self.heldBytes + bytes.count <= MDNSRules.maximumHeldBytes else { return actions }
+            guard self.heldBytes + packet.size <= MDNSRules.maximumHeldBytes else { return actions }
             query.questions += message.questions.prefix(max(0, MDNSRules.maximumKnownAnswers - query.questions.count))
             query.knownAnswers += message.answers.prefix(
                 max(0, MDNSRules.maximumKnownAnswers - query.knownAnswers.count))
-            query.bytes += bytes.count
-            self.heldBytes += bytes.count
+            query.bytes += packet.size
+            self.heldBytes += packet.size
             self.held[querySource] = query
             return actions
         }
         if message.flags.isTruncated {
             guard !message.questions.isEmpty, self.held.count < MDNSRules.maximumHeldQueries,
-                self.heldBytes + bytes.count <= MDNSRules.maximumHeldBytes
+                self.heldBytes + packet.size <= MDNSRules.maximumHeldBytes
             else { return actions }
             self.held[querySource] = HeldQuery(
-                deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), bytes: bytes.count,
+                deadline: now + self.jitter.milliseconds(MDNSRules.truncatedQueryDelay), bytes: packet.size,
                 questions: message.questions, knownAnswers: message.answers, destination: destination ?? .v4(.mdnsGroup)
             )
-            self.heldBytes += bytes.count
+            self.heldBytes += packet.size
             return actions
         }
         let (skipped, probingOwners) = self.identicalProbeNames(message, context: context, store: store)
@@ -413,19 +432,6 @@ public struct Responder: Sendable {
             }
         }
         return owners.map { .resolved($0, by: source) }
-    }
-
-    // MARK: - Hand-back (docs/protocol.md §5.1)
-
-    private mutating func handBack(_ message: DNSMessage, context: InterfaceContext, store: RecordStore, now: Timestamp)
-        -> ResponderAction?
-    {
-        guard let owner = message.ednsOptions?.owner, owner.version == 0 else { return nil }
-        let key = OwnerKey(interface: context.name, primaryMAC: owner.primaryMAC)
-        guard let registration = store[key] else { return nil }
-        guard registration.owner.sequence != owner.sequence || now - registration.registeredAt > MDNSRules.handBackGrace
-        else { return nil }
-        return .handBack(key, sequence: owner.sequence)
     }
 
     // MARK: - Helpers

@@ -23,9 +23,6 @@ public struct MDNSTransmission: Hashable, Sendable {
 /// What the responder asks of the rest of the proxy.
 public enum ResponderAction: Hashable, Sendable {
     case transmit(MDNSTransmission)
-    /// docs/protocol.md §5.1: the host's own mDNS carried its Owner option with a new sequence (or arrived after the
-    /// 60 s grace): it is awake. Remove its records silently and release its addresses.
-    case handBack(OwnerKey, sequence: UInt8)
     /// Another host answered one of a sleeping host's unique records with different data (RFC 6762 §9): the
     /// owner must wake to defend its name (docs/protocol.md §4.5).
     case conflict(OwnerKey, record: DNSResourceRecord, from: IPAddress)
@@ -108,4 +105,18 @@ struct Jitter: Sendable {
         let span = UInt64(range.upperBound - range.lowerBound + 1)
         return .milliseconds(range.lowerBound + Int64(self.next() % span))
     }
+}
+
+/// An mDNS packet the responder took (`Responder.decode`): decoded once, for the engine's decisions and then the
+/// responder's answers.
+public struct ReceivedMDNS: Sendable {
+    public var message: DNSMessage
+    public var source: IPAddress
+    public var port: UInt16
+    /// The group or one of the proxy's addresses (packet info); nil when the kernel did not say.
+    public var destination: IPAddress?
+    public var interfaceIndex: Int
+    public var context: InterfaceContext
+    /// The packet's length, counted against `MDNSRules.maximumHeldBytes` when it is held.
+    public var size: Int
 }
