@@ -67,6 +67,10 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // What the sleep client builds and reads, pure: the records its host publishes, services written by
+        // hand, the announcements after a wake. No sockets, no clocks.
+        .target(
+            name: "SleepProxyClient", dependencies: ["SleepProxyCore", "SleepProxyWire"], swiftSettings: swiftSettings),
         // Linux headers that Glibc does not export (sockaddr_ll, sock_fprog, ETH_P_*, setns).
         .target(name: "CSleepProxyLinux"),
         // libnl-3 (LGPL-2.1, linked dynamically) for neighbour entries and link/address notifications.
@@ -100,7 +104,8 @@ let package = Package(
         .target(
             name: "SleepProxyTestSupport",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "CSleepProxyLinux", .product(name: "NIOCore", package: "swift-nio"),
+                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -133,8 +138,8 @@ let package = Package(
         .executableTarget(
             name: "sleepproxy-client",
             dependencies: [
-                "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "SleepProxyControl", "CSleepProxyLinux",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "SleepProxyClient", "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "SleepProxyControl",
+                "CSleepProxyLinux", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -143,7 +148,7 @@ let package = Package(
             name: "sleepproxy-bench",
             dependencies: [
                 "SleepProxyWire", "SleepProxyCore", "SleepProxyIO", "SleepProxyTestSupport", "CSleepProxyLinux",
-                "SleepProxyControl", "SleepProxyStatusPage",
+                "SleepProxyControl", "SleepProxyStatusPage", "SleepProxySystem",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
@@ -158,6 +163,11 @@ let package = Package(
             name: "SleepProxyCoreTests",
             dependencies: ["SleepProxyCore", "SleepProxyWire", "SleepProxyTestSupport"],
             resources: [.copy("Fixtures")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyClientTests",
+            dependencies: ["SleepProxyClient", "SleepProxyCore", "SleepProxyWire"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -4,7 +4,7 @@ import SleepProxyCore
 import SleepProxyWire
 
 /// What the admin CLI sees, built on the engine thread from the state it owns.
-extension RegistrationEngine {
+extension EngineRunner {
     /// The daemon's version, shown by `sleepproxyctl status`.
     public static let version = SleepProxyVersion.current
 

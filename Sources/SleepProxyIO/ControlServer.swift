@@ -23,12 +23,12 @@ public final class ControlServer: @unchecked Sendable {
 
     public let path: String
     private let group: String?
-    private let engine: RegistrationEngine
+    private let engine: EngineRunner
     private let logger: Logger
     private var channel: Channel?
     private let children = NIOLockedValueBox<[ObjectIdentifier: Channel]>([:])
 
-    public init(path: String, group: String?, engine: RegistrationEngine, logger: Logger) {
+    public init(path: String, group: String?, engine: EngineRunner, logger: Logger) {
         self.path = path
         self.group = group
         self.engine = engine
@@ -280,7 +280,7 @@ final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// `events --host NAME|MAC`: the entries of that host only.
     static func matches(_ entry: WakeLogEntry, target: String?) -> Bool {
         guard let target else { return true }
-        let name = RegistrationEngine.normalisedName(target)
-        return entry.mac == target.lowercased() || entry.hostName.map(RegistrationEngine.normalisedName) == name
+        let name = EngineRunner.normalisedName(target)
+        return entry.mac == target.lowercased() || entry.hostName.map(EngineRunner.normalisedName) == name
     }
 }

@@ -27,7 +27,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
     // `start` before anyone can stop it.
     public let address: String
     public let port: UInt16
-    let engine: RegistrationEngine
+    let engine: EngineRunner
     private let logger: Logger
     private let registry = PrometheusCollectorRegistry()
     private let factory: PrometheusMetricsFactory
@@ -45,7 +45,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
     }
 
     /// `address` is `HOST:PORT` with an IPv4 host (localhost by default: the figures are for this machine).
-    public init(address: String, engine: RegistrationEngine, logger: Logger) throws {
+    public init(address: String, engine: EngineRunner, logger: Logger) throws {
         let parts = address.split(separator: ":")
         guard parts.count == 2, let port = UInt16(parts[1]), port > 0, inet_addr(String(parts[0])) != INADDR_NONE else {
             throw StartError(

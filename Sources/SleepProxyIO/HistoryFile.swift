@@ -228,7 +228,7 @@ func appendLines(_ bytes: [UInt8], to path: String) throws {
     }
 }
 
-extension RegistrationEngine {
+extension EngineRunner {
     /// Keeps a record in memory for the status page and its line for the file (handed over once a batch). A
     /// presence change that leaves the host where its history already has it (a restart finding it asleep
     /// again) is not news.

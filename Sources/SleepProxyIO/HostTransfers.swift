@@ -1,13 +1,14 @@
 import Glibc
 import SleepProxyControl
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyWire
 
 /// `sleepproxyctl release-all --transfer` (docs/several-proxies.md): each host is offered to
 /// the best other proxy on its link with the host's own Owner option, as Apple's proxy does before it sleeps.
 /// The exchanges block for up to seconds, so they run on a thread of their own; the engine learns the outcome
 /// from the mailbox, drops the hosts taken silently and wakes the rest.
-extension RegistrationEngine {
+extension EngineRunner {
     /// Tries per host and how long each waits for the answer: Apple's client tries a proxy three times, a second
     /// apart.
     static let transferTries = 3
@@ -37,31 +38,14 @@ extension RegistrationEngine {
         guard case .v4(let from) = transfer.source, case .v4(let to) = transfer.peer.address,
             let port = transfer.peer.port
         else { return false }
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.closeOnExec, 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
-        var local = sockaddr_in()
-        local.sin_family = sa_family_t(AF_INET)
-        local.sin_addr.s_addr = from.rawValue.bigEndian
-        var remote = sockaddr_in()
-        remote.sin_family = sa_family_t(AF_INET)
-        remote.sin_port = port.bigEndian
-        remote.sin_addr.s_addr = to.rawValue.bigEndian
         var timeout = timeval(tv_sec: Int(Self.transferWait), tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let bound = withUnsafePointer(to: &local) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0 else { return false }
+        guard PosixSocketAddress(.v4(from), port: 0).bind(fd) else { return false }
         // Connected: the kernel passes on only datagrams from the proxy asked, so nobody else can answer for it.
-        let connected = withUnsafePointer(to: &remote) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { return false }
+        guard PosixSocketAddress(.v4(to), port: port).connect(fd) else { return false }
         for _ in 0..<Self.transferTries {
             for message in transfer.messages {
                 _ = message.withUnsafeBytes { raw in send(fd, raw.baseAddress, raw.count, 0) }

@@ -5,7 +5,7 @@
 /// The journal's fdatasync, on a thread of its own, so that the engine thread can answer queries while the disk
 /// catches up: a batch's sync was 0.4-0.9 ms of waiting in a registration storm (sleepproxy-bench scale), about an
 /// eighth of the time, and every query that arrived meanwhile waited with it. The engine still sends no reply
-/// before the sync has ended (`RegistrationEngine.syncAnsweringQueries`); only mDNS is answered meanwhile.
+/// before the sync has ended (`EngineRunner.syncAnsweringQueries`); only mDNS is answered meanwhile.
 final class JournalSync: @unchecked Sendable {
     // @unchecked: `requested`, `result` and `stopped` are guarded by `condition`.
     private let condition = Condition()

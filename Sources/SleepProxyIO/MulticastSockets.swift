@@ -3,48 +3,13 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyWire
 import Synchronization
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// What differs between the multicast protocols the proxy speaks on every served interface.
-struct MulticastProfile: Sendable {
-    /// For log lines: "mdns", "ssdp".
-    var name: String
-    var port: UInt16
-    var group4: String
-    var group6: String
-    /// TTL / hop limit of multicast sends.
-    var multicastHops: CInt
-    /// TTL / hop limit of unicast sends; nil keeps the system's.
-    var unicastHops: CInt?
-    /// Larger datagrams are dropped on arrival.
-    var maximumSize: Int
-    /// Sends go out of a second socket on a port of the system's choosing, which also takes the unicast answers
-    /// to them: they must not go to another program bound to the well-known port on this machine.
-    var separateSender: Bool
-    var event:
-        @Sendable (_ bytes: [UInt8], _ remote: SocketAddress, _ interfaceIndex: Int, _ destination: IPAddress?)
-            -> RegistrationEngine.Event
-
-    /// RFC 6762: port 5353, TTL / hop limit 255 for multicast and unicast alike (§11, docs/linux.md §1.6), and
-    /// answers from port 5353.
-    static let mdns = MulticastProfile(
-        name: "mdns", port: MDNSRules.port, group4: "224.0.0.251", group6: "ff02::fb", multicastHops: 255,
-        unicastHops: 255, maximumSize: DNSMessage.maximumSize, separateSender: false,
-        event: { .mdns(bytes: $0, remote: $1, interfaceIndex: $2, destination: $3) })
-
-    /// UDA §1.1.2: port 1900, TTL 2 (docs/ssdp.md). A NAS running the proxy may run minidlna too, bound to port
-    /// 1900 as well: the proxy's searches and answers go out of a port of its own.
-    static let ssdp = MulticastProfile(
-        name: "ssdp", port: SSDPRules.port, group4: "239.255.255.250", group6: "ff02::c",
-        multicastHops: CInt(SSDPRules.multicastTTL), unicastHops: nil, maximumSize: SSDPMessage.maximumSize,
-        separateSender: true,
-        event: { .ssdp(bytes: $0, remote: $1, interfaceIndex: $2, destination: $3) })
-}
 
 /// The sockets of one multicast protocol (mDNS, SSDP): one per served interface and address family, bound to the
 /// protocol's port beside any other program using it (SO_REUSEADDR + SO_REUSEPORT: avahi-daemon, minidlna), each
@@ -77,7 +42,7 @@ public final class MulticastSockets: Sendable {
     private let group: EventLoopGroup
     private let logger: Logger
     private let profile: MulticastProfile
-    private let sink: @Sendable (RegistrationEngine.Event) -> Void
+    private let sink: @Sendable (EngineRunner.Event) -> Void
     private let deferred = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
     private let reopenedCount = Atomic<Int>(0)
@@ -94,7 +59,7 @@ public final class MulticastSockets: Sendable {
 
     init(
         _ profile: MulticastProfile, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
-        sink: @escaping @Sendable (RegistrationEngine.Event) -> Void
+        sink: @escaping @Sendable (EngineRunner.Event) -> Void
     ) {
         self.profile = profile
         self.group = group
@@ -174,7 +139,7 @@ public final class MulticastSockets: Sendable {
     /// bootstrap so that the engine can keep a descriptor of it (`Channels.replySocket`).
     static func boundSocket(family: IPFamily, port: UInt16) throws -> CInt {
         let fd = try retryingSyscall("socket") {
-            socket(family == .v4 ? AF_INET : AF_INET6, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            socket(family == .v4 ? AF_INET : AF_INET6, PosixSocket.datagram | PosixSocket.closeOnExec, 0)
         }
         do {
             var on: CInt = 1
@@ -234,14 +199,14 @@ public final class MulticastSockets: Sendable {
         }
         do {
             guard let multicast = channel as? MulticastChannel, let options = channel as? SocketOptionProvider else {
-                throw RegistrationEngineError(description: "the datagram channel offers no multicast options")
+                throw EngineRunnerError(description: "the datagram channel offers no multicast options")
             }
             let device = devices.first { device in
                 guard device.interfaceIndex == context.index, let address = device.address else { return false }
                 return family == .v4 ? address.protocol == .inet : address.protocol == .inet6
             }
             guard let device else {
-                throw RegistrationEngineError(description: "no \(family) address on \(context.name)")
+                throw EngineRunnerError(description: "no \(family) address on \(context.name)")
             }
             if family == .v4 {
                 _ = try options.unsafeSetSocketOption(
@@ -253,7 +218,7 @@ public final class MulticastSockets: Sendable {
                     ).wait()
                 }
                 guard case .v4(let v4) = device.address else {
-                    throw RegistrationEngineError(description: "no IPv4 address on \(context.name)")
+                    throw EngineRunnerError(description: "no IPv4 address on \(context.name)")
                 }
                 try options.setIPMulticastIF(v4.address.sin_addr).wait()
                 try options.setIPMulticastTTL(CUnsignedChar(profile.multicastHops)).wait()
@@ -390,49 +355,8 @@ public final class MulticastSockets: Sendable {
 
     /// A socket address; IPv6 link-local destinations carry the interface as their scope.
     static func socketAddress(_ address: IPAddress, port: UInt16, scope: Int) -> SocketAddress {
-        switch address {
-        case .v4(let v4):
-            var sin = sockaddr_in()
-            sin.sin_family = sa_family_t(AF_INET)
-            sin.sin_port = port.bigEndian
-            sin.sin_addr.s_addr = v4.rawValue.bigEndian
-            return SocketAddress(sin, host: "")
-        case .v6(let v6):
-            var sin6 = sockaddr_in6()
-            sin6.sin6_family = sa_family_t(AF_INET6)
-            sin6.sin6_port = port.bigEndian
-            withUnsafeMutableBytes(of: &sin6.sin6_addr) { raw in
-                for (offset, byte) in v6.bytes.enumerated() { raw[offset] = byte }
-            }
-            if v6.isLinkLocal || v6.isMulticast { sin6.sin6_scope_id = UInt32(scope) }
-            return SocketAddress(sin6, host: "")
-        }
-    }
-}
-
-final class MulticastInboundHandler: ChannelInboundHandler, Sendable {
-    typealias InboundIn = AddressedEnvelope<ByteBuffer>
-
-    private let profile: MulticastProfile
-    private let sink: @Sendable (RegistrationEngine.Event) -> Void
-
-    init(profile: MulticastProfile, sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) {
-        self.profile = profile
-        self.sink = sink
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let envelope = Self.unwrapInboundIn(data)
-        guard envelope.data.readableBytes <= self.profile.maximumSize, let info = envelope.metadata?.packetInfo else {
-            return
-        }
-        self.sink(
-            self.profile.event(
-                Array(envelope.data.readableBytesView), envelope.remoteAddress, Int(info.interfaceIndex),
-                IPAddress(info.destinationAddress)))
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        // ICMP errors after a unicast answer must not close the socket.
+        let posix = PosixSocketAddress(address, port: port, scope: scope)
+        if let sin = posix.v4 { return SocketAddress(sin, host: "") }
+        return SocketAddress(posix.v6!, host: "")
     }
 }

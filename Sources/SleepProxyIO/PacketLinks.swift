@@ -3,6 +3,7 @@ import Dispatch
 import FoundationEssentials
 import Logging
 import NIOConcurrencyHelpers
+import SleepProxySystem
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -88,7 +89,7 @@ public final class PacketLinks: @unchecked Sendable {
     private func open(index: Int, name: String) throws -> Link {
         // Protocol 0 first: nothing is queued before the filter is attached; then bind with ETH_P_ALL.
         let receiveFD = try retryingSyscall("socket(AF_PACKET)") {
-            socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
         }
         let sendFD: Int32
         do {
@@ -109,7 +110,7 @@ public final class PacketLinks: @unchecked Sendable {
                 }
             }
             sendFD = try retryingSyscall("socket(AF_PACKET)") {
-                socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
             }
         } catch {
             Glibc.close(receiveFD)
@@ -256,7 +257,7 @@ public final class PacketLinks: @unchecked Sendable {
     public func sendWakeDatagram(_ payload: [UInt8], interfaceIndex: Int) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
         if link.datagramFD < 0 {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.closeOnExec, 0)
             guard fd >= 0 else { return }
             var one: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_BROADCAST, &one, socklen_t(MemoryLayout<Int32>.size))
@@ -265,18 +266,7 @@ public final class PacketLinks: @unchecked Sendable {
             }
             link.datagramFD = fd
         }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = MagicPacket.udpPort.bigEndian
-        address.sin_addr.s_addr = IPv4Address.broadcast.rawValue.bigEndian
-        let sent = payload.withUnsafeBytes { raw in
-            withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(
-                        link.datagramFD, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
+        let sent = PosixSocketAddress(.v4(.broadcast), port: MagicPacket.udpPort).send(payload, on: link.datagramFD)
         if sent != payload.count {
             self.logger.warning(
                 "packets: UDP magic packet on \(link.name): \(SystemCallError(function: "sendto", errno: errno))")

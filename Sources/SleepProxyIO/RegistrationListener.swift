@@ -34,12 +34,12 @@ public final class RegistrationListener: Sendable {
     private let reopenedCount = NIOLockedValueBox(0)
     /// Registration sockets that closed under us and were bound again.
     public var reopened: Int { self.reopenedCount.withLockedValue { $0 } }
-    private let engine: RegistrationEngine
+    private let engine: EngineRunner
     private let group: EventLoopGroup
     private let logger: Logger
 
     private init(
-        port: Int, channels: [Channel], engine: RegistrationEngine, group: EventLoopGroup, logger: Logger
+        port: Int, channels: [Channel], engine: EngineRunner, group: EventLoopGroup, logger: Logger
     ) {
         self.port = port
         self.channels = NIOLockedValueBox(channels)
@@ -50,7 +50,7 @@ public final class RegistrationListener: Sendable {
 
     /// Binds both sockets. Fails with a sentence naming the cause when the port is taken or not permitted.
     public static func bind(
-        port: Int, engine: RegistrationEngine, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        port: Int, engine: EngineRunner, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         logger: Logger
     ) async throws -> RegistrationListener {
         var channels: [Channel] = []
@@ -59,7 +59,7 @@ public final class RegistrationListener: Sendable {
                 try await self.bootstrap(group: group, engine: engine, v6: false).bind(host: "0.0.0.0", port: port)
                     .get())
         } catch {
-            throw RegistrationEngineError(
+            throw EngineRunnerError(
                 description:
                     "cannot listen for registrations on UDP port \(port): \(Self.explain(error)); choose another with --registration-port"
             )
@@ -128,7 +128,7 @@ public final class RegistrationListener: Sendable {
         }
     }
 
-    private static func bootstrap(group: EventLoopGroup, engine: RegistrationEngine, v6: Bool) -> DatagramBootstrap {
+    private static func bootstrap(group: EventLoopGroup, engine: EngineRunner, v6: Bool) -> DatagramBootstrap {
         // No SO_REUSEADDR: on Linux it lets a second UDP socket bind the same port, and two daemons would then
         // split the registrations between them. UDP has no TIME_WAIT, so a restart does not need it.
         // NIO reads datagrams into 2048-byte buffers by default, which would truncate a large registration
@@ -190,9 +190,9 @@ public final class RegistrationListener: Sendable {
 final class RegistrationInboundHandler: ChannelInboundHandler, Sendable {
     typealias InboundIn = AddressedEnvelope<ByteBuffer>
 
-    private let sink: @Sendable (RegistrationEngine.Event) -> Void
+    private let sink: @Sendable (EngineRunner.Event) -> Void
 
-    init(sink: @escaping @Sendable (RegistrationEngine.Event) -> Void) { self.sink = sink }
+    init(sink: @escaping @Sendable (EngineRunner.Event) -> Void) { self.sink = sink }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let envelope = Self.unwrapInboundIn(data)

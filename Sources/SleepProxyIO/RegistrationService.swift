@@ -8,13 +8,13 @@ import SleepProxyCore
 /// shutdown it stops listening, finishes the batch in progress and leaves every registration in the journal, so
 /// a restart or an upgrade neither wakes nor forgets a sleeping host.
 public struct RegistrationService: Service {
-    public let engine: RegistrationEngine
+    public let engine: EngineRunner
     /// Bound before the group runs (`RegistrationListener.bind`): a port in use is a start-up problem, said in
     /// one sentence, not a service failing later.
     public let listener: RegistrationListener
     public let logger: Logger
 
-    public init(engine: RegistrationEngine, listener: RegistrationListener, logger: Logger) {
+    public init(engine: EngineRunner, listener: RegistrationListener, logger: Logger) {
         self.engine = engine
         self.listener = listener
         self.logger = logger

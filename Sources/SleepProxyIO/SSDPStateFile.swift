@@ -87,10 +87,10 @@ struct SSDPStateFile: Codable, Equatable {
         let url = directory.appendingPathComponent(self.fileName)
         guard FileManager.default.fileExists(atPath: url.path) else { return nil }
         guard let size = regularFileSize(atPath: url.path) else {
-            throw RegistrationEngineError(description: "\(url.path) is not a regular file")
+            throw EngineRunnerError(description: "\(url.path) is not a regular file")
         }
         guard size <= self.maximumBytes else {
-            throw RegistrationEngineError(description: "\(url.path) is larger than \(self.maximumBytes) bytes")
+            throw EngineRunnerError(description: "\(url.path) is larger than \(self.maximumBytes) bytes")
         }
         return try JSONDecoder().decode(SSDPStateFile.self, from: Data(contentsOf: url))
     }

@@ -1,5 +1,6 @@
 import CSleepProxyLinux
 import Foundation
+import SleepProxySystem
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -29,7 +30,7 @@ public final class FrameCapture: @unchecked Sendable {
     public init(in namespace: NetworkNamespace, interface: String = "eth0") throws {
         self.fd = try namespace.inside { () throws -> Int32 in
             let fd = socket(
-                AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), Int32(UInt16(ETH_P_ALL).bigEndian))
+                AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, Int32(UInt16(ETH_P_ALL).bigEndian))
             guard fd >= 0 else { throw CommandError("AF_PACKET socket: \(String(cString: strerror(errno)))") }
             // A large buffer: a capture that falls behind for a moment must not lose the very frames a test times.
             var size: Int32 = 8 << 20
@@ -117,7 +118,7 @@ extension NetworkNamespace {
     /// Sends one raw Ethernet frame out of `interface` (a send-only AF_PACKET socket, protocol 0).
     public func sendFrame(_ frame: [UInt8], interface: String = "eth0") throws {
         try self.inside { () throws -> Void in
-            let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
             guard fd >= 0 else { throw CommandError("AF_PACKET socket: \(String(cString: strerror(errno)))") }
             defer { Glibc.close(fd) }
             var address = sockaddr_ll()

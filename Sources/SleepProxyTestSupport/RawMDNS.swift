@@ -1,5 +1,6 @@
 import CSleepProxyLinux
 import Foundation
+import SleepProxySystem
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -30,7 +31,7 @@ public enum RawMDNS {
         return try host.namespace.inside { () throws -> [Response] in
             let v6: Bool
             if case .v6 = destination { v6 = true } else { v6 = false }
-            let fd = socket(v6 ? AF_INET6 : AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let fd = socket(v6 ? AF_INET6 : AF_INET, PosixSocket.datagram | PosixSocket.closeOnExec, 0)
             guard fd >= 0 else { throw CommandError("socket: \(String(cString: strerror(errno)))") }
             defer { Glibc.close(fd) }
             var one: Int32 = 1
@@ -45,10 +46,7 @@ public enum RawMDNS {
                 setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_UNICAST_HOPS, &ttl, 4)
                 var ifindex = Int32(index)
                 setsockopt(fd, Int32(IPPROTO_IPV6), IPV6_MULTICAST_IF, &ifindex, 4)
-                var address = sockaddr_in6()
-                address.sin6_family = sa_family_t(AF_INET6)
-                address.sin6_port = sourcePort.bigEndian
-                try bindOrThrow(fd, &address)
+                try bindOrThrow(fd, PosixSocketAddress(.v6(.any), port: sourcePort))
                 if sourcePort == 5353 {
                     var request = ipv6_mreq()
                     request.ipv6mr_multiaddr = in6(IPv6Address.mdnsGroup)
@@ -63,10 +61,7 @@ public enum RawMDNS {
                 var request = ip_mreqn()
                 request.imr_ifindex = Int32(index)
                 setsockopt(fd, Int32(IPPROTO_IP), IP_MULTICAST_IF, &request, socklen_t(MemoryLayout<ip_mreqn>.size))
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_port = sourcePort.bigEndian
-                try bindOrThrow(fd, &address)
+                try bindOrThrow(fd, PosixSocketAddress.anyV4(port: sourcePort))
                 if sourcePort == 5353 {
                     request.imr_multiaddr.s_addr = IPv4Address.mdnsGroup.rawValue.bigEndian
                     setsockopt(
@@ -76,35 +71,7 @@ public enum RawMDNS {
             ready?()
             for (number, payload) in payloads.enumerated() {
                 if number > 0 { usleep(UInt32(gap.nanosecondsValue / 1000)) }
-                let sent: Int
-                switch destination {
-                case .v4(let v4):
-                    var address = sockaddr_in()
-                    address.sin_family = sa_family_t(AF_INET)
-                    address.sin_port = port.bigEndian
-                    address.sin_addr.s_addr = v4.rawValue.bigEndian
-                    sent = payload.withUnsafeBytes { raw in
-                        withUnsafePointer(to: &address) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                                sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                            }
-                        }
-                    }
-                case .v6(let v6):
-                    var address = sockaddr_in6()
-                    address.sin6_family = sa_family_t(AF_INET6)
-                    address.sin6_port = port.bigEndian
-                    address.sin6_addr = in6(v6)
-                    address.sin6_scope_id = v6.isLinkLocal || v6.isMulticast ? index : 0
-                    sent = payload.withUnsafeBytes { raw in
-                        withUnsafePointer(to: &address) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                                sendto(
-                                    fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                            }
-                        }
-                    }
-                }
+                let sent = PosixSocketAddress(destination, port: port, scope: Int(index)).send(payload, on: fd)
                 guard sent == payload.count else { throw CommandError("sendto: \(String(cString: strerror(errno)))") }
             }
             return receive(fd, v6: v6, until: Date(timeIntervalSinceNow: Double(listen.nanosecondsValue) / 1e9))
@@ -191,11 +158,8 @@ public enum RawMDNS {
         return result
     }
 
-    private static func bindOrThrow<T>(_ fd: Int32, _ address: inout T) throws {
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<T>.size)) }
-        }
-        guard result == 0 else { throw CommandError("bind: \(String(cString: strerror(errno)))") }
+    private static func bindOrThrow(_ fd: Int32, _ address: PosixSocketAddress) throws {
+        guard address.bind(fd) else { throw CommandError("bind: \(String(cString: strerror(errno)))") }
     }
 }
 

@@ -2,6 +2,7 @@ import CSleepProxyLinux
 import Foundation
 import SleepProxyCore
 import SleepProxyIO
+import SleepProxySystem
 import SleepProxyTestSupport
 import SleepProxyWire
 
@@ -186,15 +187,10 @@ enum RegistrationBenchmarks {
             var sockets: [Int32] = []
             defer { for fd in sockets { close(fd) } }
             for n in 0..<hostCount {
-                let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                address.sin_addr.s_addr = (0xC000_0264 + UInt32(n)).bigEndian  // 192.0.2.100 + n
-                let bound = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
+                let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.nonBlocking, 0)
+                // 192.0.2.100 + n
+                let address = PosixSocketAddress(.v4(IPv4Address(rawValue: 0xC000_0264 + UInt32(n))), port: 0)
+                let bound: Int32 = address.bind(fd) ? 0 : -1
                 guard fd >= 0, bound == 0 else {
                     throw CommandError("client socket: \(String(cString: strerror(errno)))")
                 }
@@ -204,10 +200,7 @@ enum RegistrationBenchmarks {
                 setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
                 sockets.append(fd)
             }
-            var proxyAddress = sockaddr_in()
-            proxyAddress.sin_family = sa_family_t(AF_INET)
-            proxyAddress.sin_port = UInt16(5599).bigEndian
-            proxyAddress.sin_addr.s_addr = UInt32(0xC000_0201).bigEndian
+            let proxyAddress = PosixSocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 5599)
             var latencies: [Double] = []
             for round in 0..<rounds {
                 let payloads = (0..<hostCount).map { n -> [UInt8] in
@@ -222,15 +215,7 @@ enum RegistrationBenchmarks {
                 // All hosts register at once.
                 for n in 0..<hostCount {
                     sent[n] = realtimeNanoseconds()
-                    _ = payloads[n].withUnsafeBytes { raw in
-                        withUnsafePointer(to: &proxyAddress) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                                sendto(
-                                    sockets[n], raw.baseAddress, raw.count, 0, $0,
-                                    socklen_t(MemoryLayout<sockaddr_in>.size))
-                            }
-                        }
-                    }
+                    proxyAddress.send(payloads[n], on: sockets[n])
                 }
                 var pending = Set(0..<hostCount)
                 var descriptors = sockets.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
@@ -291,7 +276,7 @@ final class ARPFlooder: @unchecked Sendable {
         Thread {
             defer { self.done.signal() }
             _ = try? namespace.inside { () throws -> Void in
-                let fd = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                let fd = socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
                 guard fd >= 0 else { return }
                 defer { close(fd) }
                 var address = sockaddr_ll()

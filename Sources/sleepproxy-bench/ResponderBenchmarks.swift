@@ -1,6 +1,7 @@
 import CSleepProxyLinux
 import Foundation
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyTestSupport
 import SleepProxyWire
 
@@ -223,33 +224,17 @@ enum ResponderBenchmarks {
 
     static func registerAll(from clients: LabHost) throws {
         try clients.namespace.inside { () throws in
-            var proxy = sockaddr_in6()
-            proxy.sin6_family = sa_family_t(AF_INET6)
-            proxy.sin6_port = UInt16(5599).bigEndian
-            proxy.sin6_addr = RawMDNS.in6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 1))
+            let proxy = PosixSocketAddress(.v6(IPv6Address(high: 0x2001_0DB8_0000_0000, low: 1)), port: 5599)
             for n in 0..<hostCount {
-                let fd = socket(AF_INET6, Int32(SOCK_DGRAM.rawValue), 0)
+                let fd = socket(AF_INET6, PosixSocket.datagram, 0)
                 defer { close(fd) }
-                var local = sockaddr_in6()
-                local.sin6_family = sa_family_t(AF_INET6)
-                guard case .v6(let v6) = address(n) else { continue }
-                local.sin6_addr = RawMDNS.in6(v6)
+                let local = PosixSocketAddress(address(n), port: 0)
                 var timeout = timeval(tv_sec: 2, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                let bound = withUnsafePointer(to: &local) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                    }
-                }
+                let bound: Int32 = local.bind(fd) ? 0 : -1
                 guard bound == 0 else { throw CommandError("bind \(address(n)): \(String(cString: strerror(errno)))") }
                 let payload = registration(n)
-                _ = payload.withUnsafeBytes { raw in
-                    withUnsafePointer(to: &proxy) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
-                        }
-                    }
-                }
+                proxy.send(payload, on: fd)
                 var reply = [UInt8](repeating: 0, count: 512)
                 guard recv(fd, &reply, reply.count, 0) >= 4, reply[2] == 0xA8, reply[3] == 0 else {
                     throw CommandError("host \(n) was not registered")
@@ -265,17 +250,14 @@ enum ResponderBenchmarks {
         let names = names ?? Array(0..<hostCount)
         let queries = (0..<total).map { query(names[$0 % names.count], id: UInt16($0)) }
         return try querier.namespace.inside { () throws -> LoadResult in
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.nonBlocking, 0)
             guard fd >= 0 else { throw CommandError("socket: \(String(cString: strerror(errno)))") }
             defer { close(fd) }
             var on: Int32 = 1
             setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
             var size: Int32 = 8 << 20
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, 4)
-            var group = sockaddr_in()
-            group.sin_family = sa_family_t(AF_INET)
-            group.sin_port = UInt16(5353).bigEndian
-            group.sin_addr.s_addr = IPv4Address.mdnsGroup.rawValue.bigEndian
+            let group = PosixSocketAddress(.v4(.mdnsGroup), port: 5353)
             var sentAt = [UInt64](repeating: 0, count: total)
             var latencies: [Double] = []
             latencies.reserveCapacity(total)
@@ -291,13 +273,7 @@ enum ResponderBenchmarks {
                 var worked = false
                 while next < total, Double(now - start) >= Double(next) * interval {
                     sentAt[next] = realtimeNanoseconds()
-                    _ = queries[next].withUnsafeBytes { raw in
-                        withUnsafePointer(to: &group) {
-                            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                                sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                            }
-                        }
-                    }
+                    group.send(queries[next], on: fd)
                     next += 1
                     worked = true
                 }

@@ -2,6 +2,7 @@ import CSleepProxyLinux
 import Foundation
 import SleepProxyCore
 import SleepProxyIO
+import SleepProxySystem
 import SleepProxyTestSupport
 import SleepProxyWire
 
@@ -35,7 +36,7 @@ enum ScaleLabBenchmark {
         var queriesMissed: Int
         var restartToFirstAnswer: Double?
         /// Just started (half a second after the control socket appeared), and settled: idle after the daemon
-        /// handed its start-up code back (`RegistrationEngine.startupCodeReleaseDelay`).
+        /// handed its start-up code back (`EngineRunner.startupCodeReleaseDelay`).
         var rssStarted: Int
         var rssIdle: Int
         var rssHeld: Int
@@ -152,7 +153,7 @@ enum ScaleLabBenchmark {
         usleep(500_000)
         let rssStarted = Self.rss(process.pid)
         // Idle means settled: start-up over and its code handed back (docs/memory.md).
-        usleep(useconds_t(RegistrationEngine.startupCodeReleaseDelay.components.seconds) * 1_000_000 + 2_500_000)
+        usleep(useconds_t(EngineRunner.startupCodeReleaseDelay.components.seconds) * 1_000_000 + 2_500_000)
         let rssIdle = Self.rss(process.pid)
         let cpuBefore = Self.cpuSeconds(process.pid)
 
@@ -197,7 +198,7 @@ enum ScaleLabBenchmark {
         process = try proxy.spawn(arguments, logName: "scale-restarted")
         let restart = try Self.firstAnswer(in: querier, host: hosts / 2, since: restartStart, timeout: 30)
         let rssRestarted = Self.rss(process.pid)
-        usleep(useconds_t(RegistrationEngine.startupCodeReleaseDelay.components.seconds) * 1_000_000 + 2_500_000)
+        usleep(useconds_t(EngineRunner.startupCodeReleaseDelay.components.seconds) * 1_000_000 + 2_500_000)
         let rssRestartedSettled = Self.rss(process.pid)
         return Figures(
             hosts: hosts, warm: warm, seconds: seconds, acknowledged: rtts.count, givenUp: givenUp, rtts: rtts,
@@ -243,36 +244,18 @@ enum ScaleLabBenchmark {
             var sockets = [Int32](repeating: -1, count: range.upperBound)
             defer { for fd in sockets where fd >= 0 { close(fd) } }
             for n in range {
-                let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+                let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.nonBlocking, 0)
                 guard fd >= 0 else { throw CommandError("socket: \(String(cString: strerror(errno)))") }
                 sockets[n] = fd
-                var address = sockaddr_in()
-                address.sin_family = sa_family_t(AF_INET)
-                guard case .v4(let v4) = ScaleBenchmarks.address(n) else { fatalError() }
-                address.sin_addr.s_addr = v4.rawValue.bigEndian
-                let bound = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
+                let address = PosixSocketAddress(ScaleBenchmarks.address(n), port: 0)
+                let bound: Int32 = address.bind(fd) ? 0 : -1
                 guard bound == 0 else { throw CommandError("bind: \(String(cString: strerror(errno)))") }
                 var on: Int32 = 1
                 setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
             }
-            var proxyAddress = sockaddr_in()
-            proxyAddress.sin_family = sa_family_t(AF_INET)
-            proxyAddress.sin_port = UInt16(5599).bigEndian
-            proxyAddress.sin_addr.s_addr = UInt32(0xA9FE_0001).bigEndian
+            let proxyAddress = PosixSocketAddress(.v4(IPv4Address(169, 254, 0, 1)), port: 5599)
             func send(_ n: Int, _ bytes: [UInt8]) {
-                _ = bytes.withUnsafeBytes { raw in
-                    withUnsafePointer(to: &proxyAddress) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            sendto(
-                                sockets[n], raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size)
-                            )
-                        }
-                    }
-                }
+                proxyAddress.send(bytes, on: sockets[n])
             }
             struct Outstanding {
                 var bytes: [UInt8]
@@ -346,7 +329,7 @@ enum ScaleLabBenchmark {
     }
 
     static func querySocket() -> Int32 {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+        let fd = socket(AF_INET, PosixSocket.datagram | PosixSocket.nonBlocking, 0)
         var on: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_TIMESTAMPNS, &on, 4)
         return fd
@@ -360,113 +343,7 @@ enum ScaleLabBenchmark {
 
     /// A legacy unicast query (from an ephemeral port) straight to the proxy's address.
     static func sendQuery(_ fd: Int32, _ bytes: [UInt8]) {
-        var proxy = sockaddr_in()
-        proxy.sin_family = sa_family_t(AF_INET)
-        proxy.sin_port = UInt16(5353).bigEndian
-        proxy.sin_addr.s_addr = UInt32(0xA9FE_0001).bigEndian
-        _ = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &proxy) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
-    }
-}
-
-/// When each host's registration was acknowledged (monotonic ns, 0 = not yet), shared with the query thread.
-final class AcknowledgedTimes: @unchecked Sendable {
-    // @unchecked: `order` is guarded by `lock`.
-    private let lock = NSLock()
-    /// (host, when) in the order acknowledged, so the times only grow.
-    private var order: [(host: Int, time: UInt64)] = []
-
-    init(count: Int) { self.order.reserveCapacity(count) }
-
-    func set(_ n: Int, at time: UInt64) { self.lock.withLock { self.order.append((n, time)) } }
-
-    /// A host acknowledged at least `age` ago, picked with `random`, if any.
-    func old(_ age: UInt64, random: UInt64) -> Int? {
-        let now = monotonicNanoseconds()
-        return self.lock.withLock {
-            // The acknowledged-early prefix, found by bisection.
-            var low = 0
-            var high = self.order.count
-            while low < high {
-                let middle = (low + high) / 2
-                if now - self.order[middle].time >= age { low = middle + 1 } else { high = middle }
-            }
-            return low == 0 ? nil : self.order[Int(random % UInt64(low))].host
-        }
-    }
-}
-
-final class StopFlag: @unchecked Sendable {
-    // @unchecked: guarded by `lock`.
-    private let lock = NSLock()
-    private var stopped = false
-    func set() { self.lock.withLock { self.stopped = true } }
-    var isSet: Bool { self.lock.withLock { self.stopped } }
-}
-
-/// Legacy SRV queries from the querier host, one every `queryInterval`, for hosts acknowledged long enough ago;
-/// a query unanswered within half a second is a miss. Bounded: at most 100,000 queries.
-final class QueryLoad: @unchecked Sendable {
-    // @unchecked: the results are written by the thread and read after `done` is signalled.
-    private let done = DispatchSemaphore(value: 0)
-    private var rtts: [Double] = []
-    private var missed = 0
-
-    init(in querier: LabHost, acknowledged: AcknowledgedTimes, stop: StopFlag) {
-        let namespace = querier.namespace
-        Thread {
-            defer { self.done.signal() }
-            _ = try? namespace.inside { () throws -> Void in
-                let fd = ScaleLabBenchmark.querySocket()
-                defer { close(fd) }
-                var generator = SplitMix64(seed: 16)
-                var buffer = [UInt8](repeating: 0, count: 9000)
-                var id: UInt16 = 0
-                let began = monotonicNanoseconds()
-                for _ in 0..<100_000 {
-                    if stop.isSet { break }
-                    usleep(ScaleLabBenchmark.queryInterval)
-                    guard let host = acknowledged.old(ScaleLabBenchmark.queryAge, random: generator.next()) else {
-                        continue
-                    }
-                    id &+= 1
-                    let sent = realtimeNanoseconds()
-                    ScaleLabBenchmark.sendQuery(fd, ScaleLabBenchmark.query(host: host, id: id))
-                    let deadline = monotonicNanoseconds() + 500_000_000
-                    var answered = false
-                    while !answered, monotonicNanoseconds() < deadline {
-                        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                        guard poll(&descriptor, 1, 50) > 0, let arrival = receiveWithTimestamp(fd, &buffer) else {
-                            continue
-                        }
-                        // Only the answer to this query counts (a late one to an earlier query is skipped).
-                        if buffer[0] == UInt8(id >> 8), buffer[1] == UInt8(id & 0xFF) {
-                            self.rtts.append(Double(arrival &- sent) / 1e6)
-                            if ProcessInfo.processInfo.environment["BENCH_SCALE_DEBUG"] != nil,
-                                Double(arrival &- sent) / 1e6 > 2
-                            {
-                                print(
-                                    String(
-                                        format: "      slow query at %.2f s (monotonic %.3f): %.2f ms",
-                                        Double(monotonicNanoseconds() - began) / 1e9,
-                                        Double(monotonicNanoseconds()) / 1e9, Double(arrival &- sent) / 1e6))
-                            }
-                            answered = true
-                        }
-                    }
-                    if !answered { self.missed += 1 }
-                }
-            }
-        }.start()
-    }
-
-    func wait() -> ([Double], Int) {
-        self.done.wait()
-        return (self.rtts, self.missed)
+        let proxy = PosixSocketAddress(.v4(IPv4Address(169, 254, 0, 1)), port: 5353)
+        proxy.send(bytes, on: fd)
     }
 }

@@ -2,6 +2,7 @@ import CSleepProxyLinux
 import Foundation
 import NIOCore
 import SleepProxyCore
+import SleepProxySystem
 import SleepProxyTestSupport
 import SleepProxyWire
 
@@ -54,29 +55,13 @@ enum TakeoverBenchmarks {
                     id: UInt16(n), mac: mac(n), host: try DNSName(parsing: "sleeper\(n).local."),
                     addresses: [.v4(address(n))], services: [("Web \(n)._http._tcp", 8080)]
                 ).encoded(options: .appleUpdate)
-                let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+                let fd = socket(AF_INET, PosixSocket.datagram, 0)
                 defer { close(fd) }
-                var local = sockaddr_in()
-                local.sin_family = sa_family_t(AF_INET)
-                local.sin_addr.s_addr = address(n).rawValue.bigEndian
-                var proxy = sockaddr_in()
-                proxy.sin_family = sa_family_t(AF_INET)
-                proxy.sin_port = UInt16(5599).bigEndian
-                proxy.sin_addr.s_addr = IPv4Address(192, 0, 2, 1).rawValue.bigEndian
+                let proxy = PosixSocketAddress(.v4(IPv4Address(192, 0, 2, 1)), port: 5599)
                 var timeout = timeval(tv_sec: 2, tv_usec: 0)
                 setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-                _ = withUnsafePointer(to: &local) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                    }
-                }
-                _ = payload.withUnsafeBytes { raw in
-                    withUnsafePointer(to: &proxy) {
-                        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                            sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                        }
-                    }
-                }
+                _ = PosixSocketAddress(.v4(address(n)), port: 0).bind(fd)
+                proxy.send(payload, on: fd)
                 var reply = [UInt8](repeating: 0, count: 512)
                 guard recv(fd, &reply, reply.count, 0) >= 4, reply[3] == 0 else {
                     throw CommandError("sleeper \(n) was not registered")

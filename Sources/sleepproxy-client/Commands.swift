@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import SleepProxyClient
 import SleepProxyCore
 import SleepProxyWire
 

@@ -111,7 +111,7 @@ enum Browser {
 enum UDP {
     /// A UDP socket bound to `source` (and to the interface), with a receive timeout.
     static func socket(bound source: IPv4Address, link: Link?, port: UInt16 = 0, reuse: Bool = false) throws -> Int32 {
-        let fd = Glibc.socket(AF_INET, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let fd = Glibc.socket(AF_INET, PosixSocket.datagram | PosixSocket.closeOnExec, 0)
         guard fd >= 0 else {
             throw ClientError(description: "cannot open a UDP socket: \(String(cString: strerror(errno)))")
         }
@@ -129,16 +129,8 @@ enum UDP {
                 setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, $0, socklen_t(link.name.utf8.count + 1))
             }
         }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = port == 0 ? source.rawValue.bigEndian : 0
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard bound == 0 else {
+        let address = port == 0 ? PosixSocketAddress(.v4(source), port: 0) : PosixSocketAddress.anyV4(port: port)
+        guard address.bind(fd) else {
             close(fd)
             throw ClientError(description: "cannot bind to \(source): \(String(cString: strerror(errno)))")
         }
@@ -146,17 +138,7 @@ enum UDP {
     }
 
     static func send(_ fd: Int32, _ bytes: [UInt8], to address: IPv4Address, port: UInt16) {
-        var destination = sockaddr_in()
-        destination.sin_family = sa_family_t(AF_INET)
-        destination.sin_port = port.bigEndian
-        destination.sin_addr.s_addr = address.rawValue.bigEndian
-        _ = bytes.withUnsafeBytes { raw in
-            withUnsafePointer(to: &destination) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    sendto(fd, raw.baseAddress, raw.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-                }
-            }
-        }
+        PosixSocketAddress(.v4(address), port: port).send(bytes, on: fd)
     }
 
     /// Joins the mDNS group on the link's IPv4 address (so this socket hears multicast answers).

@@ -1,4 +1,5 @@
 import Foundation
+import SleepProxyClient
 import SleepProxyCore
 import SleepProxyWire
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import CSleepProxyLinux
 import Foundation
+import SleepProxyClient
 import SleepProxyCore
 import SleepProxyWire
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SleepProxyClient
 import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire

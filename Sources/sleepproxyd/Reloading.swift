@@ -59,7 +59,7 @@ struct ReloadService: Service {
     let hangups: UnixSignalsSequence
     let config: String?
     let original: SleepProxyDaemon
-    let engine: RegistrationEngine
+    let engine: EngineRunner
     let levelBox: LogLevelBox
     let logger: Logger
 

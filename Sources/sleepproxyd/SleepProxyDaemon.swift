@@ -252,10 +252,10 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             refusalReply: self.refusalReply,
             expiryAction: self.expiryAction
         )
-        let engine: RegistrationEngine
+        let engine: EngineRunner
         do {
-            engine = try RegistrationEngine(
-                configuration: RegistrationEngine.Configuration(
+            engine = try EngineRunner(
+                configuration: EngineRunner.Configuration(
                     registration: registration, interfaces: self.interface,
                     stateDirectory: URL(fileURLWithPath: self.stateDirectory, isDirectory: true),
                     responder: ResponderConfiguration(

@@ -38,11 +38,11 @@ struct MailboxLaneTests {
     }
 
     @Test func aFullLaneRefusesOnlyItsOwnEvents() {
-        let mailbox = Self.mailbox(capacity: RegistrationEngine.mailboxCapacity)
-        for n in 0..<RegistrationEngine.mailboxCapacity { #expect(mailbox.post(.frame(n))) }
+        let mailbox = Self.mailbox(capacity: EngineRunner.mailboxCapacity)
+        for n in 0..<EngineRunner.mailboxCapacity { #expect(mailbox.post(.frame(n))) }
         #expect(!mailbox.post(.frame(-1)), "one past the frame lane's bound")
         #expect(mailbox.post(.registration(1)), "a registration still gets in behind a full frame lane")
-        for n in 0..<RegistrationEngine.mailboxCapacity { #expect(mailbox.post(.mdns(n))) }
+        for n in 0..<EngineRunner.mailboxCapacity { #expect(mailbox.post(.mdns(n))) }
         #expect(!mailbox.post(.mdns(-1)))
         #expect(mailbox.post(.registration(2)))
         #expect(
@@ -51,8 +51,8 @@ struct MailboxLaneTests {
 
         // Taking empties every lane and keeps the order of arrival across lanes.
         let (events, stopped) = mailbox.take(timeout: 0)
-        #expect(!stopped && events.count == 2 * RegistrationEngine.mailboxCapacity + 2)
-        #expect(events[RegistrationEngine.mailboxCapacity] == .registration(1) && events.last == .registration(2))
+        #expect(!stopped && events.count == 2 * EngineRunner.mailboxCapacity + 2)
+        #expect(events[EngineRunner.mailboxCapacity] == .registration(1) && events.last == .registration(2))
         #expect(mailbox.post(.frame(0)), "the frame lane has room again")
     }
 
@@ -67,7 +67,7 @@ struct MailboxLaneTests {
             default: .frame(n)
             }
         }
-        let mailbox = Self.mailbox(capacity: RegistrationEngine.mailboxCapacity)
+        let mailbox = Self.mailbox(capacity: EngineRunner.mailboxCapacity)
         for event in posted { #expect(mailbox.post(event)) }
         #expect(mailbox.take(timeout: 0).events == posted)
         for event in posted { mailbox.post(event) }
@@ -100,8 +100,8 @@ struct MailboxLaneTests {
     /// (N taken, N+1 refused); registrations and the admin side still get in.
     @Test func aFloodOfFramesOrMDNSLeavesRoomForTheRest() throws {
         let capacity = 8
-        let mailbox = Mailbox<RegistrationEngine.Event>(
-            capacity: capacity, lanes: RegistrationEngine.Event.lanes, lane: { $0.lane })
+        let mailbox = Mailbox<EngineRunner.Event>(
+            capacity: capacity, lanes: EngineRunner.Event.lanes, lane: { $0.lane })
         for _ in 0..<capacity { #expect(mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false))) }
         #expect(!mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false)))
         let remote = try SocketAddress(ipAddress: "192.0.2.2", port: 5353)
@@ -111,8 +111,8 @@ struct MailboxLaneTests {
         #expect(!mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
         #expect(mailbox.post(.linksChanged))
         #expect(
-            mailbox.dropped(lane: RegistrationEngine.Event.framesLane) == 1
-                && mailbox.dropped(lane: RegistrationEngine.Event.mdnsLane) == 1)
+            mailbox.dropped(lane: EngineRunner.Event.framesLane) == 1
+                && mailbox.dropped(lane: EngineRunner.Event.mdnsLane) == 1)
     }
 }
 
@@ -121,27 +121,27 @@ struct MailboxLaneTests {
 @Suite("Engine batches")
 struct EngineBatchTests {
     @Test func batchesBoundRegistrationsAndEvents() {
-        let registrations = RegistrationEngine.maximumBatch
+        let registrations = EngineRunner.maximumBatch
         // N registrations make one batch, N + 1 make two.
         #expect(
-            RegistrationEngine.batches(Array(repeating: true, count: registrations)) { $0 }.map(\.count) == [
+            EngineRunner.batches(Array(repeating: true, count: registrations)) { $0 }.map(\.count) == [
                 registrations
             ])
         #expect(
-            RegistrationEngine.batches(Array(repeating: true, count: registrations + 1)) { $0 }.map(\.count) == [
+            EngineRunner.batches(Array(repeating: true, count: registrations + 1)) { $0 }.map(\.count) == [
                 registrations, 1,
             ])
         // Frames interleaved with the registrations do not split them further.
         let mixed = (0..<registrations).flatMap { _ in [false, false, true] }
-        let cut = RegistrationEngine.batches(mixed) { $0 }
+        let cut = EngineRunner.batches(mixed) { $0 }
         #expect(cut.count == 1 && cut[0].count == mixed.count)
         // N events make one batch, N + 1 make two, whatever their kind; nothing is lost or reordered.
-        let events = RegistrationEngine.maximumBatchEvents
-        #expect(RegistrationEngine.batches(Array(repeating: false, count: events)) { $0 }.map(\.count) == [events])
+        let events = EngineRunner.maximumBatchEvents
+        #expect(EngineRunner.batches(Array(repeating: false, count: events)) { $0 }.map(\.count) == [events])
         let numbered = Array(0...events)
-        let split = RegistrationEngine.batches(numbered) { _ in false }
+        let split = EngineRunner.batches(numbered) { _ in false }
         #expect(split.map(\.count) == [events, 1] && split.flatMap { $0 } == numbered)
-        #expect(RegistrationEngine.batches([Bool]()) { $0 }.isEmpty)
+        #expect(EngineRunner.batches([Bool]()) { $0 }.isEmpty)
     }
 }
 
@@ -149,13 +149,13 @@ struct EngineBatchTests {
 /// its order.
 @Suite("Engine batches")
 struct EngineBatchOrderTests {
-    static func mdns(port: Int) throws -> RegistrationEngine.Event {
+    static func mdns(port: Int) throws -> EngineRunner.Event {
         .mdns(
             bytes: [UInt8(port & 0xFF)], remote: try SocketAddress(ipAddress: "192.0.2.20", port: port),
             interfaceIndex: 2, destination: nil)
     }
 
-    static func describe(_ events: [RegistrationEngine.Event]) -> [String] {
+    static func describe(_ events: [EngineRunner.Event]) -> [String] {
         events.map { event in
             switch event {
             case .mdns(_, let remote, _, _): "mdns \(remote.port ?? 0)"
@@ -167,16 +167,16 @@ struct EngineBatchOrderTests {
     }
 
     @Test func legacyQueriesGoFirstAndTheRestKeepsItsOrder() throws {
-        let events: [RegistrationEngine.Event] = [
+        let events: [EngineRunner.Event] = [
             .frame(bytes: [1], interfaceIndex: 2, outgoing: false), try Self.mdns(port: 5353), .linksChanged,
             try Self.mdns(port: 40_000), .frame(bytes: [2], interfaceIndex: 2, outgoing: false),
             try Self.mdns(port: 40_001),
         ]
         #expect(
-            Self.describe(RegistrationEngine.legacyQueriesFirst(events)) == [
+            Self.describe(EngineRunner.legacyQueriesFirst(events)) == [
                 "mdns 40000", "mdns 40001", "frame 1", "mdns 5353", "links", "frame 2",
             ])
         let noLegacy = [events[0], events[1], events[2]]
-        #expect(Self.describe(RegistrationEngine.legacyQueriesFirst(noLegacy)) == Self.describe(noLegacy))
+        #expect(Self.describe(EngineRunner.legacyQueriesFirst(noLegacy)) == Self.describe(noLegacy))
     }
 }

@@ -11,8 +11,8 @@ import Testing
 @Suite("UDP inbound handlers")
 struct InboundHandlerTests {
     final class Sink: Sendable {
-        let events = NIOLockedValueBox<[RegistrationEngine.Event]>([])
-        func post(_ event: RegistrationEngine.Event) { self.events.withLockedValue { $0.append(event) } }
+        let events = NIOLockedValueBox<[EngineRunner.Event]>([])
+        func post(_ event: EngineRunner.Event) { self.events.withLockedValue { $0.append(event) } }
     }
 
     static let remote = try! SocketAddress(ipAddress: "192.0.2.2", port: 5353)
@@ -77,6 +77,6 @@ struct InboundHandlerTests {
             return
         }
         #expect(bytes.count == SSDPMessage.maximumSize && index == 3)
-        #expect(events.first!.lane == RegistrationEngine.Event.ssdpLane)
+        #expect(events.first!.lane == EngineRunner.Event.ssdpLane)
     }
 }

@@ -20,7 +20,7 @@ struct RegistrationListenerTests {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "sleepproxy-listener-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         defer { try? FileManager.default.removeItem(at: directory) }
-        let engine = try RegistrationEngine(
+        let engine = try EngineRunner(
             configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
         let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
         let originals = listener.channels.withLockedValue { $0 }

@@ -43,7 +43,7 @@ struct SSDPStateFileTests {
         try Data("{not json".utf8).write(to: url)
         #expect(throws: (any Error).self) { try SSDPStateFile.read(directory: directory) }
         try Data(count: SSDPStateFile.maximumBytes + 1).write(to: url)
-        #expect(throws: RegistrationEngineError.self) { try SSDPStateFile.read(directory: directory) }
+        #expect(throws: EngineRunnerError.self) { try SSDPStateFile.read(directory: directory) }
         // Entries with impossible values are dropped one by one.
         var file = SSDPStateFile(
             [Self.key: [Self.entry(age: 1, now: .seconds(10))]], now: .seconds(10), savedAt: Date())

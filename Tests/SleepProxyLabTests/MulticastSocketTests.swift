@@ -115,7 +115,7 @@ struct MulticastSocketTests {
     /// Sockets for the test namespace's loopback (made multicast-capable, as NIO requires of a device it joins a
     /// group on), with what they hand the engine collected.
     final class LoopbackSockets: Sendable {
-        let events = NIOLockedValueBox<[RegistrationEngine.Event]>([])
+        let events = NIOLockedValueBox<[EngineRunner.Event]>([])
         let sockets: MulticastSockets
         static let loopback = InterfaceContext(
             name: "lo", index: 1, macAddress: MACAddress("00:00:00:00:00:00")!, prefixes: [IPPrefix("127.0.0.1/8")!])
@@ -147,7 +147,7 @@ struct MulticastSocketTests {
         }
 
         /// Waits (at most 5 s) for an event `matching`.
-        func wait(for matching: (RegistrationEngine.Event) -> Bool) -> Bool {
+        func wait(for matching: (EngineRunner.Event) -> Bool) -> Bool {
             let deadline = Date(timeIntervalSinceNow: 5)
             repeat {
                 if self.events.withLockedValue({ $0.contains(where: matching) }) { return true }

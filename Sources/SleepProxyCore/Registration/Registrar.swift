@@ -311,12 +311,12 @@ public struct Registrar: Sendable {
 
 /// What makes two records "identical" in RFC 6762 §8.1 terms: name (case-insensitively), class and rdata; the TTL
 /// and the cache-flush bit do not count.
-struct RecordIdentity: Hashable {
-    var name: DNSName
-    var rrclass: DNSClass
-    var rdata: DNSRData
+public struct RecordIdentity: Hashable, Sendable {
+    public var name: DNSName
+    public var rrclass: DNSClass
+    public var rdata: DNSRData
 
-    init(_ record: DNSResourceRecord) {
+    public init(_ record: DNSResourceRecord) {
         self.name = record.name
         self.rrclass = record.rrclass
         self.rdata = record.rdata
@@ -324,7 +324,7 @@ struct RecordIdentity: Hashable {
 
     /// Name and type only: the synthesised hash of `rdata` would walk every byte of every TXT string, and records
     /// that share name and type but differ in rdata are few; equality still compares everything.
-    func hash(into hasher: inout Hasher) {
+    public func hash(into hasher: inout Hasher) {
         hasher.combine(self.name)
         hasher.combine(self.rdata.recordType)
     }

@@ -7,7 +7,7 @@ import SleepProxyCore
 import SleepProxyWire
 
 /// What the engine thread is configured with, what it takes in, and what it reports.
-extension RegistrationEngine {
+extension EngineRunner {
     public struct Configuration: Sendable {
         public var registration: RegistrationConfiguration
         /// Interfaces to serve; empty means every up, multicast-capable, non-loopback interface.

@@ -1,3 +1,4 @@
+import SleepProxyCore
 import SleepProxyWire
 
 /// The records a host's own mDNS responder publishes for the host, picked from the responses it sent: the proxy

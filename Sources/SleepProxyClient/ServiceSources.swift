@@ -1,3 +1,4 @@
+import SleepProxyCore
 import SleepProxyWire
 
 extension SleepRegistration.Service {

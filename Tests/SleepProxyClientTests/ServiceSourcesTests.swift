@@ -1,5 +1,6 @@
 import Testing
 
+@testable import SleepProxyClient
 @testable import SleepProxyCore
 @testable import SleepProxyWire
 

@@ -8,7 +8,7 @@ import SleepProxySystem
 import SleepProxyWire
 
 /// The served interfaces: read from the kernel, refreshed on netlink news or every 30 s.
-extension RegistrationEngine {
+extension EngineRunner {
     /// The served interface a datagram came in on, nil for one the proxy does not serve. An index not seen yet
     /// (an interface added a moment ago) reads the kernel's list first.
     func servedInterface(index: Int?, now: Timestamp) -> InterfaceContext? {

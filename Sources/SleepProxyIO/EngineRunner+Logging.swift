@@ -18,7 +18,7 @@ extension EngineLogLevel {
     }
 }
 
-public struct RegistrationEngineError: Error, CustomStringConvertible {
+public struct EngineRunnerError: Error, CustomStringConvertible {
     public var description: String
 }
 

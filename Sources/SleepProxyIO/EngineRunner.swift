@@ -20,7 +20,7 @@ import SleepProxyWire
 ///
 /// A thread rather than a task because persisting means a blocking fdatasync, which must not stall the
 /// two-thread cooperative pool (docs/linux.md §7), and because a batch per wake-up is exactly group commit.
-public final class RegistrationEngine: @unchecked Sendable {
+public final class EngineRunner: @unchecked Sendable {
     // @unchecked: `engine`, `inventory` and `journal` are touched only on the engine thread; `status` is
     // guarded by `statusLock`; `mailbox` is itself thread-safe; `mdns`, `ssdpSockets` and `packets` are set in
     // init and never replaced, and keep their counts under locks or atomics of their own.
@@ -28,7 +28,7 @@ public final class RegistrationEngine: @unchecked Sendable {
     let configuration: Configuration
     let logger: Logger
     let startedAt = Date()
-    let mailbox = Mailbox<Event>(capacity: RegistrationEngine.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
+    let mailbox = Mailbox<Event>(capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
     /// Every rule and all host state (registrar, responder, takeover), pure; touched only on the engine thread.
     var engine: ProxyEngine
     var mdns: MulticastSockets?
@@ -84,7 +84,7 @@ public final class RegistrationEngine: @unchecked Sendable {
         self.inventory = try InterfaceInventory.read()
         self.inventoryReadAt = SystemClock.now()
         for name in configuration.interfaces where self.inventory.interface(named: name) == nil {
-            throw RegistrationEngineError(
+            throw EngineRunnerError(
                 description:
                     "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface"
             )
@@ -115,11 +115,11 @@ public final class RegistrationEngine: @unchecked Sendable {
         var takeover: Takeover? = nil
         if let takeoverConfiguration = configuration.takeover {
             // Without CAP_NET_RAW the packet side cannot work at all: say so at start rather than run half a proxy.
-            let probe = socket(AF_PACKET, Int32(SOCK_RAW.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            let probe = socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
             if probe < 0 {
                 let code = errno
                 if code == EPERM || code == EACCES {
-                    throw RegistrationEngineError(
+                    throw EngineRunnerError(
                         description:
                             "no permission to open raw packet sockets (CAP_NET_RAW) for address takeover and wake: run as root, grant CAP_NET_RAW and CAP_NET_ADMIN (the systemd unit in deploy/ does), or pass --no-takeover to answer mDNS only"
                     )
@@ -149,7 +149,7 @@ public final class RegistrationEngine: @unchecked Sendable {
                 self.monitor = monitor
             } catch {
                 logger.warning(
-                    "\(error); interfaces are re-read every \(RegistrationEngine.inventoryRefreshInterval) instead")
+                    "\(error); interfaces are re-read every \(EngineRunner.inventoryRefreshInterval) instead")
             }
         }
         var responder: Responder? = nil

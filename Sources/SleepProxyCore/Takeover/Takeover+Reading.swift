@@ -1,0 +1,56 @@
+import SleepProxyWire
+
+/// What the takeover shows of its hosts: for the engine's decisions and its own view (`ProxyEngine+Reading`).
+extension Takeover {
+    /// Magic packets are going out for the host.
+    public func isWaking(_ key: OwnerKey) -> Bool { self.hosts[key]?.wake != nil }
+
+    /// The hosts with a wake under way (few at any time).
+    public var wakingHosts: Set<OwnerKey> { self.hosts.waking }
+
+    /// The proxy answers for at least one of the host's addresses: it took the host over.
+    public func isAnsweringAny(_ key: OwnerKey) -> Bool { self.hosts[key]?.isAnsweringAny ?? false }
+
+    /// The host whose address `address` is on the interface (registered, or only being woken).
+    public func host(owning address: IPAddress, interface: String) -> OwnerKey? {
+        self.addressOwners[InterfaceAddressKey(interface: interface, address: address)]
+    }
+
+    /// The state of one host, for the admin side.
+    public func state(of key: OwnerKey) -> HostStatus? {
+        guard let host = self.hosts[key] else { return nil }
+        var addresses: [(IPAddress, HostStatus.Phase)] = []
+        for address in host.addresses {
+            let state = host.states[address] ?? AddressState()
+            let phase: HostStatus.Phase
+            switch state.phase {
+            case .waiting where host.standby != nil: phase = .standby
+            case .waiting: phase = state.restarts > 0 ? .ownerSeen : .starting
+            case .probing: phase = .probing
+            case .announcing, .claimed: phase = .answering
+            case .stopped: phase = .stopped
+            }
+            addresses.append((address, phase))
+        }
+        // The host's phase is its most advanced address's: answering on one address is answering.
+        let order: [HostStatus.Phase] = [.answering, .probing, .starting, .standby, .ownerSeen, .stopped]
+        let phase = order.first { candidate in addresses.contains { $0.1 == candidate } } ?? .stopped
+        return HostStatus(
+            phase: phase, waking: host.wake != nil, wakeAttempts: host.wake?.attempts ?? 0,
+            probeRestarts: host.states.values.map(\.restarts).max() ?? 0, addresses: addresses)
+    }
+
+    public struct HostStatus: Sendable {
+        public enum Phase: String, Hashable, Sendable {
+            case starting, probing, answering, ownerSeen = "owner-seen", stopped
+            /// Another proxy answers for the host; this one watches it and takes over if it leaves.
+            case standby
+        }
+        public var phase: Phase
+        public var waking: Bool
+        public var wakeAttempts: Int
+        public var probeRestarts: Int
+        /// Each address with its own phase (docs/protocol.md §5.2: the state is per address).
+        public var addresses: [(IPAddress, Phase)]
+    }
+}

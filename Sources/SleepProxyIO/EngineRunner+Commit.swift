@@ -1,0 +1,89 @@
+import CSleepProxyLinux
+import FoundationEssentials
+import Logging
+import NIOCore
+import SleepProxyControl
+import SleepProxyCore
+import SleepProxyWire
+
+/// Timers, then the commit: a batch's mDNS goes out at once, its journal entries are made durable, and only then do the
+/// registration and admin replies go out (an acknowledged registration survives a crash).
+extension EngineRunner {
+    func runTimers(now: Timestamp, into batch: inout Batch) {
+        for slice in 1...EngineRunner.timerSlicesPerPass {
+            self.perform(self.engine.tick(now: now, slice: EngineRunner.timerSlice), into: &batch)
+            guard slice < EngineRunner.timerSlicesPerPass, let next = self.engine.nextDeadline(), next <= now
+            else { break }
+            self.answerWaitingQueries(into: &batch)
+        }
+    }
+
+    func commit(_ batch: inout Batch, now: Timestamp) {
+        // mDNS output does not wait for the journal: it reveals nothing a crash could take back that matters
+        // (a record answered once and then lost to a crash is re-registered by its host on its next sleep).
+        self.sendMulticast(&batch)
+
+        if batch.journalEntries > 0 {
+            do {
+                // Queries answered during the sync may change a host (a sleeping host heard from is handed back),
+                // which adds entries: those are written and synced in turn before any reply goes out.
+                var writtenBytes = 0
+                var writtenEntries = 0
+                while writtenEntries < batch.journalEntries {
+                    let bytes = Array(batch.journal[writtenBytes...])
+                    let count = batch.journalEntries - writtenEntries
+                    writtenBytes = batch.journal.count
+                    writtenEntries = batch.journalEntries
+                    try self.journal.append(encoded: bytes, entries: count) { fd in
+                        try self.syncAnsweringQueries(fd, into: &batch)
+                    }
+                }
+            } catch {
+                // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
+                // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
+                // store, copy-on-write, once thousands of hosts sleep.)
+                self.logger.error(
+                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.journalEntries) changes not acknowledged"
+                )
+                self.statusLock.withLock { self.status.persistenceFailures += 1 }
+                batch.replies.removeAll()
+                batch.controlReplies = batch.controlReplies.map {
+                    (
+                        ControlResponse.failure(
+                            "the state directory could not be written (\(error)); nothing was changed"), $0.1
+                    )
+                }
+                self.reloadFromJournal(now: now)
+            }
+        }
+        for (response, reply) in batch.controlReplies { reply(response) }
+        // One hop to each channel's event loop for the whole batch, one flush: not one per reply.
+        var byChannel: [ObjectIdentifier: (Channel, [AddressedEnvelope<ByteBuffer>])] = [:]
+        for (channel, remote, reply) in batch.replies {
+            byChannel[ObjectIdentifier(channel), default: (channel, [])].1.append(
+                AddressedEnvelope(remoteAddress: remote, data: ByteBuffer(bytes: reply)))
+        }
+        for (channel, envelopes) in byChannel.values {
+            channel.eventLoop.execute {
+                for envelope in envelopes { channel.write(envelope, promise: nil) }
+                channel.flush()
+            }
+        }
+    }
+
+    /// Replaces the in-memory state with what the journal holds (after a failed append).
+    func reloadFromJournal(now: Timestamp) {
+        let replay: RegistrationJournal.Replay
+        do {
+            replay = try self.journal.reread(timeBase: SystemClock.timeBase())
+        } catch {
+            // Neither writable nor readable: keep serving what memory holds rather than forget every host.
+            self.logger.error("state: cannot read the journal back (\(error)); keeping the in-memory registrations")
+            return
+        }
+        var batch = Batch()
+        self.perform(self.engine.reload(replay.registrations, now: now), into: &batch)
+        self.sendMulticast(&batch)
+        self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
+    }
+}
