@@ -70,6 +70,19 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var total: Int?
     /// `history`: the host's last day.
     public var history: HostHistory?
+    /// Why a request was refused, for programs (the HTTP API's status code); `error` says it for people.
+    public var refusal: Refusal?
+
+    public enum Refusal: String, Codable, Hashable, Sendable {
+        /// The request itself was wrong (a bad page, an unknown state): asking again the same way fails again.
+        case invalid
+        /// No held host (or no history) by the name or MAC given.
+        case notFound = "not-found"
+        /// The daemon could not take the request now (its queue full, or it is stopping): ask again shortly.
+        case unavailable
+        /// The daemon tried and could not do it (no takeover to wake with, a wake held back, a write that failed).
+        case failed
+    }
 
     public init(
         ok: Bool = true, error: String? = nil, status: DaemonStatus? = nil, hosts: [HostSummary]? = nil,
@@ -88,7 +101,11 @@ public struct ControlResponse: Codable, Hashable, Sendable {
         self.events = events
     }
 
-    public static func failure(_ message: String) -> ControlResponse { ControlResponse(ok: false, error: message) }
+    public static func failure(_ message: String, _ refusal: Refusal = .failed) -> ControlResponse {
+        var response = ControlResponse(ok: false, error: message)
+        response.refusal = refusal
+        return response
+    }
 }
 
 public struct DaemonStatus: Codable, Hashable, Sendable {

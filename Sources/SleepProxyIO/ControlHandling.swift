@@ -13,8 +13,8 @@ extension EngineRunner {
     func handleControl(_ request: ControlRequest, now: Timestamp, actions: inout [EngineAction]) -> ControlResponse {
         guard request.version == ControlProtocol.version else {
             return .failure(
-                "sleepproxyctl speaks control protocol \(request.version), this daemon \(ControlProtocol.version): use the sleepproxyctl that came with it"
-            )
+                "sleepproxyctl speaks control protocol \(request.version), this daemon \(ControlProtocol.version): use the sleepproxyctl that came with it",
+                .invalid)
         }
         switch request.command {
         case .status:
@@ -29,8 +29,8 @@ extension EngineRunner {
             let mac = self.find(target)?.key.primaryMAC.description ?? MACAddress(target)?.description
             guard let mac, let history = self.dayOf(mac) else {
                 return .failure(
-                    "no history for \"\(target)\": the proxy has held no host by that name or MAC in the last \(HistoryBook.recordsInAll) records"
-                )
+                    "no history for \"\(target)\": the proxy has held no host by that name or MAC in the last \(HistoryBook.recordsInAll) records",
+                    .notFound)
             }
             return ControlResponse(history: history)
         case .wake:
@@ -41,8 +41,8 @@ extension EngineRunner {
             actions += self.engine.wake(registration.key, trigger: .administrator, now: now)
             guard self.engine.state(of: registration.key) == .waking else {
                 return .failure(
-                    "\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly"
-                )
+                    "\(registration.hostName?.description ?? registration.key.description) was woken less than \(TakeoverRules.wakeHoldoff) ago without answering; try again shortly",
+                    .unavailable)
             }
             return ControlResponse(host: self.detail(of: registration, now: now))
         case .forget:
@@ -70,9 +70,11 @@ extension EngineRunner {
 
     /// `hosts`: every held host, or the page and filter asked for, in name order (then MAC).
     private func listing(_ request: ControlRequest, now: Timestamp) -> ControlResponse {
-        if let offset = request.offset, offset < 0 { return .failure("the offset must be 0 or more, not \(offset)") }
+        if let offset = request.offset, offset < 0 {
+            return .failure("the offset must be 0 or more, not \(offset)", .invalid)
+        }
         if let limit = request.limit, !(1...ControlRequest.maximumPageSize).contains(limit) {
-            return .failure("a page holds 1 to \(ControlRequest.maximumPageSize) hosts, not \(limit)")
+            return .failure("a page holds 1 to \(ControlRequest.maximumPageSize) hosts, not \(limit)", .invalid)
         }
         let search = request.search.map { Array($0.lowercased().utf8) }.flatMap { $0.isEmpty ? nil : $0 }
         let inState = request.state.map { self.engine.hosts(in: HostState($0)) }
@@ -148,8 +150,8 @@ extension EngineRunner {
 
     private func notFound(_ target: String?) -> ControlResponse {
         .failure(
-            "no sleeping host named \(target.map { "\"\($0)\"" } ?? "(none given)"); `sleepproxyctl hosts` lists them by name and MAC"
-        )
+            "no sleeping host named \(target.map { "\"\($0)\"" } ?? "(none given)"); `sleepproxyctl hosts` lists them by name and MAC",
+            .notFound)
     }
 
     /// "vm", "vm.local", "VM.local." all mean `vm.local`.

@@ -173,7 +173,7 @@ final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         if !self.admitted {
-            self.send(.failure("too many admin connections at once; try again"), context: context)
+            self.send(.failure("too many admin connections at once; try again", .unavailable), context: context)
             context.close(promise: nil)
         }
         context.fireChannelActive()
@@ -189,7 +189,8 @@ final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
         guard self.admitted, self.following == nil else { return }  // a follower sends nothing more that matters
         let line = self.unwrapInboundIn(data)
         guard let request = try? ControlProtocol.decode(ControlRequest.self, from: Array(line.readableBytesView)) else {
-            self.send(.failure("not a control request (one JSON object per line; see README)"), context: context)
+            self.send(
+                .failure("not a control request (one JSON object per line; see README)", .invalid), context: context)
             return
         }
         self.queue.append(request)
@@ -198,7 +199,8 @@ final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if case ControlProtocol.FramingError.lineTooLong = error {
-            self.send(.failure("request longer than \(ControlProtocol.maximumLineLength) bytes"), context: context)
+            self.send(
+                .failure("request longer than \(ControlProtocol.maximumLineLength) bytes", .invalid), context: context)
         }
         context.close(promise: nil)
     }
@@ -237,7 +239,8 @@ final class ControlHandler: ChannelInboundHandler, RemovableChannelHandler {
                 })
             else { return }
             handler.value.finish(
-                .failure("the daemon did not answer within \(seconds) s"), pending: pending, context: bound.value)
+                .failure("the daemon did not answer within \(seconds) s", .unavailable), pending: pending,
+                context: bound.value)
         }
         self.ask(request) { response in
             guard

@@ -246,7 +246,7 @@ public final class EngineRunner: @unchecked Sendable {
     /// or stopping).
     public func control(_ request: ControlRequest, reply: @escaping @Sendable (ControlResponse) -> Void) {
         if !self.mailbox.post(.control(request, reply: reply)) {
-            reply(.failure("the daemon is busy or stopping; try again"))
+            reply(.failure("the daemon is busy or stopping; try again", .unavailable))
         }
     }
 

@@ -26,15 +26,15 @@ extension HTTPEndpoint {
         case .notFound:
             respond(
                 isAPI
-                    ? Self.json(.notFound, .failure("no such API path; see \(StatusRoute.apiPrefix)/status"))
+                    ? Self.json(.notFound, .failure("no such API path; see \(StatusRoute.apiPrefix)/status", .notFound))
                     : .page(.notFound, StatusPage.problem("Not found", "Nothing is served at this address.")))
         case .badRequest(let reason):
             respond(
                 isAPI
-                    ? Self.json(.badRequest, .failure(reason))
+                    ? Self.json(.badRequest, .failure(reason, .invalid))
                     : .page(.badRequest, StatusPage.problem("Bad request", reason)))
         case .api(let request):
-            self.engine.control(request) { response in respond(Self.json(Self.status(of: response, request), response))
+            self.engine.control(request) { response in respond(Self.json(Self.status(of: response), response))
             }
         case .overview(let query):
             self.engine.control(ControlRequest(command: .status)) { [self] statusResponse in
@@ -85,12 +85,16 @@ extension HTTPEndpoint {
         }
     }
 
-    /// 200 for an answer; for a refusal, 404 when the host named is not held, 503 when the daemon is busy, 400
-    /// otherwise.
-    static func status(of response: ControlResponse, _ request: ControlRequest) -> HTTPResponseStatus {
+    /// 200 for an answer; for a refusal, by its kind: 404 when the host named is not held, 503 when the daemon
+    /// is busy or stopping, 400 for a request that is wrong, 500 for one the daemon could not carry out.
+    static func status(of response: ControlResponse) -> HTTPResponseStatus {
         guard !response.ok else { return .ok }
-        if response.error?.contains("busy or stopping") == true { return .serviceUnavailable }
-        return request.command == .host || request.command == .history ? .notFound : .badRequest
+        switch response.refusal ?? .failed {
+        case .invalid: return .badRequest
+        case .notFound: return .notFound
+        case .unavailable: return .serviceUnavailable
+        case .failed: return .internalServerError
+        }
     }
 
     static func json(_ status: HTTPResponseStatus, _ response: ControlResponse) -> HTTPReply {

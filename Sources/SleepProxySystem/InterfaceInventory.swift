@@ -59,7 +59,7 @@ public struct InterfaceInventory: Sendable {
     }
 
     /// `IFF_UP`, `IFF_LOOPBACK`, `IFF_MULTICAST` from <net/if.h> (their Swift import type depends on which
-    /// header is seen first, docs/linux.md §3, so the values are written here).
+    /// header is seen first, docs/linux.md §4, so the values are written here).
     static let flagUp = 0x1
     static let flagLoopback = 0x8
     static let flagMulticast = 0x1000

@@ -6,7 +6,7 @@ import SleepProxyWire
 #endif
 
 /// The socket types and flags as plain numbers. Which module Swift attributes `SOCK_DGRAM` and its kin to depends on
-/// which header a compile batch saw first (Glibc or one including <sys/socket.h>, docs/linux.md §3), so a file that
+/// which header a compile batch saw first (Glibc or one including <sys/socket.h>, docs/linux.md §4), so a file that
 /// named them could stop compiling when files were added elsewhere; importing both here and exporting numbers ends
 /// that.
 public enum PosixSocket {

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOEmbedded
 import NIOHTTP1
+import SleepProxyControl
 import SleepProxyStatusPage
 import Testing
 
@@ -104,6 +105,23 @@ struct HTTPHandlerTests {
         channel.embeddedEventLoop.advanceTime(by: .seconds(10))
         let (head, body) = try Self.response(channel)
         #expect(head.status == .serviceUnavailable && body?.contains("did not answer") == true)
+    }
+
+    /// The API's status code comes from the refusal's kind, which travels in the JSON; the message's wording can
+    /// change freely.
+    @Test func aRefusalsStatusFollowsItsKindNotItsWords() throws {
+        let kinds: [(ControlResponse.Refusal, HTTPResponseStatus)] = [
+            (.invalid, .badRequest), (.notFound, .notFound), (.unavailable, .serviceUnavailable),
+            (.failed, .internalServerError),
+        ]
+        for (kind, status) in kinds {
+            let response = ControlResponse.failure("any words at all", kind)
+            #expect(HTTPEndpoint.status(of: response) == status)
+            let line = try ControlProtocol.frame(response)
+            let decoded = try ControlProtocol.decode(ControlResponse.self, from: Array(line.dropLast()))
+            #expect(decoded.refusal == kind && !decoded.ok)
+        }
+        #expect(HTTPEndpoint.status(of: ControlResponse()) == .ok)
     }
 
     @Test func connectionCloseIsHonoured() throws {
