@@ -105,11 +105,7 @@ struct JournalFileTests {
 
     /// Waits (bounded) until the compaction's own thread is done and the engine's side has finished it.
     static func finish(_ journal: JournalFile) throws -> Bool {
-        for _ in 0..<2_000 {
-            if try journal.finishCompaction() { return true }
-            usleep(5_000)
-        }
-        return false
+        try waitUntil(timeout: 10, interval: 0.005) { try journal.finishCompaction() }
     }
 
     /// The new journal is written on a thread of its own while appends go on to the old one; what was appended

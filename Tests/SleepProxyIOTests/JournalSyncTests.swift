@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import SleepProxyCore
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyIO
@@ -42,7 +43,7 @@ struct JournalSyncTests {
         #expect(throws: Never.self) { try sync.take()?.get() }
         #expect(sync.take() == nil, "the outcome is taken once")
         // The poke follows the outcome, outside the lock: wait (bounded) for it.
-        for _ in 0..<1_000 where pokes.withLockedValue({ $0 }) == 0 { usleep(1_000) }
+        #expect(waitUntil(timeout: 1, interval: 0.001) { pokes.withLockedValue { $0 } > 0 })
         #expect(pokes.withLockedValue { $0 } == 1)
 
         // A sync that fails says why, and the next one can start.

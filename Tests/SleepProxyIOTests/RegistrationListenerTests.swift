@@ -37,7 +37,8 @@ struct RegistrationListenerTests {
 
         // Closed by us: nothing is bound again.
         await listener.close()
-        try await Task.sleep(for: .milliseconds(200))
+        // Every closure watcher (registered before) has run once each close future has completed.
+        for channel in listener.channels.withLockedValue({ $0 }) { try await channel.closeFuture.get() }
         #expect(listener.reopened == originals.count)
         #expect(listener.channels.withLockedValue { $0.allSatisfy { !$0.isActive } })
     }

@@ -11,25 +11,14 @@ import Testing
     .enabled(
         if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
         "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
-final class ClientLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let querier: LabHost
-    let state: URL
+final class ClientLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var querier: LabHost { self.setup.third }
 
     static let sleeperMAC = ThreeHostLab.sleeperMAC
 
     init() throws {
-        let setup = try ThreeHostLab(thirdName: "querier")
-        (self.lab, self.proxy, self.sleeper, self.querier, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
+        self.setup = try ThreeHostLab(thirdName: "querier")
     }
 
     static var client: String {

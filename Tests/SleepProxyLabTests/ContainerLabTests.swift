@@ -23,14 +23,12 @@ enum ContainerImage {
         if: ContainerImage.name != nil && Command.canBuildNetworks
             && FileManager.default.isExecutableFile(atPath: ContainerImage.podman),
         "needs root, podman and SLEEPPROXY_TEST_IMAGE (scripts/test-image builds the image and runs this suite)"))
-final class ContainerLabTests {
+final class ContainerLabTests: ThreeHostSuite {
     static let podman = ContainerImage.podman
     static var image: String? { ContainerImage.name }
 
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
+    let setup: ThreeHostLab
+    var client: LabHost { self.setup.third }
     /// Bound over the container's /run/sleep-proxy, so the control socket can be reached from outside too.
     let runDirectory: URL
     let name: String
@@ -38,8 +36,8 @@ final class ContainerLabTests {
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client) = (setup.lab, setup.proxy, setup.sleeper, setup.third)
-        self.runDirectory = self.lab.directory.appendingPathComponent("run")
+        self.setup = setup
+        self.runDirectory = setup.lab.directory.appendingPathComponent("run")
         try FileManager.default.createDirectory(at: self.runDirectory, withIntermediateDirectories: true)
         // The daemon runs as the image's unprivileged user, whose uid this side does not know.
         chmod(self.runDirectory.path, 0o1777)
@@ -51,8 +49,7 @@ final class ContainerLabTests {
     deinit {
         _ = try? Command.run([Self.podman, "rm", "--force", "--time", "0", self.name], timeout: .seconds(60))
         _ = try? Command.run([Self.podman, "volume", "rm", "--force", self.volume], timeout: .seconds(30))
-        self.sleeper.close()
-        self.lab.close()
+        // The lab itself closes when `setup` goes, after this.
     }
 
     /// Starts podman with nothing of this process but its output files: Foundation's Process learns that a child

@@ -102,12 +102,18 @@ enum Scenario {
     static let cableBack: useconds_t = 2_500_000
     /// After a resume, the sleeping client's address returns this late (a DHCP renewal).
     static let addressReturns: useconds_t = 1_500_000
+    /// A responder announces each record twice, a second apart, and multicasts it again no sooner than a second
+    /// after (RFC 6762 §8.3, §6): a question asked before this has passed since it started speaking is answered
+    /// late or not at all. avahi starting (2 s); the proxy starting to speak for a host (2.5 s: its two
+    /// announcements and the second that follows).
+    static let pastAvahiAnnouncements: useconds_t = 2_000_000
+    static let pastProxyAnnouncements: useconds_t = 2_500_000
 }
 
 /// The lab most end-to-end suites use: the proxy (02:53:50:00:00:01, 192.0.2.1, 2001:db8::1), a sleeping host
 /// with a TCP service on 8080 (…:02, 192.0.2.2, 2001:db8::2) and a third machine (…:20, 192.0.2.20,
 /// 2001:db8::20) named as the suite calls it; the proxy's state directory inside the lab's own.
-struct ThreeHostLab {
+final class ThreeHostLab {
     static let proxyMAC = MACAddress("02:53:50:00:00:01")!
     static let sleeperMAC = MACAddress("02:53:50:00:00:02")!
 
@@ -127,4 +133,24 @@ struct ThreeHostLab {
             thirdName, mac: MACAddress("02:53:50:00:00:20")!, ipv4: ["192.0.2.20/24"], ipv6: ["2001:db8::20/64"])
         self.state = self.lab.directory.appendingPathComponent("state")
     }
+
+    /// The suite is done with the lab (its instance is dropped after each test, pass or fail): the sleeper's
+    /// capture stops and every namespace and process of the lab goes.
+    deinit {
+        self.sleeper.close()
+        self.lab.close()
+    }
+}
+
+/// A lab suite on the three-host LAN: it holds the lab (`setup`), names its parts, and leaves the closing to
+/// `ThreeHostLab`, so that no suite repeats the scaffolding.
+protocol ThreeHostSuite {
+    var setup: ThreeHostLab { get }
+}
+
+extension ThreeHostSuite {
+    var lab: LabNetwork { self.setup.lab }
+    var proxy: LabHost { self.setup.proxy }
+    var sleeper: SleepingHost { self.setup.sleeper }
+    var state: URL { self.setup.state }
 }

@@ -11,27 +11,17 @@ import Testing
 @Suite(
     "Metrics move with their events", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
-final class MetricsLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
+final class MetricsLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var client: LabHost { self.setup.third }
     /// Asks the proxy about the sleeper; the client never does, so its connection is held before it wakes.
     let querier: LabHost
-    let state: URL
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-        self.querier = try self.lab.addHost(
+        self.setup = setup
+        self.querier = try setup.lab.addHost(
             "querier", mac: MACAddress("02:53:50:00:00:30")!, ipv4: ["192.0.2.30/24"], ipv6: ["2001:db8::30/64"])
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
     }
 
     /// Every sample of the scrape, by its series (`name{labels}`).

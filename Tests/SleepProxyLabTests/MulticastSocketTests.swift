@@ -198,8 +198,9 @@ struct MulticastSocketTests {
             seen.countsAfterRefused = (lab.sockets.deferredUnicastSends, lab.sockets.failedUnicastSends)
             lab.sockets.send([(toAsker, [7, 8, 9])])
             seen.afterRefused = asker.receive()?.bytes
-            // Time for an event loop to have met the refused datagram, had it been handed over.
-            usleep(200_000)
+            // Had the refused datagram been handed to the listener's event loop, the loop has met it once a task
+            // submitted now has run (its tasks run in order); the listener must still be up, and still hear.
+            try lab.listener?.eventLoop.submit {}.wait()
             seen.listenerActive = lab.listener?.isActive ?? false
             seen.queryReceived = lab.receives([10, 11, 12], from: asker)
             return seen
@@ -245,7 +246,11 @@ struct MulticastSocketTests {
                 address: IPAddress("192.0.2.9")!, port: MDNSRules.port, interfaceIndex: veth.index)
             lab.sockets.send(Array(repeating: (nobody, [UInt8](repeating: 0, count: 200)), count: 64))
             seen.counts = (lab.sockets.deferredUnicastSends, lab.sockets.failedUnicastSends)
-            usleep(200_000)
+            // Every task the sends left on the listener's event loop has run once this one has (a loop runs its
+            // tasks in order), a close they caused included.
+            if let listener = lab.sockets.channels.withLockedValue({ $0[key]?.listener }) {
+                try listener.eventLoop.submit {}.wait()
+            }
             seen.listenerActive =
                 lab.sockets.channels.withLockedValue { $0[key]?.listener.isActive } ?? false
             let asker = Asker()
@@ -283,8 +288,10 @@ struct MulticastSocketTests {
             seen.queryReceived = lab.receives([1, 2, 3], from: asker)
             // Closed by us (the interface no longer served): nothing to report.
             lab.events.withLockedValue { $0.removeAll() }
+            let closing = lab.listener
             lab.sockets.serve([])
-            usleep(200_000)
+            // Its close is complete, and the closure watcher (registered first) has run, once this returns.
+            try closing?.closeFuture.wait()
             seen.reportedWhenClosedByUs = lab.events.withLockedValue {
                 $0.contains { if case .multicastSocketClosed = $0 { true } else { false } }
             }

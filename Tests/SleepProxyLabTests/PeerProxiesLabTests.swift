@@ -14,30 +14,23 @@ import Testing
 @Suite(
     "Two sleep proxies on one link", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
-final class PeerProxiesLabTests {
+final class PeerProxiesLabTests: ThreeHostSuite {
     static let secondMAC = MACAddress("02:53:50:00:00:03")!
 
-    let lab: LabNetwork
-    let first: LabHost
+    let setup: ThreeHostLab
+    /// The lab's proxy is the first of the two.
+    var first: LabHost { self.setup.proxy }
+    var firstState: URL { self.setup.state }
+    var client: LabHost { self.setup.third }
     let second: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
-    let firstState: URL
     let secondState: URL
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.first, self.sleeper, self.client, self.firstState) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-        self.second = try self.lab.addHost(
+        self.setup = setup
+        self.second = try setup.lab.addHost(
             "second", mac: Self.secondMAC, ipv4: ["192.0.2.3/24"], ipv6: ["2001:db8::3/64"])
-        self.secondState = self.lab.directory.appendingPathComponent("second-state")
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
+        self.secondState = setup.lab.directory.appendingPathComponent("second-state")
     }
 
     func register(with proxy: String) throws {

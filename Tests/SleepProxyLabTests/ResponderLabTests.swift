@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
@@ -100,6 +101,20 @@ final class ResponderLabTests {
             }
         }
         return false
+    }
+
+    /// Multicast mDNS responses from the proxy carrying `name`'s A record, as the querier's link saw them: the
+    /// proxy's announcements (the querier's own questions here are legacy ones, answered by unicast).
+    static func multicastResponses(carrying name: DNSName, in capture: FrameCapture) -> Int {
+        capture.captured.filter { frame in
+            guard frame.packetType != 4, let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                ethernet.etherType == .ipv4, let packet = try? IPv4Packet(decoding: ethernet.payload),
+                packet.header.destination == .mdnsGroup, packet.header.source == IPv4Address(192, 0, 2, 1),
+                let udp = try? UDPDatagram(decoding: packet.payload), udp.destinationPort == 5353,
+                let message = try? DNSMessage(decoding: Array(udp.payload.readableBytesView))
+            else { return false }
+            return message.flags.isResponse && message.answers.contains { $0.name == name && $0.type == .a }
+        }.count
     }
 
     // MARK: -
@@ -215,11 +230,15 @@ final class ResponderLabTests {
         // Asleep until the proxy speaks for it, then past the announcements, so that nothing else is in flight.
         // The link comes back up for the hand-back probe below; its IPv6 duplicate address detection then shows
         // the host on its link-local address only, which leaves the IPv4 address claimed (per-address takeover).
+        let capture = try FrameCapture(in: self.querier.namespace)
+        defer { capture.stop() }
         try self.sleeper.setLink(up: false)
         #expect(
             try self.waitUntilAnswered("vm.local.", IPv4Address(192, 0, 2, 2)),
             "the proxy never answered for the sleeping host")
-        Thread.sleep(forTimeInterval: 2.5)
+        #expect(
+            waitUntil(timeout: 5) { Self.multicastResponses(carrying: "vm.local.", in: capture) >= 2 },
+            "the proxy's two announcements of the sleeping host were not seen")
         try self.sleeper.setLink(up: true)
 
         // NSEC for a type vm.local lacks, multicast to a querier on port 5353.

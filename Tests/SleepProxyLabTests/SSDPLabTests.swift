@@ -14,24 +14,13 @@ import Testing
     .enabled(
         if: MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover,
         "needs minidlna and gupnp-tools (scripts/test installs them)"))
-final class SSDPLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let tv: LabHost
-    let state: URL
+final class SSDPLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var tv: LabHost { self.setup.third }
     static let mediaServer = "urn:schemas-upnp-org:device:MediaServer:1"
 
     init() throws {
-        let setup = try ThreeHostLab(thirdName: "tv")
-        (self.lab, self.proxy, self.sleeper, self.tv, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
+        self.setup = try ThreeHostLab(thirdName: "tv")
     }
 
     struct Response: Decodable {

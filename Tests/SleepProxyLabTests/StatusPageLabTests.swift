@@ -13,12 +13,9 @@ import Testing
 @Suite(
     "Status page in a real browser", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
-final class StatusPageLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
-    let state: URL
+final class StatusPageLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var client: LabHost { self.setup.third }
 
     /// The host's names and TXT as a hostile registrant would send them.
     static let hostLabel = "<script>alert(1)</script>"
@@ -30,15 +27,7 @@ final class StatusPageLabTests {
         .deletingLastPathComponent().appendingPathComponent(".build/status-page")
 
     init() throws {
-        let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
+        self.setup = try ThreeHostLab(thirdName: "client")
     }
 
     func register() throws {

@@ -12,12 +12,9 @@ import Testing
 @Suite(
     "Address takeover and wake in the lab", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
-final class TakeoverLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
-    let state: URL
+final class TakeoverLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var client: LabHost { self.setup.third }
 
     static let proxyMAC = ThreeHostLab.proxyMAC
     static let sleeperMAC = ThreeHostLab.sleeperMAC
@@ -39,15 +36,7 @@ final class TakeoverLabTests {
         """
 
     init() throws {
-        let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
+        self.setup = try ThreeHostLab(thirdName: "client")
     }
 
     func register(sequence: UInt8 = 0, password: SecureOnPassword? = nil) throws {
@@ -226,8 +215,10 @@ final class TakeoverLabTests {
         try self.sleeper.wake()
         #expect(connection.waitForOutput("connected", timeout: 5), "\(connection.output)")
         // Released: the entry is gone once the owner is seen.
-        usleep(300_000)
-        #expect(!(try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.contains("PERMANENT")))
+        #expect(
+            try waitUntil(timeout: 3) {
+                !(try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.contains("PERMANENT"))
+            }, "the proxy's neighbour entry outlived the hand-back")
     }
 
     /// A clean restart (SIGTERM, then a start seconds later) answers for the sleeper at once; after a crash
@@ -301,7 +292,13 @@ final class TakeoverLabTests {
         let capture = try FrameCapture(in: self.client.namespace)
         defer { capture.stop() }
         try self.register()  // ... and stays awake: its kernel answers the proxy's ARP probes.
-        usleep(7_000_000)
+        // The window ends on the daemon's own word: it saw the owner answer for its address (owner-seen).
+        #expect(
+            Daemon.waitForHosts(proxy: self.proxy, stateDirectory: self.state, timeout: 15) { hosts in
+                hosts.values.contains { host in
+                    host.addressStates?.contains { $0.address == "192.0.2.2" && $0.state == .ownerSeen } == true
+                }
+            }, "the proxy never reported the awake owner answering its probes: \(daemon.output)")
         let claims = capture.captured.filter { frame in
             guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
                 ethernet.etherType == .arp,

@@ -18,34 +18,24 @@ private let hasNmap = FileManager.default.isExecutableFile(atPath: "/usr/bin/nma
     "Wakes only for people, against real scanners", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"),
     .enabled(if: hasNmap, "needs nmap (scripts/test installs it)"))
-final class WakeNoiseLabTests {
+final class WakeNoiseLabTests: ThreeHostSuite {
     static let laptopMAC = MACAddress("02:53:50:00:00:30")!
 
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
+    let setup: ThreeHostLab
     /// The machine that runs the scanners (Home Assistant's box).
-    let scanner: LabHost
+    var scanner: LabHost { self.setup.third }
     /// A machine whose single-host SMB probe (Pi.Alert style) touches two ports: no scan, but no person either.
     let laptop: LabHost
     /// A person's machine.
     let phone: LabHost
-    let state: URL
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "scanner")
-        (self.lab, self.proxy, self.sleeper, self.scanner, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-        self.laptop = try self.lab.addHost(
+        self.setup = setup
+        self.laptop = try setup.lab.addHost(
             "laptop", mac: Self.laptopMAC, ipv4: ["192.0.2.30/24"], ipv6: ["2001:db8::30/64"])
-        self.phone = try self.lab.addHost(
+        self.phone = try setup.lab.addHost(
             "phone", mac: MACAddress("02:53:50:00:00:40")!, ipv4: ["192.0.2.40/24"], ipv6: ["2001:db8::40/64"])
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
     }
 
     /// The sleeper registers a web server on 8080 (which its listener serves), SSH and SMB, then sleeps; the

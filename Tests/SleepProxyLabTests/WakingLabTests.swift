@@ -13,27 +13,17 @@ import Testing
 @Suite(
     "Waking keeps the host reachable", .ownThread, .serialized,
     .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
-final class WakingLabTests {
-    let lab: LabNetwork
-    let proxy: LabHost
-    let sleeper: SleepingHost
-    let client: LabHost
+final class WakingLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var client: LabHost { self.setup.third }
     /// A machine that never spoke to the sleeper: it must find the sleeper's addresses through the proxy.
     let phone: LabHost
-    let state: URL
 
     init() throws {
         let setup = try ThreeHostLab(thirdName: "client")
-        (self.lab, self.proxy, self.sleeper, self.client, self.state) = (
-            setup.lab, setup.proxy, setup.sleeper, setup.third, setup.state
-        )
-        self.phone = try self.lab.addHost(
+        self.setup = setup
+        self.phone = try setup.lab.addHost(
             "phone", mac: MACAddress("02:53:50:00:00:40")!, ipv4: ["192.0.2.40/24"], ipv6: ["2001:db8::40/64"])
-    }
-
-    deinit {
-        self.sleeper.close()
-        self.lab.close()
     }
 
     func register(addresses: [IPAddress]) throws {

@@ -284,6 +284,20 @@ public struct EngineProgram {
         var inStates = 0
         for state in HostState.allCases { inStates += self.engine.hosts(in: state).count }
         if inStates != store.hostCount { return "\(inStates) hosts listed by state, \(store.hostCount) held" }
+        // One truth about speaking: the responder's and SSDP's marks agree with each host's lifecycle, and they
+        // keep none for a host no longer held.
+        for key in store.owners.keys {
+            let speaks = self.engine.isSpokenFor(key)
+            if let responder = self.engine.responder, responder.silenced.contains(key) == speaks {
+                return "the responder \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
+            }
+            if let ssdp = self.engine.ssdp, ssdp.isSpeaking(for: key) != speaks {
+                return "SSDP \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
+            }
+        }
+        if let silenced = self.engine.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {
+            return "the responder keeps \(stale) silenced after it was let go"
+        }
         // Never a host's record answered or announced while the proxy is not speaking for it: its records go out
         // only while it is asleep or being woken (goodbyes for a host just removed are not its records any more).
         let speaking: Set<OwnerKey> = self.engine.hosts(in: .asleep).union(self.engine.hosts(in: .waking))

@@ -45,6 +45,10 @@ public struct HostPresence: Hashable, Sendable {
     /// The latest sign that the host was up, in this registration.
     public private(set) var lastAwake: AwakeSignal?
 
+    /// Whether the proxy speaks for the host (answers, announces and defends it): only while it is asleep. The
+    /// responder's and SSDP's own marks follow from the orders and must always agree with this.
+    public var speaks: Bool { self.phase == .asleep }
+
     /// The phase as the admin side and the metrics name it (without `waking`, which is the takeover's).
     public var state: HostState {
         switch self.phase {

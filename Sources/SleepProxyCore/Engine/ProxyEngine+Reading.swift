@@ -65,6 +65,9 @@ extension ProxyEngine {
         }.sorted()
     }
 
+    /// Whether the proxy speaks for the host now, by its lifecycle (`HostPresence.speaks`).
+    public func isSpokenFor(_ key: OwnerKey) -> Bool { self.presence[key]?.speaks ?? false }
+
     /// Every held registration, by owner.
     public var registrations: [OwnerKey: OwnerRegistration] { self.registrar.store.owners }
 
