@@ -281,7 +281,8 @@ extension EngineRunner {
                 }
             },
             lastDay: self.history.activity(since: Date().addingTimeInterval(-Self.historyWindow)),
-            recentHosts: self.recentHosts())
+            recentHosts: self.recentHosts(),
+            lastReload: self.statusLock.withLock { self.status.lastReload })
     }
 }
 

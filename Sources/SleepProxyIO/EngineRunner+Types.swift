@@ -111,6 +111,8 @@ extension EngineRunner {
     /// A copy of the interesting numbers, readable from any thread. Counts only: copying every host after each
     /// batch would cost more than the batch once thousands of hosts sleep.
     public struct Status: Sendable {
+        /// The last SIGHUP's outcome (`noteReload`).
+        public var lastReload: DaemonStatus.Reload?
         public var hostCount = 0
         public var recordCount = 0
         public var statistics = RegistrationStatistics()

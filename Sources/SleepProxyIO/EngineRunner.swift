@@ -242,6 +242,12 @@ public final class EngineRunner: @unchecked Sendable {
         self.mailbox.post(.reconfigure(takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply))
     }
 
+    /// A SIGHUP's outcome, for `sleepproxyctl status` and the API (a refused file is otherwise only in the log).
+    public func noteReload(succeeded: Bool, message: String) {
+        let reload = DaemonStatus.Reload(time: Date(), succeeded: succeeded, message: message)
+        self.statusLock.withLock { self.status.lastReload = reload }
+    }
+
     /// Runs an admin request on the engine thread; `reply` gets the answer (or a failure when the engine is full
     /// or stopping).
     public func control(_ request: ControlRequest, reply: @escaping @Sendable (ControlResponse) -> Void) {

@@ -84,6 +84,12 @@ struct Status: ParsableCommand {
             print("refusals:")
             for (reason, count) in status.refusals.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(count)") }
         }
+        if let reload = status.lastReload {
+            let ago = HumanDuration.format(max(0, Date().timeIntervalSince(reload.time)))
+            print(
+                "last reload:   \(ago) ago, \(reload.succeeded ? "taken" : "refused, the running configuration kept"): \(reload.message)"
+            )
+        }
     }
 }
 

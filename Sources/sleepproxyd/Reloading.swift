@@ -67,6 +67,7 @@ struct ReloadService: Service {
         for await _ in self.hangups.cancelOnGracefulShutdown() {
             guard let path = self.config else {
                 self.logger.notice("SIGHUP: no configuration file in use; nothing to reload")
+                self.engine.noteReload(succeeded: false, message: "no configuration file in use; nothing to reload")
                 continue
             }
             do {
@@ -79,11 +80,16 @@ struct ReloadService: Service {
                     expiryAction: fresh.expiryAction,
                     refusalReply: fresh.refusalReply)
                 let restartOnly = fresh.restartSettings != self.original.restartSettings
+                self.engine.noteReload(
+                    succeeded: true,
+                    message: "\(path)\(restartOnly ? "; some settings change only on restart" : "")")
                 self.logger.notice(
                     "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")"
                 )
             } catch {
-                self.logger.error("SIGHUP: \(SleepProxyDaemon.message(for: error)); keeping the running configuration")
+                let reason = SleepProxyDaemon.message(for: error)
+                self.engine.noteReload(succeeded: false, message: reason)
+                self.logger.error("SIGHUP: \(reason); keeping the running configuration")
             }
         }
     }

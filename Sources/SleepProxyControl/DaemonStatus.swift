@@ -1,0 +1,145 @@
+import FoundationEssentials
+
+/// What `sleepproxyctl status` and `/api/v1/status` show of the daemon as a whole.
+public struct DaemonStatus: Codable, Hashable, Sendable {
+    public var version: String
+    public var startedAt: Date
+    public var uptimeSeconds: Double
+    public var interfaces: [String]
+    public var advertisedName: String?
+    public var hosts: Int
+    public var records: Int
+    public var registrationsAccepted: Int
+    /// Refusals and malformed registrations by reason.
+    public var refusals: [String: Int]
+    public var queriesAnswered: Int
+    public var wakes: Int
+    public var magicPackets: Int
+    /// Held hosts by state (`asleep`, `awake`, `waking`, `starting`); absent from daemons before 0.4.
+    public var hostsByState: [HostSummary.State: Int]?
+    /// SSDP (docs/ssdp.md); absent with `--no-ssdp` and from daemons before 0.5.
+    public var upnp: UPnPStatus?
+    /// Other sleep proxies heard on the served links (docs/several-proxies.md); absent from
+    /// daemons before 0.6 and with `--no-takeover`.
+    public var otherProxies: [OtherProxy]?
+    /// Wakes and declined wakes over the last 24 hours, from the history (docs/status-page.md); absent from
+    /// older daemons.
+    public var lastDay: Activity?
+
+    /// Hosts seen in the last 24 hours that the proxy does not hold now (woken and handed back, expired,
+    /// forgotten), newest first, at most `DaemonStatus.recentHostsLimit`; absent from older daemons.
+    public var recentHosts: [RecentHost]?
+    /// The last SIGHUP: when, whether the file was taken, and what was wrong with it if not; absent before the
+    /// first reload and from older daemons.
+    public var lastReload: Reload?
+
+    public struct Reload: Codable, Hashable, Sendable {
+        public var time: Date
+        public var succeeded: Bool
+        /// The file's path when taken; the reason, with its line, when refused.
+        public var message: String
+
+        public init(time: Date, succeeded: Bool, message: String) {
+            self.time = time
+            self.succeeded = succeeded
+            self.message = message
+        }
+    }
+
+    /// Recent hosts listed at most: a page's worth.
+    public static let recentHostsLimit = 100
+
+    public struct RecentHost: Codable, Hashable, Sendable {
+        public var mac: String
+        public var name: String?
+        /// Where its history last put it (`handed-back`, `gone`, ...).
+        public var state: PresenceState
+        /// When that last happened.
+        public var since: Date
+        public var lastWake: WakeLogEntry?
+
+        public init(mac: String, name: String?, state: PresenceState, since: Date, lastWake: WakeLogEntry?) {
+            self.mac = mac
+            self.name = name
+            self.state = state
+            self.since = since
+            self.lastWake = lastWake
+        }
+    }
+
+    public struct Activity: Codable, Hashable, Sendable {
+        public var wakes: Int
+        /// Connections that woke nobody (declined by the wake gate, or to no service), collapsed lines counted
+        /// in full.
+        public var declined: Int
+        /// Wakes by trigger (`connection`, `lease-expired`, ...).
+        public var wakesByReason: [String: Int]
+
+        public init(wakes: Int, declined: Int, wakesByReason: [String: Int]) {
+            self.wakes = wakes
+            self.declined = declined
+            self.wakesByReason = wakesByReason
+        }
+    }
+
+    public struct OtherProxy: Codable, Hashable, Sendable {
+        public var interface: String
+        public var address: String
+        /// The advertised instance label, `AA-BB-CC-DD.F name` (lower AABBCC wins).
+        public var label: String
+        /// Its MAC, once it answered an ARP request.
+        public var mac: String?
+        public var heardSecondsAgo: Double
+
+        public init(interface: String, address: String, label: String, mac: String?, heardSecondsAgo: Double) {
+            self.interface = interface
+            self.address = address
+            self.label = label
+            self.mac = mac
+            self.heardSecondsAgo = heardSecondsAgo
+        }
+    }
+
+    public struct UPnPStatus: Codable, Hashable, Sendable {
+        /// Held hosts with UPnP devices, and their entries (devices and services).
+        public var hosts: Int
+        public var entries: Int
+        /// Searches answered for sleeping hosts, and announcements sent on their behalf.
+        public var responses: Int
+        public var announcements: Int
+
+        public init(hosts: Int, entries: Int, responses: Int, announcements: Int) {
+            self.hosts = hosts
+            self.entries = entries
+            self.responses = responses
+            self.announcements = announcements
+        }
+    }
+
+    public init(
+        version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
+        hosts: Int, records: Int,
+        registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
+        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
+        lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil
+    ) {
+        self.lastReload = lastReload
+        self.lastDay = lastDay
+        self.recentHosts = recentHosts
+        self.hostsByState = hostsByState
+        self.upnp = upnp
+        self.otherProxies = otherProxies
+        self.version = version
+        self.startedAt = startedAt
+        self.uptimeSeconds = uptimeSeconds
+        self.interfaces = interfaces
+        self.advertisedName = advertisedName
+        self.hosts = hosts
+        self.records = records
+        self.registrationsAccepted = registrationsAccepted
+        self.refusals = refusals
+        self.queriesAnswered = queriesAnswered
+        self.wakes = wakes
+        self.magicPackets = magicPackets
+    }
+}
