@@ -148,12 +148,7 @@ struct MulticastSocketTests {
 
         /// Waits (at most 5 s) for an event `matching`.
         func wait(for matching: (EngineRunner.Event) -> Bool) -> Bool {
-            let deadline = Date(timeIntervalSinceNow: 5)
-            repeat {
-                if self.events.withLockedValue({ $0.contains(where: matching) }) { return true }
-                usleep(10_000)
-            } while Date() < deadline
-            return false
+            waitUntil(timeout: 5, interval: 0.01) { self.events.withLockedValue { $0.contains(where: matching) } }
         }
 
         /// Sends `query` from `asker` to port 5353 and waits for the sockets to hand it over.

@@ -68,13 +68,10 @@ final class PeerProxiesLabTests: ThreeHostSuite {
     /// `sleepproxyctl release-all --transfer` on the first proxy, once it has heard the second's advertisement
     /// (whose SRV names the registration port the hosts are offered on).
     func leaveWithTransfer() throws -> CommandResult {
-        let heard = Date(timeIntervalSinceNow: 10)
-        while Date() < heard,
-            !(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains(where: {
+        waitUntil(timeout: 10, interval: 0.2) {
+            (Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.otherProxies ?? []).contains {
                 $0.address == "192.0.2.3"
-            })
-        {
-            usleep(200_000)
+            }
         }
         let socket = self.firstState.appendingPathComponent("control.sock").path
         return try self.first.run(

@@ -310,12 +310,11 @@ final class RegistrationSocketTests {
         let clients = try self.sleeper.spawn(
             ["env", "CLIENT=\(UDPClient.script)", "/bin/sh", script.path], logName: "burst")
         // Kill the daemon once some, but not all, have been acknowledged.
-        let deadline = Date(timeIntervalSinceNow: 20)
-        while Date() < deadline, clients.output.split(separator: "\n").count < 5 { usleep(2_000) }
+        waitUntil(timeout: 20, interval: 0.002) { clients.output.split(separator: "\n").count >= 5 }
         kill(daemon.pid, SIGKILL)
         let killedAt = Date()
         clients.stop(signal: 0, timeout: 15)
-        while clients.isRunning, Date().timeIntervalSince(killedAt) < 15 { usleep(20_000) }
+        waitUntil(timeout: max(0, 15 - Date().timeIntervalSince(killedAt)), interval: 0.02) { !clients.isRunning }
         let acknowledged = Set(
             clients.output.split(separator: "\n").compactMap { line -> Int? in
                 let parts = line.split(separator: " ")

@@ -317,8 +317,7 @@ final class ResponderLabTests {
         // A clean stop leaves the hosts it spoke for in the state directory (the daemon itself, not the tests,
         // which load libFoundation, reads it back; a FileManager size typed differently without it once made the
         // record unreadable and every restart probed its sleepers for four seconds first).
-        let ended = Date(timeIntervalSinceNow: 15)
-        while daemon.isRunning, Date() < ended { usleep(50_000) }
+        waitUntil(timeout: 15, interval: 0.05) { !daemon.isRunning }
         #expect(
             FileManager.default.fileExists(atPath: self.state.appendingPathComponent("spoken-for.json").path),
             "a clean stop recorded no host it spoke for")

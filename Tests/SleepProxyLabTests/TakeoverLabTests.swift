@@ -243,17 +243,14 @@ final class TakeoverLabTests: ThreeHostSuite {
         defer { capture.stop() }
         try self.client.namespace.sendFrame(
             TestFrames.arpRequest(from: self.client.mac, senderIP: IPv4Address(192, 0, 2, 20), for: Self.hostV4))
-        let answered = Date(timeIntervalSinceNow: 1)
-        var replied = false
-        while !replied, Date() < answered {
-            replied = capture.captured.contains { frame in
+        let replied = waitUntil(timeout: 1, interval: 0.02) {
+            capture.captured.contains { frame in
                 guard frame.packetType != 4,
                     let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
                     ethernet.etherType == .arp, let arp = try? ARPPacket(decoding: ethernet.payload)
                 else { return false }
                 return arp.operation == .reply && arp.senderIP == Self.hostV4 && arp.senderMAC == Self.proxyMAC
             }
-            if !replied { usleep(20_000) }
         }
         #expect(replied, "ARP for the sleeper went unanswered right after the restart")
         #expect(daemon.output.contains("was asleep when the proxy stopped"), "\(daemon.output)")

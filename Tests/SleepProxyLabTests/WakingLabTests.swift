@@ -96,10 +96,8 @@ final class WakingLabTests: ThreeHostSuite {
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "no wake: \(daemon.output)")
         // The proxy re-probes the link-local address every 10 s while the host keeps it; let one such probe
         // and its answer fall inside the wake before the host resumes (bounded by the wake's 30 s).
-        let probed = Date(timeIntervalSinceNow: 12)
-        var answeredDuringWake = false
-        while Date() < probed, !answeredDuringWake {
-            answeredDuringWake = self.sleeper.capturedFrames.contains { frame in
+        let answeredDuringWake = waitUntil(timeout: 12, interval: 0.2) {
+            self.sleeper.capturedFrames.contains { frame in
                 guard frame.packetType == 4,
                     let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
                     ethernet.etherType == .ipv6, let packet = try? IPv6Packet(decoding: ethernet.payload),
@@ -107,7 +105,6 @@ final class WakingLabTests: ThreeHostSuite {
                 else { return false }
                 return message.kind == .advertisement && frame.at > self.sleeper.magicPackets[0].frame.at
             }
-            usleep(200_000)
         }
         #expect(answeredDuringWake, "the sleeping host never answered a re-probe during the wake")
         #expect(
