@@ -174,6 +174,7 @@ let package = Package(
             name: "SleepProxyIOTests",
             dependencies: [
                 "SleepProxyIO", "SleepProxyCore", "SleepProxyWire", "SleepProxyControl", "SleepProxyTestSupport",
+                "SleepProxySystem",
                 "CSleepProxyLinux",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
