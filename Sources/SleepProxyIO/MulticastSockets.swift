@@ -274,9 +274,8 @@ public final class MulticastSockets: Sendable {
                 var code: CInt = 0
                 repeat {
                     sent = transmission.bytes.withUnsafeBytes { bytes in
-                        Self.socketAddress(address, port: port, scope: index).withSockAddr { address, length in
-                            sendto(
-                                socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, socklen_t(length))
+                        PosixSocketAddress(address, port: port, scope: index).withSockaddr { address, length in
+                            sendto(socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, length)
                         }
                     }
                     code = sent < 0 ? errno : 0
