@@ -21,19 +21,15 @@ extension ProxyEngine {
                         .warning,
                         "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"
                     ))
-                if self.takeover != nil {
-                    result += self.run(
-                        self.takeover!.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now),
-                        now: now)
+                result += self.withTakeover(now: now) {
+                    $0.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now)
                 }
             case .resolved(let key, let source):
                 self.takeover?.noteResolve(by: source, of: key, now: now)
             case .proxyAdvertised(let label, let port, let ttl, let source, let interfaceIndex):
-                if self.takeover != nil {
-                    result += self.run(
-                        self.takeover!.peerAdvertised(
-                            label: label, port: port, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now),
-                        now: now)
+                result += self.withTakeover(now: now) {
+                    $0.peerAdvertised(
+                        label: label, port: port, ttl: ttl, from: source, interfaceIndex: interfaceIndex, now: now)
                 }
             case .renamed(let instance, let host):
                 result.append(
@@ -41,6 +37,19 @@ extension ProxyEngine {
             }
         }
         return result
+    }
+
+    /// What the takeover does, if the proxy runs with one (not with `--no-takeover`), carried out through the
+    /// engine's decisions: the one place the optional machine is unwrapped.
+    mutating func withTakeover(now: Timestamp, _ body: (inout Takeover) -> [TakeoverAction]) -> [EngineAction] {
+        guard self.takeover != nil else { return [] }
+        return self.run(body(&self.takeover!), now: now)
+    }
+
+    /// The same for the responder (absent when the daemon runs registration only).
+    mutating func withResponder(now: Timestamp, _ body: (inout Responder) -> [ResponderAction]) -> [EngineAction] {
+        guard self.responder != nil else { return [] }
+        return self.run(body(&self.responder!), now: now)
     }
 
     mutating func run(_ actions: [TakeoverAction], now: Timestamp) -> [EngineAction] {
@@ -134,10 +143,11 @@ extension ProxyEngine {
         let store = self.registrar.store
         var others: [ResponderAction] = []
         var result: [EngineAction] = []
-        for action in self.responder!.receive(
-            query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
-            interfaceIndex: query.interfaceIndex, store: store, now: now)
-        {
+        let answered =
+            self.responder?.receive(
+                query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
+                interfaceIndex: query.interfaceIndex, store: store, now: now) ?? []
+        for action in answered {
             guard case .transmit(let transmission) = action,
                 case .unicast(let address, let port, _) = transmission.destination, address == query.source,
                 port == query.sourcePort,

@@ -15,10 +15,7 @@ extension ProxyEngine {
     }
 
     private mutating func release(_ key: OwnerKey, now: Timestamp) -> [EngineAction] {
-        var actions: [EngineAction] = []
-        if self.takeover != nil {
-            actions += self.run(self.takeover!.wake(key, trigger: .administrator, now: now), now: now)
-        }
+        let actions = self.withTakeover(now: now) { $0.wake(key, trigger: .administrator, now: now) }
         return actions + self.removeHost(key, .released, now: now)
     }
 

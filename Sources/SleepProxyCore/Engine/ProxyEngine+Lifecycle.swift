@@ -13,18 +13,13 @@ extension ProxyEngine {
             actions += self.removeHost(
                 expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)
         }
-        if self.takeover != nil {
-            actions += self.run(
-                self.takeover!.tick(now: now, limit: slice ?? TakeoverRules.maximumHostsPerTick), now: now)
-        }
+        actions += self.withTakeover(now: now) { $0.tick(now: now, limit: slice ?? TakeoverRules.maximumHostsPerTick) }
         actions += self.runQuietChecks(now: now)
-        if self.responder != nil {
-            let store = self.registrar.store
-            actions += self.run(
-                self.responder!.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick),
-                now: now)
+        let store = self.registrar.store
+        actions += self.withResponder(now: now) {
+            $0.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick)
         }
-        if self.ssdp != nil { actions += self.ssdp!.tick(now: now).map(EngineAction.ssdp) }
+        actions += (self.ssdp?.tick(now: now) ?? []).map(EngineAction.ssdp)
         return actions
     }
 
@@ -79,8 +74,7 @@ extension ProxyEngine {
     /// `sleepproxyctl wake`. Afterwards the host's state is `.waking`, unless a recent unanswered wake holds new
     /// ones back (`TakeoverRules.wakeHoldoff`) or the proxy runs without the packet side.
     public mutating func wake(_ key: OwnerKey, trigger: WakeTrigger, now: Timestamp) -> [EngineAction] {
-        guard self.takeover != nil else { return [] }
-        return self.run(self.takeover!.wake(key, trigger: trigger, now: now), now: now)
+        self.withTakeover(now: now) { $0.wake(key, trigger: trigger, now: now) }
     }
 
     /// `sleepproxyctl forget`.
@@ -101,8 +95,8 @@ extension ProxyEngine {
             if self.presence[registration.key] == nil {
                 actions += self.startOver(registration, restart: false, now: now)
                 actions += self.ssdpRegistered(registration, search: false, now: now)
-            } else if self.takeover != nil {
-                actions += self.run(self.takeover!.registered(registration, now: now), now: now)
+            } else {
+                actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
             }
         }
         // Hosts the batch had taken away in memory are back above; those the journal does not hold leave by the
@@ -117,8 +111,8 @@ extension ProxyEngine {
     /// next start, and their neighbour entries go.
     public mutating func shutdown() -> [EngineAction] {
         var actions: [EngineAction] = []
-        if self.responder != nil { actions += self.run(self.responder!.shutdown(), now: Timestamp(nanoseconds: 0)) }
-        if self.takeover != nil { actions += self.run(self.takeover!.shutdown(), now: Timestamp(nanoseconds: 0)) }
+        actions += self.withResponder(now: Timestamp(nanoseconds: 0)) { $0.shutdown() }
+        actions += self.withTakeover(now: Timestamp(nanoseconds: 0)) { $0.shutdown() }
         return actions
     }
 
@@ -191,17 +185,15 @@ extension ProxyEngine {
         // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
         self.responder?.removed(registration, reason: reason, now: now)
         // SSDP byebyes go with the mDNS goodbyes, never with a hand-back (docs/ssdp.md).
-        if self.ssdp != nil {
-            let byebye = reason == .expired || reason == .administrative
-            actions += self.ssdp!.removed(key, byebye: byebye).map(EngineAction.ssdp)
+        let byebye = reason == .expired || reason == .administrative
+        actions += (self.ssdp?.removed(key, byebye: byebye) ?? []).map(EngineAction.ssdp)
+        let takeoverReason: RemovalReason
+        switch removal {
+        case .released, .forgotten, .transferred: takeoverReason = .administrative
+        case .handBack, .expired, .reloaded: takeoverReason = reason
         }
-        if self.takeover != nil {
-            let takeoverReason: RemovalReason
-            switch removal {
-            case .released, .forgotten, .transferred: takeoverReason = .administrative
-            case .handBack, .expired, .reloaded: takeoverReason = reason
-            }
-            actions += self.run(self.takeover!.removed(key, reason: takeoverReason, wake: wake, now: now), now: now)
+        actions += self.withTakeover(now: now) {
+            $0.removed(key, reason: takeoverReason, wake: wake, now: now)
         }
         return actions
     }

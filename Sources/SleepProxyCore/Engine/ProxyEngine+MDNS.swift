@@ -29,7 +29,7 @@ extension ProxyEngine {
             actions += self.ownerSpoke(key, AwakeSignal(what: what, at: now), kind, now: now)
         } else if let key = self.takeover?.host(owning: source, interface: context.name) {
             // Only a wake sequence is left of it (its lease ended): the wake ends as a success.
-            actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
+            actions += self.withTakeover(now: now) { $0.ownerActive(key, now: now) }
         }
         guard let packet else { return actions }
         var handedBack: Set<OwnerKey> = []
@@ -40,8 +40,8 @@ extension ProxyEngine {
                 key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
         }
         let store = self.registrar.store
-        let answered = self.responder!.receive(packet, excluding: handedBack, store: store, now: now)
-        return actions + self.run(answered, now: now)
+        return actions
+            + self.withResponder(now: now) { $0.receive(packet, excluding: handedBack, store: store, now: now) }
     }
 
     /// Apple's rule (docs/protocol.md §5.1): mDNS from any address carrying a held host's Owner option shows the
@@ -78,7 +78,7 @@ extension ProxyEngine {
                     .info,
                     "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet"))
         }
-        if self.takeover != nil { actions += self.run(self.takeover!.ownerActive(key, now: now), now: now) }
+        actions += self.withTakeover(now: now) { $0.ownerActive(key, now: now) }
         return actions
     }
 }

@@ -91,7 +91,7 @@ public struct ProxyEngine: Sendable {
             guard self.presence[key]?.state == .starting, let registration = self.registrar.store[key] else { continue }
             resumed += 1
             actions += self.transition(registration, now: now) { $0.resumed() }
-            if self.takeover != nil { actions += self.run(self.takeover!.resume(key, now: now), now: now) }
+            actions += self.withTakeover(now: now) { $0.resume(key, now: now) }
             guard keys.count <= EngineRules.resumeLinesLimit else { continue }
             actions.append(
                 .log(
@@ -125,8 +125,8 @@ public struct ProxyEngine: Sendable {
         self.servedInterfaces = contexts
         self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
         var actions: [EngineAction] = []
-        if self.takeover != nil { actions += self.run(self.takeover!.setInterfaces(contexts), now: now) }
-        if self.responder != nil { actions += self.run(self.responder!.setInterfaces(contexts, now: now), now: now) }
+        actions += self.withTakeover(now: now) { $0.setInterfaces(contexts) }
+        actions += self.withResponder(now: now) { $0.setInterfaces(contexts, now: now) }
         self.ssdp?.setInterfaces(contexts)
         return actions
     }
@@ -135,7 +135,7 @@ public struct ProxyEngine: Sendable {
         takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
         refusalReply: RegistrationConfiguration.RefusalReply
     ) {
-        if let takeover, self.takeover != nil { self.takeover!.configuration = takeover }
+        if let takeover { self.takeover?.configuration = takeover }
         self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
     }
 
@@ -191,7 +191,7 @@ public struct ProxyEngine: Sendable {
             actions.append(Self.presence(registration, .starting, fromPeer ? "handed over" : "registered"))
         } else {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
-            if self.takeover != nil { actions += self.run(self.takeover!.registered(registration, now: now), now: now) }
+            actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
         }
         if fromPeer { self.takeover?.handedOver(registration.key, by: source) }
         // A new registration comes from a host that is awake: ask it what it advertises over SSDP.
@@ -208,9 +208,7 @@ public struct ProxyEngine: Sendable {
         self.presence[registration.key] = presence
         var actions = self.carryOut(orders, for: registration, now: now)
         self.responder?.registered(registration, previous: previous, now: now)
-        if self.takeover != nil {
-            actions += self.run(self.takeover!.registered(registration, restart: restart, now: now), now: now)
-        }
+        actions += self.withTakeover(now: now) { $0.registered(registration, restart: restart, now: now) }
         return actions
     }
 
@@ -221,30 +219,30 @@ public struct ProxyEngine: Sendable {
         _ bytes: [UInt8], from source: IPAddress, port: UInt16, destination: IPAddress?, interfaceIndex: Int,
         now: Timestamp
     ) -> [EngineAction] {
-        guard self.ssdp != nil, let context = self.interfaces[interfaceIndex] else { return [] }
+        guard let context = self.interfaces[interfaceIndex], self.ssdp != nil else { return [] }
         var actions: [EngineAction] = []
         // Beyond Apple: a host's own SSDP (an announcement when its media server starts on resume, a search by its
         // control point) is a sign that it is up, as its mDNS is (docs/coexistence.md).
         if let key = self.registrar.store.owner(claiming: source, on: context.name) {
             actions += self.ownerSpoke(key, AwakeSignal(what: "SSDP from \(source)", at: now), .ssdp, now: now)
         } else if let key = self.takeover?.host(owning: source, interface: context.name) {
-            actions += self.run(self.takeover!.ownerActive(key, now: now), now: now)
+            actions += self.withTakeover(now: now) { $0.ownerActive(key, now: now) }
         }
         // After a hand-back the host is no longer held: what it says is kept for its next registration.
         let owner = self.registrar.store.owner(claiming: source, on: context.name)
-        actions += self.ssdp!.receive(
-            bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex, owner: owner,
-            now: now
-        ).map(EngineAction.ssdp)
+        let sent =
+            self.ssdp?.receive(
+                bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex,
+                owner: owner, now: now) ?? []
+        actions += sent.map(EngineAction.ssdp)
         if let owner { self.syncWakePorts(owner) }
         return actions
     }
 
     /// What SSDP knew of restored hosts before a restart (`SSDPProxy.learnedByHost`); hosts not held are skipped.
     public mutating func restoreSSDP(_ learned: [OwnerKey: [SSDPEntry]]) {
-        guard self.ssdp != nil else { return }
-        for (key, entries) in learned where self.registrar.store[key] != nil {
-            self.ssdp!.restore(entries, for: key)
+        for (key, entries) in learned where self.registrar.store[key] != nil && self.ssdp != nil {
+            self.ssdp?.restore(entries, for: key)
             self.syncWakePorts(key)
         }
     }
@@ -254,16 +252,16 @@ public struct ProxyEngine: Sendable {
         -> [EngineAction]
     {
         guard self.ssdp != nil else { return [] }
-        let searches = self.ssdp!.registered(
-            registration.key, addresses: registration.addresses, search: search, now: now)
+        let searches =
+            self.ssdp?.registered(registration.key, addresses: registration.addresses, search: search, now: now) ?? []
         self.syncWakePorts(registration.key)
         return searches.map(EngineAction.ssdp)
     }
 
     /// The TCP ports of a host's UPnP description URLs wake it, as its registered services do (docs/ssdp.md).
     private mutating func syncWakePorts(_ key: OwnerKey) {
-        guard let ssdp = self.ssdp, self.takeover != nil else { return }
-        self.takeover!.setOtherWakePorts(Set(ssdp.wakePorts(of: key).map { WakePolicy.Port(.tcp, $0) }), for: key)
+        guard let ssdp = self.ssdp else { return }
+        self.takeover?.setOtherWakePorts(Set(ssdp.wakePorts(of: key).map { WakePolicy.Port(.tcp, $0) }), for: key)
     }
 
     // MARK: - Frames
@@ -272,10 +270,9 @@ public struct ProxyEngine: Sendable {
     public mutating func receiveFrame(_ bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp)
         -> [EngineAction]
     {
-        guard self.takeover != nil else { return [] }
-        return self.run(
-            self.takeover!.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now), now: now
-        )
+        self.withTakeover(now: now) {
+            $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now)
+        }
     }
 
     // MARK: - Helpers
