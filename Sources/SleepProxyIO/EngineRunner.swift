@@ -199,7 +199,7 @@ public final class EngineRunner: @unchecked Sendable {
     public func start() throws(SystemCallError) {
         try self.monitor?.start()
         try self.historyFile.start(loaded: { [mailbox] book in mailbox.post(.historyLoaded(book)) })
-        try startThread(name: "sleepproxy-registration-engine") { [self] in
+        try startThread(name: "engine") { [self] in
             self.run()
             self.finished.signal()
         }
