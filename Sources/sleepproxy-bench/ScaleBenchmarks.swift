@@ -96,7 +96,7 @@ enum ScaleBenchmarks {
         let sizes =
             ProcessInfo.processInfo.environment["BENCH_SCALE_SIZES"].map {
                 $0.split(separator: ",").compactMap { Int($0) }
-            } ?? [100, 1_000, 10_000]
+            } ?? (smokeRun ? [100] : [100, 1_000, 10_000])
         for size in sizes {
             var engine = self.makeEngine(maximumHosts: size)
             var now = Timestamp.seconds(100)
