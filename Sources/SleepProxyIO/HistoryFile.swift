@@ -48,34 +48,66 @@ final class HistoryFile: @unchecked Sendable {
     /// copy gone wrong, another program) must not make the daemon read it all into memory.
     static let maximumBytes = 32 << 20
 
-    /// Calls `body` with the file's bytes, or its last `maximumBytes` from the first line that starts inside them;
-    /// nil when it cannot be read. The bytes are mapped, not copied: reading the file into the heap left its
-    /// size twice over (a buffer and its copy) in the allocator after a restart, about 12 MB at 10,000 hosts
-    /// (sleepproxy-bench scale), where a mapping goes back to the page cache when it is unmapped.
-    static func withContents<Result>(
-        of path: String, maximumBytes: Int, _ body: (UnsafeRawBufferPointer) -> Result
-    ) -> Result? {
+    /// Longest line kept whole (a record is at most about 450 bytes); a longer one, which the daemon never writes,
+    /// is skipped to its end instead of held.
+    static let maximumLineBytes = 64 << 10
+
+    /// Calls `body` with each whole line of the file (without its newline), or of its last `maximumBytes` from
+    /// the first line that starts inside them; false when it cannot be read. The file is read in chunks and the
+    /// lines parsed as they come: reading it whole into the heap left its size twice over (a buffer and its copy)
+    /// with the allocator after a restart, about 12 MB at 10,000 hosts (sleepproxy-bench scale), and a mapping
+    /// would bring the daemon down (SIGBUS) if the file were cut short while it reads.
+    static func forEachLine(
+        of path: String, maximumBytes: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void
+    ) -> Bool {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { return false }
         defer { Glibc.close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { return nil }
+        guard fstat(fd, &info) == 0 else { return false }
         let size = Int(info.st_size)
-        guard size > 0 else { return body(UnsafeRawBufferPointer(start: nil, count: 0)) }
         let start = max(0, size - maximumBytes)
-        // A mapping starts on a page boundary: map from the page holding `start`, and skip to it.
-        let page = max(1, sysconf(Int32(_SC_PAGESIZE)))
-        let mappedFrom = start / page * page
-        let length = size - mappedFrom
-        guard let base = mmap(nil, length, PROT_READ, MAP_PRIVATE, fd, off_t(mappedFrom)), base != MAP_FAILED
-        else { return nil }
-        defer { munmap(base, length) }
-        var bytes = UnsafeRawBufferPointer(start: base + (start - mappedFrom), count: size - start)
+        guard lseek(fd, off_t(start), SEEK_SET) >= 0 else { return false }
+        var left = size - start  // never more than that, even if the file grows meanwhile
         // Cut into the middle of the file: the first, partial line goes.
-        if start > 0, let newline = bytes.firstIndex(of: 0x0A) {
-            bytes = UnsafeRawBufferPointer(rebasing: bytes[(newline + 1)...])
+        var skipping = start > 0
+        var pending: [UInt8] = []
+        // A line that starts and ends in one chunk is never longer than the longest kept.
+        var chunk = [UInt8](repeating: 0, count: Self.maximumLineBytes)
+        while left > 0 {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, min($0.count, left)) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            left -= count
+            chunk.withUnsafeBufferPointer { buffer in
+                var lineStart = 0
+                for index in 0..<count where buffer[index] == 0x0A {
+                    defer { lineStart = index + 1 }
+                    if skipping {
+                        skipping = false
+                        pending.removeAll()
+                        continue
+                    }
+                    if pending.isEmpty {
+                        body(UnsafeBufferPointer(rebasing: buffer[lineStart..<index]))
+                    } else {
+                        if pending.count + (index - lineStart) <= Self.maximumLineBytes {
+                            pending.append(contentsOf: buffer[lineStart..<index])
+                            pending.withUnsafeBufferPointer { body($0) }
+                        }
+                        pending.removeAll(keepingCapacity: true)
+                    }
+                }
+                // The rest of the chunk starts a line the next chunk ends; too long a line is dropped.
+                if pending.count + (count - lineStart) <= Self.maximumLineBytes {
+                    pending.append(contentsOf: buffer[lineStart..<count])
+                } else {
+                    pending.removeAll()
+                    skipping = true
+                }
+            }
         }
-        return body(bytes)
+        return true
     }
 
     /// Records the file is rewritten down to (`HistoryBook.recordsInAll`; smaller in tests).
@@ -101,18 +133,12 @@ final class HistoryFile: @unchecked Sendable {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         var lines = 0
-        _ = Self.withContents(of: url.path, maximumBytes: maximumBytes) { raw in
-            let bytes = raw.bindMemory(to: UInt8.self)
-            var start = 0
-            for index in 0..<bytes.count where bytes[index] == 0x0A {
-                lines += 1
-                let line = bytes[start..<index]
-                start = index + 1
-                if let record = HistoryRecord(stateLine: line)
-                    ?? (try? decoder.decode(HistoryRecord.self, from: Data(line)))
-                {
-                    book.append(record)
-                }
+        _ = Self.forEachLine(of: url.path, maximumBytes: maximumBytes) { line in
+            lines += 1
+            if let record = HistoryRecord(stateLine: line)
+                ?? (try? decoder.decode(HistoryRecord.self, from: Data(line)))
+            {
+                book.append(record)
             }
         }
         return (book, lines)

@@ -89,6 +89,32 @@ struct HistoryFileTests {
         #expect(HistoryFile.read(url, maximumBytes: bytes.count - 1).0.all.map(\.note) == ["n1", "n2"])
     }
 
+    /// The file is read in chunks: lines that straddle a chunk's end are read whole, and a line longer than
+    /// `maximumLineBytes` (at N + 1; at N it is kept) is skipped without holding more than that.
+    @Test func linesAcrossChunksAreWholeAndAnOverlongLineIsSkipped() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let url = directory.appendingPathComponent(HistoryFile.fileName)
+        let records = try (0..<3_000).map { try Self.record($0).jsonLine() }
+        try Data(records.joined()).write(to: url)
+        #expect(records.joined().count > 4 * HistoryFile.maximumLineBytes, "the file spans several chunks")
+        var seen: [[UInt8]] = []
+        _ = HistoryFile.forEachLine(of: url.path, maximumBytes: HistoryFile.maximumBytes) { seen.append(Array($0)) }
+        #expect(seen == records.map { Array($0.dropLast()) }, "every line whole, none twice")
+
+        func lineCount(withPadding padding: Int) throws -> Int {
+            // A line of `maximumLineBytes + padding` bytes (its newline not counted) between two records.
+            let long = [UInt8](repeating: UInt8(ascii: "x"), count: HistoryFile.maximumLineBytes + padding)
+            try Data(records[0] + long + [0x0A] + records[1]).write(to: url)
+            var seen = 0
+            _ = HistoryFile.forEachLine(of: url.path, maximumBytes: HistoryFile.maximumBytes) { _ in seen += 1 }
+            return seen
+        }
+        #expect(try lineCount(withPadding: 0) == 3, "a line of the longest length kept is read")
+        #expect(try lineCount(withPadding: 1) == 2, "one byte longer is skipped")
+        #expect(HistoryFile.read(url).0.all.map(\.note) == ["n0", "n1"])
+    }
+
     @Test func aStalledWriterDropsPastItsQueueBound() throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
