@@ -199,10 +199,9 @@ final class TakeoverLabTests: ThreeHostSuite {
         // The proxy machine's kernel has a neighbour entry for the sleeper (its MAC), installed over netlink (on the
         // neighbour table's own queue, so asked for until it is there, bounded).
         var entry = ""
-        for _ in 0..<20 {
+        try waitUntil(timeout: 2) {
             entry = try self.proxy.run(["ip", "neigh", "show", "192.0.2.2"]).stdout.lowercased()
-            if entry.contains("permanent") { break }
-            usleep(100_000)
+            return entry.contains("permanent")
         }
         #expect(entry.contains(Self.sleeperMAC.description.lowercased()) && entry.contains("permanent"), "\(entry)")
         let script =
