@@ -34,6 +34,12 @@ public final class RegistrationListener: Sendable {
     private let reopenedCount = NIOLockedValueBox(0)
     /// Registration sockets that closed under us and were bound again.
     public var reopened: Int { self.reopenedCount.withLockedValue { $0 } }
+    /// Attempts to bind a closed socket again that found its port still taken, and were retried.
+    private let heldCount = NIOLockedValueBox(0)
+    var rebindsHeldBack: Int { self.heldCount.withLockedValue { $0 } }
+    /// Sockets given up on after `rebindAttempts` (the error is logged).
+    private let abandonedCount = NIOLockedValueBox(0)
+    var rebindsAbandoned: Int { self.abandonedCount.withLockedValue { $0 } }
     private let engine: EngineRunner
     private let group: EventLoopGroup
     private let logger: Logger
@@ -99,33 +105,54 @@ public final class RegistrationListener: Sendable {
             guard ours else { return }
             let family = v6 ? "IPv6" : "IPv4"
             self.logger.warning("registrations: the \(family) socket on port \(port) closed; binding it again")
-            Self.bootstrap(group: self.group, engine: self.engine, v6: v6)
-                .bind(host: v6 ? "::" : "0.0.0.0", port: port)
-                .whenComplete { result in
-                    switch result {
-                    case .success(let fresh):
-                        let kept = self.closing.withLockedValue { closing in
-                            guard !closing else { return false }
-                            self.channels.withLockedValue { channels in
-                                channels.removeAll { ObjectIdentifier($0) == identifier }
-                                channels.append(fresh)
-                            }
-                            return true
-                        }
-                        guard kept else {
-                            fresh.close(promise: nil)
-                            return
-                        }
-                        self.reopenedCount.withLockedValue { $0 += 1 }
-                        self.watchClosure(of: fresh)
-                        Task { await Self.enlargeReceiveBuffer(fresh, logger: self.logger) }
-                    case .failure(let error):
-                        self.logger.error(
-                            "registrations: cannot bind the \(family) socket on port \(port) again (\(Self.explain(error))); restart sleepproxyd"
-                        )
-                    }
-                }
+            self.bindAgain(replacing: identifier, v6: v6, port: port, attempt: 1)
         }
+    }
+
+    /// How often a socket that closed under us is bound again while its port is still taken, and how long apart.
+    /// The port is free once the last copy of the descriptor is closed, and a process being spawned at that
+    /// instant by another thread holds a copy from its fork to its exec, close-on-exec or not (docs/linux.md §6;
+    /// seen in CI, where the test process starts lab commands while this runs). That lasts milliseconds; 20 tries
+    /// 250 ms apart wait out five seconds of it, and a port really taken by another program is still reported.
+    static let rebindAttempts = 20
+    static let rebindInterval = TimeAmount.milliseconds(250)
+
+    private func bindAgain(replacing identifier: ObjectIdentifier, v6: Bool, port: Int, attempt: Int) {
+        let family = v6 ? "IPv6" : "IPv4"
+        Self.bootstrap(group: self.group, engine: self.engine, v6: v6)
+            .bind(host: v6 ? "::" : "0.0.0.0", port: port)
+            .whenComplete { result in
+                switch result {
+                case .success(let fresh):
+                    let kept = self.closing.withLockedValue { closing in
+                        guard !closing else { return false }
+                        self.channels.withLockedValue { channels in
+                            channels.removeAll { ObjectIdentifier($0) == identifier }
+                            channels.append(fresh)
+                        }
+                        return true
+                    }
+                    guard kept else {
+                        fresh.close(promise: nil)
+                        return
+                    }
+                    self.reopenedCount.withLockedValue { $0 += 1 }
+                    self.watchClosure(of: fresh)
+                    Task { await Self.enlargeReceiveBuffer(fresh, logger: self.logger) }
+                case .failure(let error)
+                where (error as? IOError)?.errnoCode == EADDRINUSE && attempt < Self.rebindAttempts:
+                    self.heldCount.withLockedValue { $0 += 1 }
+                    self.group.next().scheduleTask(in: Self.rebindInterval) {
+                        guard !self.closing.withLockedValue({ $0 }) else { return }
+                        self.bindAgain(replacing: identifier, v6: v6, port: port, attempt: attempt + 1)
+                    }
+                case .failure(let error):
+                    self.abandonedCount.withLockedValue { $0 += 1 }
+                    self.logger.error(
+                        "registrations: cannot bind the \(family) socket on port \(port) again (\(Self.explain(error))); restart sleepproxyd"
+                    )
+                }
+            }
     }
 
     private static func bootstrap(group: EventLoopGroup, engine: EngineRunner, v6: Bool) -> DatagramBootstrap {

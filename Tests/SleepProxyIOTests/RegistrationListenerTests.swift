@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOCore
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyIO
@@ -28,8 +29,7 @@ struct RegistrationListenerTests {
         let ports = originals.compactMap { $0.localAddress?.port }
         for channel in originals { try await channel.close() }
 
-        let deadline = Date(timeIntervalSinceNow: 5)
-        while listener.reopened < originals.count, Date() < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        _ = waitUntil(timeout: 5, interval: 0.01) { listener.reopened >= originals.count }
         let rebound = listener.channels.withLockedValue { $0 }
         #expect(listener.reopened == originals.count)
         #expect(rebound.allSatisfy { fresh in fresh.isActive && !originals.contains { $0 === fresh } })
@@ -41,5 +41,78 @@ struct RegistrationListenerTests {
         for channel in listener.channels.withLockedValue({ $0 }) { try await channel.closeFuture.get() }
         #expect(listener.reopened == originals.count)
         #expect(listener.channels.withLockedValue { $0.allSatisfy { !$0.isActive } })
+    }
+
+    /// A copy of the descriptor that outlives the close (a child being spawned at that instant, docs/linux.md §6)
+    /// keeps the port taken for a moment: the listener tries again until it is free, and binds the same port.
+    @Test func aPortStillHeldForAMomentIsBoundAgainOnceFree() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-listener-held-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let engine = try EngineRunner(
+            configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
+        let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
+        let original = try #require(
+            listener.channels.withLockedValue { $0.first { $0.localAddress?.protocol == .inet } })
+        let port = try #require(original.localAddress?.port)
+        let copy = try #require(Self.descriptor(ofUDPPort: port), "no descriptor found for UDP port \(port)")
+        try await original.close()
+        // The first attempt, made as the close future completes, meets the copy; let the port go once a retry has
+        // met it too.
+        #expect(waitUntil(timeout: 5) { listener.rebindsHeldBack >= 2 })
+        #expect(listener.reopened == 0, "bound again while the port was still taken")
+        close(copy)
+        #expect(waitUntil(timeout: 5) { listener.reopened == 1 })
+        let rebound = listener.channels.withLockedValue { $0 }
+        #expect(rebound.contains { $0.isActive && $0.localAddress?.protocol == .inet && $0.localAddress?.port == port })
+        #expect(!rebound.contains { $0 === original })
+        await listener.close()
+    }
+
+    /// A port that stays taken (another program bound it) is tried `rebindAttempts` times and then reported, not
+    /// retried for ever.
+    @Test func aPortTakenForGoodIsTriedABoundedNumberOfTimes() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-listener-taken-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let engine = try EngineRunner(
+            configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
+        let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
+        let original = try #require(
+            listener.channels.withLockedValue { $0.first { $0.localAddress?.protocol == .inet } })
+        let port = try #require(original.localAddress?.port)
+        let copy = try #require(Self.descriptor(ofUDPPort: port), "no descriptor found for UDP port \(port)")
+        defer { close(copy) }
+        try await original.close()
+        #expect(waitUntil(timeout: 15) { listener.rebindsAbandoned == 1 })
+        // N attempts: the first and N - 1 retries, each of which met the port taken.
+        #expect(listener.rebindsHeldBack == RegistrationListener.rebindAttempts - 1)
+        #expect(listener.reopened == 0)
+        await listener.close()
+    }
+
+    /// A duplicate of this process's IPv4 UDP socket bound on `port`, found through /proc (its inode in
+    /// /proc/self/net/udp, then the descriptor naming that inode).
+    static func descriptor(ofUDPPort port: Int) -> CInt? {
+        guard let table = try? String(contentsOfFile: "/proc/self/net/udp", encoding: .utf8) else { return nil }
+        let hexPort = String(format: ":%04X", port)
+        var inode: String?
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            guard fields.count > 9, fields[1].hasSuffix(hexPort) else { continue }
+            inode = String(fields[9])
+        }
+        guard let inode,
+            let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")
+        else { return nil }
+        for entry in entries {
+            guard let fd = CInt(entry),
+                let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(entry)"),
+                target == "socket:[\(inode)]"
+            else { continue }
+            let copy = dup(fd)
+            return copy >= 0 ? copy : nil
+        }
+        return nil
     }
 }
