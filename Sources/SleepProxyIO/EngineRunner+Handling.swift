@@ -23,8 +23,10 @@ extension EngineRunner {
         case .historyLoaded(let book):
             self.historyLoaded(book)
         case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
-            self.engine.reconfigure(
-                takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply)
+            self.perform(
+                self.engine.reconfigure(
+                    takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply),
+                into: &batch)
         case .control(let request, let reply) where request.command == .releaseAll && request.transfer == true:
             self.startTransfers(reply: reply, now: now)
         case .transfersDone(let taken, let reply):

@@ -18,6 +18,14 @@ extension EngineLogLevel {
     }
 }
 
+extension EngineRunner {
+    /// What the engine says while the runner is built: start-up steps run before the sockets exist and send
+    /// nothing (restored hosts start silent), so their actions are log lines only.
+    static func logLines(of actions: [EngineAction], to logger: Logger) {
+        for case .log(let level, let message) in actions { logger.log(level: level.loggerLevel, "\(message)") }
+    }
+}
+
 public struct EngineRunnerError: Error, CustomStringConvertible {
     public var description: String
 }

@@ -171,10 +171,8 @@ public final class EngineRunner: @unchecked Sendable {
             do {
                 if let saved = try SSDPStateFile.read(directory: configuration.stateDirectory) {
                     let learned = saved.learned(now: now, at: Date())
-                    self.engine.restoreSSDP(learned)
-                    logger.info(
-                        "state: restored what \(learned.count) hosts advertise over SSDP from \(SSDPStateFile.fileName)"
-                    )
+                    Self.logLines(
+                        of: self.engine.restoreSSDP(learned, from: SSDPStateFile.fileName), to: logger)
                 }
             } catch {
                 logger.warning(

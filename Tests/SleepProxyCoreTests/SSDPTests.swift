@@ -596,10 +596,18 @@ extension EngineSSDPTests {
         var h = H(ssdp: true)
         let registration = try #require(before.engine.registrar.store[before.key])
         h.record(h.engine.restore([registration], now: h.now))
-        h.engine.restoreSSDP(learned)
-        h.engine.restoreSSDP([
-            OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:09")!): learned[before.key]!
-        ])
+        let restored = h.engine.restoreSSDP(learned, from: "ssdp.json")
+        #expect(
+            restored.count == 1
+                && H.logs(restored) == ["state: restored what 1 hosts advertise over SSDP from ssdp.json"])
+        let stranger = h.engine.restoreSSDP(
+            [OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:09")!): learned[before.key]!],
+            from: "ssdp.json")
+        #expect(
+            stranger.count == 1
+                && H.logs(stranger) == [
+                    "state: restored what 0 hosts advertise over SSDP from ssdp.json (1 no longer held)"
+                ])
         #expect(h.engine.ssdp?.learnedByHost.count == 1, "entries of a host no longer held are dropped")
         h.run(for: .seconds(12))
         #expect(h.engine.state(of: h.key) == .asleep)

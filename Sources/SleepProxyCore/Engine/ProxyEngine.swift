@@ -131,12 +131,27 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
+    /// Settings a reload may change while hosts are held. Nothing goes on the wire: hosts already held keep
+    /// their state, and the new settings apply to what happens next (the next wake decision, lease end or
+    /// refusal). The log line names what changed, so that an operator who edited the file can see it took.
     public mutating func reconfigure(
         takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
         refusalReply: RegistrationConfiguration.RefusalReply
-    ) {
-        if let takeover { self.takeover?.configuration = takeover }
+    ) -> [EngineAction] {
+        var changed: [String] = []
+        if let takeover, let current = self.takeover?.configuration, current != takeover {
+            self.takeover?.configuration = takeover
+            changed.append("takeover and wake settings")
+        }
+        if self.registrar.configuration.expiryAction != expiryAction {
+            changed.append("lease expiry now \(expiryAction.rawValue)")
+        }
+        if self.registrar.configuration.refusalReply != refusalReply {
+            changed.append("refusals now \(refusalReply.rawValue)")
+        }
         self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
+        let summary = changed.isEmpty ? "nothing the engine uses changed" : changed.joined(separator: ", ")
+        return [.log(.info, "settings: \(summary)")]
     }
 
     // MARK: - Registrations
@@ -240,11 +255,22 @@ public struct ProxyEngine: Sendable {
     }
 
     /// What SSDP knew of restored hosts before a restart (`SSDPProxy.learnedByHost`); hosts not held are skipped.
-    public mutating func restoreSSDP(_ learned: [OwnerKey: [SSDPEntry]]) {
-        for (key, entries) in learned where self.registrar.store[key] != nil && self.ssdp != nil {
+    /// Nothing is sent: restored hosts start silent, like those restored from the journal.
+    public mutating func restoreSSDP(_ learned: [OwnerKey: [SSDPEntry]], from file: String) -> [EngineAction] {
+        guard self.ssdp != nil else { return [] }
+        var restored = 0
+        for (key, entries) in learned where self.registrar.store[key] != nil {
             self.ssdp?.restore(entries, for: key)
             self.syncWakePorts(key)
+            restored += 1
         }
+        let skipped = learned.count - restored
+        return [
+            .log(
+                .info,
+                "state: restored what \(restored) hosts advertise over SSDP from \(file)"
+                    + (skipped > 0 ? " (\(skipped) no longer held)" : ""))
+        ]
     }
 
     /// SSDP learns the host's addresses (and what was heard from them before), and with `search` asks it.
