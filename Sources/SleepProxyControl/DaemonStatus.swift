@@ -32,6 +32,10 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     /// The last SIGHUP: when, whether the file was taken, and what was wrong with it if not; absent before the
     /// first reload and from older daemons.
     public var lastReload: Reload?
+    /// What the daemon found at start that an operator should fix, one sentence each with its remedy (a proxy
+    /// machine that forwards sends ICMP redirects to the clients of sleeping hosts); empty when nothing was found,
+    /// absent from older daemons.
+    public var warnings: [String]?
 
     public struct Reload: Codable, Hashable, Sendable {
         public var time: Date
@@ -121,9 +125,11 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
         hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
-        lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil
+        lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil,
+        warnings: [String]? = nil
     ) {
         self.lastReload = lastReload
+        self.warnings = warnings
         self.lastDay = lastDay
         self.recentHosts = recentHosts
         self.hostsByState = hostsByState

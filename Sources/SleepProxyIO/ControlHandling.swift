@@ -282,7 +282,8 @@ extension EngineRunner {
             },
             lastDay: self.history.activity(since: Date().addingTimeInterval(-Self.historyWindow)),
             recentHosts: self.recentHosts(),
-            lastReload: self.statusLock.withLock { self.status.lastReload })
+            lastReload: self.statusLock.withLock { self.status.lastReload },
+            warnings: self.statusLock.withLock { self.status.warnings })
     }
 }
 

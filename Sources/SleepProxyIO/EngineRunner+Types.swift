@@ -113,6 +113,8 @@ extension EngineRunner {
     public struct Status: Sendable {
         /// The last SIGHUP's outcome (`noteReload`).
         public var lastReload: DaemonStatus.Reload?
+        /// Problems found at start that an operator should fix (`KernelSettings.takeoverProblems`).
+        public var warnings: [String] = []
         public var hostCount = 0
         public var recordCount = 0
         public var statistics = RegistrationStatistics()

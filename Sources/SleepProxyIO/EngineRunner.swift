@@ -113,6 +113,7 @@ public final class EngineRunner: @unchecked Sendable {
         self.wakeLog = WakeLog(directory: configuration.stateDirectory)
         self.historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
         var takeover: Takeover? = nil
+        var warnings: [String] = []
         if let takeoverConfiguration = configuration.takeover {
             // Without CAP_NET_RAW the packet side cannot work at all: say so at start rather than run half a proxy.
             let probe = socket(AF_PACKET, PosixSocket.raw | PosixSocket.closeOnExec, 0)
@@ -131,7 +132,10 @@ public final class EngineRunner: @unchecked Sendable {
                 configuration.interfaces.isEmpty
                 ? self.inventory.defaultServed.map(\.name) : configuration.interfaces
             for name in served {
-                for problem in KernelSettings.takeoverProblems(interface: name) { logger.warning("kernel: \(problem)") }
+                for problem in KernelSettings.takeoverProblems(interface: name) {
+                    logger.warning("kernel: \(problem)")
+                    warnings.append(problem)
+                }
             }
             takeover = Takeover(configuration: takeoverConfiguration)
             self.packets = PacketLinks(
@@ -165,6 +169,7 @@ public final class EngineRunner: @unchecked Sendable {
         self.engine = ProxyEngine(
             registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover,
             ssdp: ssdp)
+        self.status.warnings = warnings
         // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
         _ = self.engine.restore(replay.registrations, now: now)
         if configuration.ssdp {

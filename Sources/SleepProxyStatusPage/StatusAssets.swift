@@ -88,6 +88,9 @@ public enum StatusAssets {
         footer { font-size: 0.85em; padding-bottom: 24px; }
         a { color: var(--asleep); }
         h2 { font-size: 1.1em; margin: 24px 0 8px; }
+        .warnings { background: var(--card); border: 1px solid var(--line); border-left: 4px solid #c77700;
+          border-radius: 8px; padding: 2px 12px; margin-top: 16px; }
+        .warnings h2 { margin: 8px 0 4px; }
         .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap: 10px;
           margin-top: 16px; }
         .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 12px; }

@@ -26,6 +26,11 @@ public enum StatusPage {
         }
         cards.append(Self.card("\(status.queriesAnswered)", "mDNS queries answered"))
         var body: HTML = "<section class=\"cards\">\(cards)</section>"
+        if let warnings = status.warnings, !warnings.isEmpty {
+            // Found at start and not in any log a person reads: shown first, with the remedy each carries.
+            let items = warnings.map { warning -> HTML in "<li>\(warning)</li>" }
+            body = "<section class=\"warnings\"><h2>Needs attention</h2><ul>\(items)</ul></section>" + body
+        }
         if let others = status.otherProxies, !others.isEmpty {
             let rows = others.map { peer -> HTML in
                 """

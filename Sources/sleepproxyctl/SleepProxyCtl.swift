@@ -84,6 +84,7 @@ struct Status: ParsableCommand {
             print("refusals:")
             for (reason, count) in status.refusals.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(count)") }
         }
+        for warning in status.warnings ?? [] { print("warning:       \(warning)") }
         if let reload = status.lastReload {
             let ago = HumanDuration.format(max(0, Date().timeIntervalSince(reload.time)))
             print(

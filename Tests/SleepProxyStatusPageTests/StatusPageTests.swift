@@ -19,7 +19,10 @@ struct StatusPageTests {
             otherProxies: [
                 .init(interface: "eth0", address: "192.0.2.7", label: hostile, mac: nil, heardSecondsAgo: 3)
             ], lastDay: .init(wakes: 1, declined: 4, wakesByReason: ["connection": 1]),
-            recentHosts: [.init(mac: "02:53:50:00:00:09", name: hostile, state: .handedBack, since: now, lastWake: nil)]
+            recentHosts: [
+                .init(mac: "02:53:50:00:00:09", name: hostile, state: .handedBack, since: now, lastWake: nil)
+            ],
+            warnings: [hostile]
         )
     }
 
@@ -59,7 +62,7 @@ struct StatusPageTests {
         "!doctype", "html", "head", "meta", "title", "link", "script", "body", "header", "h1", "h2", "a", "span",
         "main", "section", "div", "b", "table", "thead", "tbody", "tr", "th", "td", "nav", "form", "label",
         "select", "option", "input", "button", "footer", "p", "dl", "dt", "dd", "svg", "rect", "line", "text",
-        "circle", "i",
+        "circle", "i", "ul", "li",
     ]
 
     @Test func wireTextIsEscapedEverywhere() {
@@ -86,6 +89,25 @@ struct StatusPageTests {
             status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(), now: Self.now, time: Self.utc)
         #expect(plain.contains("Not held now") && plain.contains("/host/02%3A53%3A50%3A00%3A00%3A09"))
         #expect(!plain.contains("<script>alert"))
+    }
+
+    /// What the daemon found at start (a forwarding proxy machine) is shown above everything else, and nothing is
+    /// shown when it found nothing.
+    @Test func startUpWarningsComeFirstAndOnlyWhenThereAreAny() {
+        var status = Self.status()
+        status.warnings = ["IPv4 forwarding is on for eth0: set net.ipv4.conf.all.send_redirects=0"]
+        let warned = StatusPage.overview(
+            status: status, hosts: [], total: 0, query: .init(), now: Self.now, time: Self.utc)
+        let notice = warned.firstRange(of: "Needs attention")?.lowerBound
+        let cards = warned.firstRange(of: "class=\"cards\"")?.lowerBound
+        #expect(notice != nil && cards != nil && notice! < cards!, "\(warned)")
+        #expect(warned.contains("<li>IPv4 forwarding is on for eth0: set net.ipv4.conf.all.send_redirects=0</li>"))
+        for none in [[], nil] as [[String]?] {
+            status.warnings = none
+            let quiet = StatusPage.overview(
+                status: status, hosts: [], total: 0, query: .init(), now: Self.now, time: Self.utc)
+            #expect(!quiet.contains("Needs attention"))
+        }
     }
 
     @Test func theTableShowsAPageAndLinksTheNext() {
