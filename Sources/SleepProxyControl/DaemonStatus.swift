@@ -32,9 +32,9 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     /// The last SIGHUP: when, whether the file was taken, and what was wrong with it if not; absent before the
     /// first reload and from older daemons.
     public var lastReload: Reload?
-    /// What the daemon found at start that an operator should fix, one sentence each with its remedy (a proxy
-    /// machine that forwards sends ICMP redirects to the clients of sleeping hosts); empty when nothing was found,
-    /// absent from older daemons.
+    /// What an operator should fix, one sentence each: what the daemon found at start (a proxy machine that
+    /// forwards sends ICMP redirects to the clients of sleeping hosts, with the remedy), and a state directory it
+    /// cannot write now (until a write succeeds); empty when there is nothing, absent from older daemons.
     public var warnings: [String]?
 
     public struct Reload: Codable, Hashable, Sendable {

@@ -283,7 +283,9 @@ extension EngineRunner {
             lastDay: self.history.activity(since: Date().addingTimeInterval(-Self.historyWindow)),
             recentHosts: self.recentHosts(),
             lastReload: self.statusLock.withLock { self.status.lastReload },
-            warnings: self.statusLock.withLock { self.status.warnings })
+            warnings: self.statusLock.withLock {
+                self.status.warnings + (self.status.journalProblem.map { [$0] } ?? [])
+            })
     }
 }
 

@@ -38,6 +38,10 @@ extension EngineRunner {
                         try self.syncAnsweringQueries(fd, into: &batch)
                     }
                 }
+                if self.statusLock.withLock({ self.status.journalProblem != nil }) {
+                    self.logger.notice("state: \(self.journal.directory.path) can be written again")
+                    self.statusLock.withLock { self.status.journalProblem = nil }
+                }
             } catch {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
@@ -45,7 +49,12 @@ extension EngineRunner {
                 self.logger.error(
                     "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.journalEntries) changes not acknowledged"
                 )
-                self.statusLock.withLock { self.status.persistenceFailures += 1 }
+                let problem =
+                    "the state directory \(self.journal.directory.path) cannot be written (\(error)): registrations are not acknowledged, and hosts go to another proxy or stay awake, until it can"
+                self.statusLock.withLock {
+                    self.status.persistenceFailures += 1
+                    self.status.journalProblem = problem
+                }
                 batch.replies.removeAll()
                 batch.controlReplies = batch.controlReplies.map {
                     (

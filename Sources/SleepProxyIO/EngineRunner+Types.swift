@@ -115,6 +115,8 @@ extension EngineRunner {
         public var lastReload: DaemonStatus.Reload?
         /// Problems found at start that an operator should fix (`KernelSettings.takeoverProblems`).
         public var warnings: [String] = []
+        /// Why the last journal write failed, until one succeeds (a full disk): shown with the warnings.
+        public var journalProblem: String?
         public var hostCount = 0
         public var recordCount = 0
         public var statistics = RegistrationStatistics()

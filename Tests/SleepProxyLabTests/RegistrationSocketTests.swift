@@ -264,12 +264,16 @@ final class RegistrationSocketTests {
     @Test func aRegistrationThatCannotBeWrittenIsNotAcknowledged() throws {
         let state = self.lab.directory.appendingPathComponent("small-state")
         try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        // The control socket lives outside the tmpfs, which only the daemon's mount namespace sees.
+        let control = self.lab.directory.appendingPathComponent("full-disk-control")
+        try FileManager.default.createDirectory(at: control, withIntermediateDirectories: true)
         let script =
-            "mount -t tmpfs -o size=64k sleepproxy-test \(state.path) && exec \(Daemon.executable.path) --interface eth0 --state-directory \(state.path) --log-level info"
+            "mount -t tmpfs -o size=64k sleepproxy-test \(state.path) && exec \(Daemon.executable.path) --interface eth0 --state-directory \(state.path) --control-socket \(control.path)/control.sock --log-level info"
         let daemon = try self.proxy.spawn(
             ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", script], logName: "full-disk")
         defer { daemon.stop() }
-        #expect(daemon.waitForOutput("listening for sleep proxy registrations", timeout: 15))
+        #expect(Daemon.answers(in: self.proxy, stateDirectory: control, timeout: 15), "\(daemon.output)")
+        #expect(Daemon.status(proxy: self.proxy, stateDirectory: control)?.warnings == [])
         // Large registrations (about 4 KB each, 30 services) from one host: each renewal appends a whole host.
         let services = (0..<30).map { ("Service \($0) with a long descriptive name._http._tcp", UInt16(8000 + $0)) }
         var replies: [[UInt8]?] = []
@@ -289,8 +293,27 @@ final class RegistrationSocketTests {
         if let firstSilence = replies.firstIndex(where: { $0 == nil }) {
             #expect(replies[firstSilence...].allSatisfy { $0 == nil })
         }
-        #expect(daemon.waitForOutput("cannot write"))
-        #expect(daemon.waitForOutput("state: reloaded 1 sleeping hosts from the journal"))
+        // What the operator sees: the state directory named as the problem, and the one host that is on disk.
+        let status = Daemon.status(proxy: self.proxy, stateDirectory: control)
+        #expect(
+            status?.warnings?.contains { $0.contains("\(state.path) cannot be written") } == true,
+            "\(String(describing: status?.warnings))")
+        #expect(status?.hosts == 1, "\(String(describing: status))")
+
+        // Room again (the administrator grew the file system): the next registration is written and acknowledged,
+        // and the warning is gone. The spawned process is the daemon itself (every wrapper execs), in the mount
+        // namespace that holds the tmpfs.
+        let exe = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(daemon.pid)/exe")
+        try #require(exe.hasSuffix("/sleepproxyd"), "\(exe)")
+        _ = try Command.run(
+            ["nsenter", "-t", "\(daemon.pid)", "-m", "--", "mount", "-o", "remount,size=4m", state.path])
+        let again = SampleRegistration.message(
+            id: 100, mac: self.sleeper.mac, addresses: [IPAddress("192.0.2.2")!], services: services
+        ).encoded(options: .appleUpdate)
+        let acknowledged = try UDPClient.exchange(
+            in: self.sleeper, to: "192.0.2.1", port: 5599, from: "192.0.2.2", timeout: 2, payloads: [again])
+        #expect(acknowledged.first??.isEmpty == false, "not acknowledged with room on the disk")
+        #expect(Daemon.status(proxy: self.proxy, stateDirectory: control)?.warnings == [])
     }
 
     /// Registrations stream in from 60 hosts; the daemon is killed with SIGKILL in the middle. Every registration
