@@ -445,6 +445,8 @@ struct ProxyEngineTests {
                 $0.contains("lease ended for vm.local.") && $0.contains("while it was awake (last seen awake: a")
                     && $0.contains("from its MAC")
             })
+        let gone = actions.compactMap { if case .presence(let change) = $0 { return change } else { return nil } }.last
+        #expect(gone?.phase == .gone && gone?.why == "awake at expiry", "\(String(describing: gone))")
     }
 
     @Test func aLeaseEndingOnASleepingHostWakesItAndTheOwnersARPEndsTheWakeAsASuccess() throws {

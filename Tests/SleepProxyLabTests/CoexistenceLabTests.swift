@@ -214,7 +214,9 @@ final class CoexistenceLabTests: ThreeHostSuite {
         let events = try #require(try self.ctl(["events"]).events)
         #expect(!events.contains { $0.kind == .wake }, "\(events)")
         #expect(self.sleeper.magicPackets.isEmpty, "magic packets for an awake host")
-        #expect(daemon.output.contains("while it was awake (last seen awake:"), "\(daemon.output)")
+        // Its day, as the status page shows it: gone because its lease ended while it was awake.
+        let day = try #require(try self.ctl(["history", "02:53:50:00:00:02"]).history)
+        #expect(day.records.last.map { $0.state == .gone && $0.note == "awake at expiry" } == true, "\(day.records)")
         #expect(Self.fights(avahi.process.output).isEmpty, "\(Self.fights(avahi.process.output))")
     }
 }

@@ -146,7 +146,8 @@ extension ProxyEngine {
                 ))
         case .expired(let action):
             reason = .expired
-            actions.append(Self.presence(registration, .gone, "lease ended"))
+            // The history tells the two apart: a person reading a host's day sees why no wake followed.
+            actions.append(Self.presence(registration, .gone, asleep ? "lease ended" : "awake at expiry"))
             if asleep {
                 wake = action == .wake
                 actions.append(
