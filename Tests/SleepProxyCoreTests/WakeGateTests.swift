@@ -512,12 +512,13 @@ extension WakeGateEngineTests {
             takeover: TakeoverConfiguration(sources: sources), expiryAction: .wake, refusalReply: .refused)
         // Nothing to send; one line saying what changed.
         #expect(
-            reloaded.count == 1 && H.logs(reloaded) == ["settings: takeover and wake settings, refusals now refused"])
+            reloaded.count == 1
+                && H.logs(reloaded) == ["reload: the takeover and wake settings changed, refusals now refused"])
         let events = H.wakeEvents(h.frame(Self.syn(from: H.querier)))
         #expect(events.map(\.kind) == [.declined] && events.first?.rule == .sourceIgnored)
         let again = h.engine.reconfigure(
             takeover: TakeoverConfiguration(sources: sources), expiryAction: .wake, refusalReply: .refused)
-        #expect(again.count == 1 && H.logs(again) == ["settings: nothing the engine uses changed"])
+        #expect(again.count == 1 && H.logs(again) == ["reload: nothing the engine uses changed"])
         _ = h.engine.reconfigure(takeover: TakeoverConfiguration(), expiryAction: .wake, refusalReply: .refused)
         #expect(H.wakeEvents(h.deliver(Self.syn(from: H.querier, port: 40002))).map(\.rule) == [.noScanSeen])
     }

@@ -141,7 +141,7 @@ public struct ProxyEngine: Sendable {
         var changed: [String] = []
         if let takeover, let current = self.takeover?.configuration, current != takeover {
             self.takeover?.configuration = takeover
-            changed.append("takeover and wake settings")
+            changed.append("the takeover and wake settings changed")
         }
         if self.registrar.configuration.expiryAction != expiryAction {
             changed.append("lease expiry now \(expiryAction.rawValue)")
@@ -151,7 +151,7 @@ public struct ProxyEngine: Sendable {
         }
         self.registrar.reconfigure(expiryAction: expiryAction, refusalReply: refusalReply)
         let summary = changed.isEmpty ? "nothing the engine uses changed" : changed.joined(separator: ", ")
-        return [.log(.info, "settings: \(summary)")]
+        return [.log(.info, "reload: \(summary)")]
     }
 
     // MARK: - Registrations
