@@ -38,23 +38,39 @@ extension EngineRunner {
                         try self.syncAnsweringQueries(fd, into: &batch)
                     }
                 }
-                if self.statusLock.withLock({ self.status.journalProblem != nil }) {
-                    self.logger.notice("state: \(self.journal.directory.path) can be written again")
-                    self.statusLock.withLock { self.status.journalProblem = nil }
+                let refused = self.statusLock.withLock { () -> Int? in
+                    guard self.status.journalProblem != nil else { return nil }
+                    defer {
+                        self.status.journalProblem = nil
+                        self.status.journalFailuresInARow = 0
+                    }
+                    return self.status.journalFailuresInARow
+                }
+                if let refused {
+                    self.logger.notice(
+                        "state: \(self.journal.directory.path) can be written again (\(refused) batches of changes were refused meanwhile)"
+                    )
                 }
             } catch {
                 // Not durable, so not acknowledged: stay silent (the clients retry) and go back to what the journal
                 // holds. (Keeping a copy of the state for this rare case would make every batch copy the whole
                 // store, copy-on-write, once thousands of hosts sleep.)
-                self.logger.error(
-                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.journalEntries) changes not acknowledged"
-                )
                 let problem =
                     "the state directory \(self.journal.directory.path) cannot be written (\(error)): registrations are not acknowledged, and hosts go to another proxy or stay awake, until it can"
-                self.statusLock.withLock {
+                let isNew = self.statusLock.withLock { () -> Bool in
                     self.status.persistenceFailures += 1
-                    self.status.journalProblem = problem
+                    self.status.journalFailuresInARow += 1
+                    defer { self.status.journalProblem = problem }
+                    return self.status.journalProblem != problem
                 }
+                // A full disk fails every batch until it has room, and clients retry every second: the first
+                // failure (or a new reason) is an error; the rest are counted for the recovery's line and logged
+                // at debug, so that the network cannot write a line per packet (docs/scale.md, logging).
+                let level: Logger.Level = isNew ? .error : .debug
+                self.logger.log(
+                    level: level,
+                    "state: cannot write \(self.journal.directory.path)/registrations.journal: \(error); \(batch.journalEntries) changes not acknowledged"
+                )
                 batch.replies.removeAll()
                 batch.controlReplies = batch.controlReplies.map {
                     (
@@ -62,7 +78,7 @@ extension EngineRunner {
                             "the state directory could not be written (\(error)); nothing was changed"), $0.1
                     )
                 }
-                self.reloadFromJournal(now: now)
+                self.reloadFromJournal(now: now, level: level == .error ? .notice : .debug)
             }
         }
         for (response, reply) in batch.controlReplies { reply(response) }
@@ -81,7 +97,7 @@ extension EngineRunner {
     }
 
     /// Replaces the in-memory state with what the journal holds (after a failed append).
-    func reloadFromJournal(now: Timestamp) {
+    func reloadFromJournal(now: Timestamp, level: Logger.Level) {
         let replay: RegistrationJournal.Replay
         do {
             replay = try self.journal.reread(timeBase: SystemClock.timeBase())
@@ -93,6 +109,6 @@ extension EngineRunner {
         var batch = Batch()
         self.perform(self.engine.reload(replay.registrations, now: now), into: &batch)
         self.sendMulticast(&batch)
-        self.logger.notice("state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
+        self.logger.log(level: level, "state: reloaded \(replay.registrations.count) sleeping hosts from the journal")
     }
 }

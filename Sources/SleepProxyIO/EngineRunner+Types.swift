@@ -117,6 +117,8 @@ extension EngineRunner {
         public var warnings: [String] = []
         /// Why the last journal write failed, until one succeeds (a full disk): shown with the warnings.
         public var journalProblem: String?
+        /// Failed journal writes since the last one that succeeded.
+        public var journalFailuresInARow = 0
         public var hostCount = 0
         public var recordCount = 0
         public var statistics = RegistrationStatistics()
