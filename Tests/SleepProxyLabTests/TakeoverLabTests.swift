@@ -143,7 +143,12 @@ final class TakeoverLabTests: ThreeHostSuite {
         try self.sleepAndWaitForTakeover("2001:db8::2")
         try self.connectWakesTheSleeper("2001:db8::2", password: password)
 
-        let log = self.wakeLog()
+        // Each wake's lines are written just after its frames went out: wait until both wakes have ended.
+        var log: [WakeLogEntry] = []
+        waitUntil(timeout: 5) {
+            log = self.wakeLog()
+            return log.filter { $0.kind == .awake }.count >= 2
+        }
         #expect(log.filter { $0.kind == .wake }.map { $0.trigger.port } == [8080, 8080])
         #expect(log.filter { $0.kind == .awake }.count == 2 && log.allSatisfy { $0.mac == Self.sleeperMAC.description })
         #expect(log.first { $0.kind == .wake }?.trigger.client == "192.0.2.20")

@@ -146,7 +146,11 @@ final class WakeNoiseLabTests: ThreeHostSuite {
         try self.sleeper.wake()
         #expect(app.waitForOutput("connected", timeout: 10), "\(app.output)")
         #expect(app.output.contains("awake"), "\(app.output)")
-        let wake = self.wakeLog().first { $0.kind == .wake }
+        var wake: WakeLogEntry?
+        waitUntil(timeout: 5) {
+            wake = self.wakeLog().first { $0.kind == .wake }
+            return wake != nil
+        }
         #expect(wake?.rule == "resolved-first" && wake?.trigger.client == "192.0.2.40", "\(String(describing: wake))")
         // And the metrics count what was declined, by rule.
         let metrics = try self.proxy.run([
@@ -191,6 +195,12 @@ final class WakeNoiseLabTests: ThreeHostSuite {
         let windows = try self.phone.spawn(["/usr/bin/python3", "-c", script], logName: "windows-smb")
         defer { windows.stop() }
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "Windows' SMB connection did not wake")
-        #expect(self.wakeLog().first { $0.kind == .wake }?.rule == "no-scan-seen")
+        // The magic packet leaves before the wake log line is written (frames first): wait for the line.
+        var wake: WakeLogEntry?
+        waitUntil(timeout: 5) {
+            wake = self.wakeLog().first { $0.kind == .wake }
+            return wake != nil
+        }
+        #expect(wake?.rule == "no-scan-seen", "\(String(describing: wake))")
     }
 }
