@@ -18,12 +18,8 @@ struct RegistrationListenerTests {
     /// listener binds each socket again on its own port (with port 0 the two families got different ones), and
     /// after `close()` it does not.
     @Test func aSocketClosedUnderUsIsBoundAgainOnItsPort() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "sleepproxy-listener-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let (listener, directory) = try await Self.listener()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let engine = try EngineRunner(
-            configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
-        let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
         let originals = listener.channels.withLockedValue { $0 }
         #expect(!originals.isEmpty)
         let ports = originals.compactMap { $0.localAddress?.port }
@@ -46,16 +42,9 @@ struct RegistrationListenerTests {
     /// A copy of the descriptor that outlives the close (a child being spawned at that instant, docs/linux.md §6)
     /// keeps the port taken for a moment: the listener tries again until it is free, and binds the same port.
     @Test func aPortStillHeldForAMomentIsBoundAgainOnceFree() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "sleepproxy-listener-held-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let (listener, directory) = try await Self.listener()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let engine = try EngineRunner(
-            configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
-        let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
-        let original = try #require(
-            listener.channels.withLockedValue { $0.first { $0.localAddress?.protocol == .inet } })
-        let port = try #require(original.localAddress?.port)
-        let copy = try #require(Self.descriptor(ofUDPPort: port), "no descriptor found for UDP port \(port)")
+        let (original, port, copy) = try Self.heldIPv4Socket(of: listener)
         try await original.close()
         // The first attempt, made as the close future completes, meets the copy; let the port go once a retry has
         // met it too.
@@ -72,16 +61,9 @@ struct RegistrationListenerTests {
     /// A port that stays taken (another program bound it) is tried `rebindAttempts` times and then reported, not
     /// retried for ever.
     @Test func aPortTakenForGoodIsTriedABoundedNumberOfTimes() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "sleepproxy-listener-taken-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let (listener, directory) = try await Self.listener()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let engine = try EngineRunner(
-            configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
-        let listener = try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test"))
-        let original = try #require(
-            listener.channels.withLockedValue { $0.first { $0.localAddress?.protocol == .inet } })
-        let port = try #require(original.localAddress?.port)
-        let copy = try #require(Self.descriptor(ofUDPPort: port), "no descriptor found for UDP port \(port)")
+        let (original, _, copy) = try Self.heldIPv4Socket(of: listener)
         defer { close(copy) }
         try await original.close()
         #expect(waitUntil(timeout: 15) { listener.rebindsAbandoned == 1 })
@@ -89,6 +71,23 @@ struct RegistrationListenerTests {
         #expect(listener.rebindsHeldBack == RegistrationListener.rebindAttempts - 1)
         #expect(listener.reopened == 0)
         await listener.close()
+    }
+
+    /// A listener on ports of the system's choosing, with a state directory of its own (the caller removes it).
+    static func listener() async throws -> (RegistrationListener, URL) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sleepproxy-listener-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        let engine = try EngineRunner(configuration: .init(stateDirectory: directory), logger: Logger(label: "test"))
+        return (try await RegistrationListener.bind(port: 0, engine: engine, logger: Logger(label: "test")), directory)
+    }
+
+    /// The listener's IPv4 socket, its port, and a copy of its descriptor that keeps the port taken until closed.
+    static func heldIPv4Socket(of listener: RegistrationListener) throws -> (Channel, Int, CInt) {
+        let original = try #require(
+            listener.channels.withLockedValue { $0.first { $0.localAddress?.protocol == .inet } })
+        let port = try #require(original.localAddress?.port)
+        let copy = try #require(Self.descriptor(ofUDPPort: port), "no descriptor found for UDP port \(port)")
+        return (original, port, copy)
     }
 
     /// A duplicate of this process's IPv4 UDP socket bound on `port`, found through /proc (its inode in
