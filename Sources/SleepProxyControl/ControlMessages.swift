@@ -30,14 +30,14 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     /// `hosts`: only hosts in this state (`asleep`, ...), only hosts whose name, MAC or address contains
     /// `search`, and a page of them: `limit` hosts from `offset` on in the listing's order (name, then MAC). The
     /// response's `total` counts every match.
-    public var state: HostSummary.State?
+    public var state: PresenceState?
     public var search: String?
     public var offset: Int?
     public var limit: Int?
 
     public init(
         command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil,
-        transfer: Bool? = nil, state: HostSummary.State? = nil, search: String? = nil, offset: Int? = nil,
+        transfer: Bool? = nil, state: PresenceState? = nil, search: String? = nil, offset: Int? = nil,
         limit: Int? = nil
     ) {
         self.state = state
@@ -116,21 +116,8 @@ public struct HostSummary: Codable, Hashable, Sendable {
     /// `_http._tcp:8080` per service.
     public var services: [String]
     public var leaseSeconds: Double
-    /// Where a held host stands (docs/coexistence.md); the JSON keeps the words.
-    public enum State: String, Codable, Hashable, Sendable, CaseIterable {
-        /// Registered, not yet shown to be asleep: the proxy says nothing for it.
-        case starting
-        /// The proxy answers for it.
-        case asleep
-        /// It spoke for itself on every address; the proxy holds its records silently.
-        case awake
-        /// Magic packets are going out.
-        case waking
-        /// Another sleep proxy answers for it; this one stands by.
-        case standby
-    }
-
-    public var state: State
+    /// Where the host stands: one of `PresenceState.held`.
+    public var state: PresenceState
     public var lastWake: WakeLogEntry?
     /// The latest sign that the host was up ("mDNS from 192.0.2.2", "an ARP request from its MAC for ..."), and
     /// how long ago; absent when none was seen since it registered.
@@ -141,7 +128,7 @@ public struct HostSummary: Codable, Hashable, Sendable {
 
     public init(
         name: String?, mac: String, interface: String, addresses: [String], services: [String], leaseSeconds: Double,
-        state: State, lastWake: WakeLogEntry?,
+        state: PresenceState, lastWake: WakeLogEntry?,
         lastSeenAwake: String? = nil, lastSeenAwakeSecondsAgo: Double? = nil,
         addressStates: [HostDetail.AddressState]? = nil
     ) {
@@ -282,4 +269,4 @@ public enum HumanDuration {
 }
 
 // Keyed by state, the counts stay a JSON object ({"asleep": 2}) rather than a list of pairs.
-extension HostSummary.State: CodingKeyRepresentable {}
+extension PresenceState: CodingKeyRepresentable {}

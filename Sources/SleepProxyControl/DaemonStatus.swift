@@ -16,7 +16,7 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var wakes: Int
     public var magicPackets: Int
     /// Held hosts by state (`asleep`, `awake`, `waking`, `starting`); absent from daemons before 0.4.
-    public var hostsByState: [HostSummary.State: Int]?
+    public var hostsByState: [PresenceState: Int]?
     /// SSDP (docs/ssdp.md); absent with `--no-ssdp` and from daemons before 0.5.
     public var upnp: UPnPStatus?
     /// Other sleep proxies heard on the served links (docs/several-proxies.md); absent from
@@ -124,7 +124,7 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         version: String, startedAt: Date, uptimeSeconds: Double, interfaces: [String], advertisedName: String?,
         hosts: Int, records: Int,
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
-        hostsByState: [HostSummary.State: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
+        hostsByState: [PresenceState: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
         lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil,
         warnings: [String]? = nil
     ) {

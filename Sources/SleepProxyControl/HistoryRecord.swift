@@ -1,9 +1,10 @@
 import FoundationEssentials
 
-/// Where a host stood at a moment of its day, as the status page's timeline draws it (docs/status-page.md).
-/// The JSON keeps the words.
+/// Where a host stands or stood: the wire's mirror of the engine's `HostState` (the one mapping is
+/// `PresenceState(_:)` in the I/O layer), for the control protocol, the JSON API, the history and the status page.
+/// The JSON keeps the words, which 0.5.0 wrote too.
 public enum PresenceState: String, Codable, Hashable, Sendable, CaseIterable {
-    /// Registered, not yet shown to be asleep.
+    /// Held, not yet shown to be asleep.
     case starting
     /// The proxy answered for it.
     case asleep
@@ -17,6 +18,15 @@ public enum PresenceState: String, Codable, Hashable, Sendable, CaseIterable {
     case handedBack = "handed-back"
     /// Not held for another reason: its lease ended, it was forgotten, released or transferred.
     case gone
+
+    /// The states of a host the proxy holds, in the order status and filters list them.
+    public static let held: [PresenceState] = [.starting, .asleep, .awake, .waking, .standby]
+
+    /// One of the held states by its word (a filter by state asks for these; no host is held `gone`).
+    public init?(held word: String) {
+        guard let state = PresenceState(rawValue: word), Self.held.contains(state) else { return nil }
+        self = state
+    }
 }
 
 /// One line of a host's history: a change of its presence, or a wake decision (a wake, its outcome, a declined
@@ -219,7 +229,8 @@ extension HistoryRecord {
         } while expect(UInt8(ascii: ","))
         guard expect(UInt8(ascii: "}")) else { return nil }
         skipSpaces()
-        guard index == line.endIndex, let mac = fields["mac"], let state = fields["state"].flatMap(PresenceState.init),
+        guard index == line.endIndex, let mac = fields["mac"],
+            let state = fields["state"].flatMap(PresenceState.init(rawValue:)),
             let time = fields["time"].flatMap(Self.date(iso8601:))
         else { return nil }
         self.init(time: time, mac: mac, hostName: fields["hostName"], state: state, note: fields["note"])

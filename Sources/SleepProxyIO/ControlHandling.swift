@@ -189,7 +189,7 @@ extension EngineRunner {
         -> HostSummary
     {
         let summary = registration.summary
-        let state = HostSummary.State(self.engine.state(of: registration.key) ?? .starting)
+        let state = PresenceState(self.engine.state(of: registration.key) ?? .starting)
         let awake = self.engine.lastAwake(of: registration.key)
         let mac = registration.key.primaryMAC.description
         let lastWake = lastWakes.map { $0[mac] } ?? self.wakeLog.recent.last { $0.mac == mac && $0.kind == .wake }
@@ -264,8 +264,8 @@ extension EngineRunner {
             queriesAnswered: counts.responder?.answeredQueries ?? 0, wakes: counts.takeover?.wakes ?? 0,
             magicPackets: counts.takeover?.magicPackets ?? 0,
             hostsByState: Dictionary(
-                uniqueKeysWithValues: HostState.allCases.map {
-                    (HostSummary.State($0), self.engine.hostsByState[$0] ?? 0)
+                uniqueKeysWithValues: HostState.held.map {
+                    (PresenceState($0), self.engine.hostsByState[$0] ?? 0)
                 }),
             upnp: self.engine.upnpSummary.map { upnp in
                 DaemonStatus.UPnPStatus(
@@ -289,8 +289,10 @@ extension EngineRunner {
     }
 }
 
-extension HostSummary.State {
-    /// The engine's state in the control protocol's words.
+/// The one mapping between the engine's vocabulary (`HostState`, `AddressState`) and the wire's mirrors
+/// (`PresenceState`, `HostDetail.AddressState.Phase`): the same words, checked case by case by the compiler here
+/// and nowhere else.
+extension PresenceState {
     init(_ state: HostState) {
         switch state {
         case .starting: self = .starting
@@ -298,31 +300,27 @@ extension HostSummary.State {
         case .awake: self = .awake
         case .waking: self = .waking
         case .standby: self = .standby
+        case .handedBack: self = .handedBack
+        case .gone: self = .gone
         }
     }
 }
 
+extension HostState {
+    /// The reverse of `PresenceState(_:)`, derived from it.
+    init(_ state: PresenceState) {
+        self = HostState.allCases.first { PresenceState($0) == state }!
+    }
+}
+
 extension HostDetail.AddressState.Phase {
-    init(_ phase: Takeover.HostStatus.Phase) {
+    init(_ phase: AddressState) {
         switch phase {
         case .starting: self = .starting
         case .probing: self = .probing
         case .answering: self = .answering
         case .ownerSeen: self = .ownerSeen
         case .stopped: self = .stopped
-        case .standby: self = .standby
-        }
-    }
-}
-
-extension HostState {
-    /// The control protocol's word for a state, in the engine's terms.
-    init(_ state: HostSummary.State) {
-        switch state {
-        case .starting: self = .starting
-        case .asleep: self = .asleep
-        case .awake: self = .awake
-        case .waking: self = .waking
         case .standby: self = .standby
         }
     }

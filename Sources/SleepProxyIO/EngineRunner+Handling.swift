@@ -125,7 +125,7 @@ extension EngineRunner {
                 self.recordHistory(
                     HistoryRecord(
                         time: Date(), mac: change.host.primaryMAC.description, hostName: change.hostName,
-                        state: PresenceState(change.phase), note: change.why))
+                        state: PresenceState(change.state), note: change.reason.rawValue))
             case .log(let level, let message):
                 self.logger.log(level: level.loggerLevel, "\(message)")
             case .reply(let registrationReply):

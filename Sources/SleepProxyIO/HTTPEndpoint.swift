@@ -140,7 +140,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
             self.count("sleepproxy_wakes_total", ["reason": reason.rawValue], status.wakesByReason[reason] ?? 0)
         }
         CoreMetrics.Gauge(label: "sleepproxy_hosts", dimensions: [], factory: self.factory).record(status.hostCount)
-        for state in HostState.allCases {
+        for state in HostState.held {
             CoreMetrics.Gauge(
                 label: "sleepproxy_hosts_by_state", dimensions: [("state", state.rawValue)], factory: self.factory
             ).record(status.hostsByState[state] ?? 0)

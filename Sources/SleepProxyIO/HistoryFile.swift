@@ -291,16 +291,3 @@ extension EngineRunner {
         if kept.count > 0 { self.logger.info("state: restored the history of \(kept.hostCount) hosts") }
     }
 }
-
-extension PresenceState {
-    init(_ phase: PresenceChange.Phase) {
-        switch phase {
-        case .starting: self = .starting
-        case .asleep: self = .asleep
-        case .awake: self = .awake
-        case .standby: self = .standby
-        case .handedBack: self = .handedBack
-        case .gone: self = .gone
-        }
-    }
-}

@@ -14,7 +14,7 @@ public enum StatusPage {
         var cards: [HTML] = [
             Self.card("\(status.hosts)", "hosts held, \(status.records) records")
         ]
-        for state in HostSummary.State.allCases where (byState[state] ?? 0) > 0 || state == .asleep {
+        for state in PresenceState.held where (byState[state] ?? 0) > 0 || state == .asleep {
             cards.append(Self.card("\(byState[state] ?? 0)", state.rawValue, link: "/?state=\(state.rawValue)"))
         }
         if let day = status.lastDay {
@@ -162,7 +162,7 @@ public enum StatusPage {
 
     private static func filterForm(_ query: StatusRoute.HostQuery) -> HTML {
         var options: [HTML] = ["<option value=\"\">every state</option>"]
-        for state in HostSummary.State.allCases {
+        for state in PresenceState.held {
             let selected: HTML = query.state == state ? " selected" : ""
             options.append("<option value=\"\(state.rawValue)\"\(selected)>\(state.rawValue)</option>")
         }

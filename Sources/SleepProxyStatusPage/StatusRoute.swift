@@ -28,7 +28,7 @@ public enum StatusRoute: Hashable, Sendable {
 
     /// A page of the hosts table: a filter and where the page starts.
     public struct HostQuery: Hashable, Sendable {
-        public var state: HostSummary.State?
+        public var state: PresenceState?
         public var search: String?
         public var page: Int
 
@@ -36,7 +36,7 @@ public enum StatusRoute: Hashable, Sendable {
         /// renders in well under a millisecond however many hosts the proxy holds.
         public static let rowsPerPage = 100
 
-        public init(state: HostSummary.State? = nil, search: String? = nil, page: Int = 1) {
+        public init(state: PresenceState? = nil, search: String? = nil, page: Int = 1) {
             self.state = state
             self.search = search
             self.page = page
@@ -89,9 +89,9 @@ public enum StatusRoute: Hashable, Sendable {
     private static func overview(_ query: [String: String]) -> StatusRoute {
         var hosts = HostQuery()
         if let state = query["state"], !state.isEmpty {
-            guard let parsed = HostSummary.State(rawValue: state) else {
+            guard let parsed = PresenceState(held: state) else {
                 return .badRequest(
-                    "state must be one of \(HostSummary.State.allCases.map(\.rawValue).joined(separator: ", "))")
+                    "state must be one of \(PresenceState.held.map(\.rawValue).joined(separator: ", "))")
             }
             hosts.state = parsed
         }
@@ -118,7 +118,7 @@ public enum StatusRoute: Hashable, Sendable {
         case ("hosts", 1):
             var request = ControlRequest(command: .hosts)
             if let state = query["state"], !state.isEmpty {
-                guard let parsed = HostSummary.State(rawValue: state) else { return .badRequest("unknown state") }
+                guard let parsed = PresenceState(held: state) else { return .badRequest("unknown state") }
                 request.state = parsed
             }
             request.search = query["q"].flatMap { $0.isEmpty ? nil : $0 }

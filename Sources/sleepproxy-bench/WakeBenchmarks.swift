@@ -243,7 +243,7 @@ enum WakeBenchmarks {
             // The host resumes: it hands itself back, and the next packet meets it asleep again after its new
             // registration (the same records).
             if let registration = registrations.first(where: { $0.key == event.host }) {
-                _ = takeover.removed(event.host, reason: .handBack, wake: false, now: now)
+                _ = takeover.removed(event.host, endsWake: true, wake: false, now: now)
                 _ = takeover.registered(registration, now: now)
             }
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import SleepProxyControl
+
 #if canImport(Glibc)
     import Glibc
 #endif

@@ -1,7 +1,11 @@
 import ArgumentParser
 import SleepProxyControl
 
-extension HostSummary.State: ExpressibleByArgument {}
+/// `--state` takes the states a held host can be in.
+extension PresenceState: ExpressibleByArgument {
+    public init?(argument: String) { self.init(held: argument) }
+    public static var allValueStrings: [String] { Self.held.map(\.rawValue) }
+}
 
 /// `sleepproxyctl history HOST`: the host's last day, as the status page's timeline draws it
 /// (docs/status-page.md), held or not.

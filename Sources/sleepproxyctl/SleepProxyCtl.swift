@@ -52,7 +52,7 @@ struct Status: ParsableCommand {
         print("interfaces:    \(status.interfaces.isEmpty ? "none" : status.interfaces.joined(separator: ", "))")
         if let byState = status.hostsByState {
             // Only the states some host is in: "2 asleep, 1 awake".
-            let parts = [HostSummary.State.asleep, .waking, .starting, .awake, .standby].compactMap { state in
+            let parts = [PresenceState.asleep, .waking, .starting, .awake, .standby].compactMap { state in
                 byState[state].flatMap { $0 > 0 ? "\($0) \(state.rawValue)" : nil }
             }
             print(
@@ -99,7 +99,7 @@ struct Hosts: ParsableCommand {
         abstract: "The sleeping hosts: name, MAC, addresses, services, lease left, state, last wake.")
     @OptionGroup var connection: Connection
     @Option(name: .long, help: "Only hosts in this state (starting, asleep, awake, waking, standby).")
-    var state: HostSummary.State?
+    var state: PresenceState?
     @Option(name: .long, help: "Only hosts whose name, MAC or an address contains this text.") var search: String?
 
     func run() throws {

@@ -1,1 +1,319 @@
-../../Fuzz/Sources/FuzzEngine/EngineProgram.swift
+import NIOCore
+import SleepProxyCore
+import SleepProxyWire
+
+/// The composed engine driven by an arbitrary program (docs/fuzzing.md): each step is a registration (well
+/// formed or raw bytes), an mDNS packet (a question, a host's own announcement or probe, an Owner option, raw
+/// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, raw bytes), an admin command or a
+/// step of time, read from the program's bytes. After every step the invariants below are checked; a violation
+/// is returned as a sentence (the fuzz target traps on it, the test records it).
+///
+/// Shared by the libFuzzer target in Fuzz/Sources/FuzzEngine and by SleepProxyCoreTests (a symbolic link), so the
+/// same programs run in CI on every test run, from seeds, and under libFuzzer's guidance with `scripts/fuzz
+/// engine`. Public API only: it drives the engine as the daemon does.
+public struct EngineProgram {
+    /// Hosts the program speaks of: eight MACs, each with an IPv4, a global IPv6 and a link-local address.
+    static let hostCount = 8
+    /// Limits small enough that programs reach them (tested at their edge by the registrar's own tests).
+    static let maximumHosts = 6
+    static let maximumRecords = 120
+    static let interface = InterfaceContext(
+        name: "eth0", index: 2, macAddress: MACAddress("02:53:50:00:00:01")!,
+        prefixes: [IPPrefix("192.0.2.1/24")!, IPPrefix("fe80::53:50ff:fe00:1/64")!, IPPrefix("2001:db8::1/64")!])
+    static let stranger = IPAddress("192.0.2.99")!
+    /// Deadlines served in one time step at most: a step of 25 s holds a few hundred (probes, announcements,
+    /// wake bursts); the bound keeps a program's time finite.
+    static let ticksPerStep = 2000
+    /// Raw bytes of one step at most (a registration, an mDNS or SSDP datagram, a frame): enough for every
+    /// header, short enough that a program holds many steps.
+    static let rawLength = 96
+    static let strangerMAC = MACAddress("02:53:50:00:00:99")!
+
+    var engine: ProxyEngine
+    var now = Timestamp.seconds(1000)
+    var input: [UInt8]
+    var position = 0
+    /// Steps run, and whether a host was ever spoken for: programs that never get there test little.
+    public private(set) var steps = 0
+    public private(set) var reachedAsleep = false
+
+    public init(_ input: [UInt8]) {
+        var configuration = RegistrationConfiguration(
+            maximumRecords: Self.maximumRecords, maximumHosts: Self.maximumHosts)
+        configuration.requireSourceAmongClaimedAddresses = false
+        let responder = Responder(
+            configuration: ResponderConfiguration(
+                instanceLabel: "20-40-10-65.0 Fuzz", hostLabel: "fuzzproxy", registrationPort: 5599, seed: 7))
+        self.engine = ProxyEngine(
+            registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover(),
+            ssdp: SSDPProxy(seed: 11))
+        _ = self.engine.setInterfaces([Self.interface], now: self.now)
+        self.input = input
+    }
+
+    static func mac(_ host: Int) -> MACAddress { MACAddress(rawValue: 0x0253_5000_0002 + UInt64(host)) }
+    static func v4(_ host: Int) -> IPAddress { .v4(IPv4Address(192, 0, 2, UInt8(2 + host))) }
+    static func v6(_ host: Int) -> IPAddress { IPAddress("2001:db8::\(2 + host)")! }
+    static func linkLocal(_ host: Int) -> IPAddress { IPAddress("fe80::53:50ff:fe00:\(2 + host)")! }
+    static func name(_ host: Int) -> DNSName { try! DNSName(labels: ["host\(host)", "local"]) }
+
+    // MARK: - Reading the program
+
+    mutating func byte() -> UInt8? {
+        guard self.position < self.input.count else { return nil }
+        defer { self.position += 1 }
+        return self.input[self.position]
+    }
+
+    mutating func bytes(_ count: Int) -> [UInt8] {
+        let end = min(self.input.count, self.position + count)
+        defer { self.position = end }
+        return Array(self.input[self.position..<end])
+    }
+
+    /// Runs the whole program; nil when every invariant held after every step.
+    public mutating func run() -> String? {
+        while let operation = self.byte() {
+            let actions = self.step(operation)
+            self.steps += 1
+            if let violation = self.check(actions) {
+                return "step \(self.steps) (operation \(operation % 12)): \(violation)"
+            }
+            if !self.reachedAsleep { self.reachedAsleep = !self.engine.hosts(in: .asleep).isEmpty }
+        }
+        return nil
+    }
+
+    // MARK: - Steps
+
+    mutating func step(_ operation: UInt8) -> [EngineAction] {
+        let host = Int(self.byte() ?? 0) % Self.hostCount
+        switch operation % 12 {
+        case 0: return self.register(host)
+        case 1:
+            // A raw registration datagram, from the host's address or a stranger's.
+            let length = Int(self.byte() ?? 0) % Self.rawLength
+            let source = (self.byte() ?? 0) & 1 == 0 ? Self.v4(host) : Self.stranger
+            return self.engine.receiveRegistration(
+                self.bytes(length), from: source, on: Self.interface, now: self.now)
+        case 2: return self.mdns(self.question(host), from: Self.stranger)
+        case 3:
+            // The host's own responder: an announcement of its name, maybe with an Owner option.
+            let address = DNSResourceRecord(
+                name: Self.name(host), cacheFlush: true, ttl: 120,
+                rdata: .a(.init(address: IPv4Address(192, 0, 2, UInt8(2 + host)))))
+            var message = DNSMessage(id: 0, flags: .init(response: true, authoritative: true), answers: [address])
+            if (self.byte() ?? 0) & 1 == 1 {
+                let sequence = self.byte() ?? 0
+                message.additionals.append(
+                    .opt(
+                        EDNSHeader(udpPayloadSize: 1440),
+                        options: [.owner(OwnerOption(sequence: sequence, primaryMAC: Self.mac(host)))]))
+            }
+            return self.mdns(message, from: (self.byte() ?? 0) & 1 == 0 ? Self.v4(host) : Self.linkLocal(host))
+        case 4:
+            // The host probing its own name (after a wake, or a rename).
+            let probe = DNSMessage(
+                questions: [DNSQuestion(name: Self.name(host), type: .any)],
+                authorities: [
+                    DNSResourceRecord(
+                        name: Self.name(host), ttl: 120,
+                        rdata: .a(.init(address: IPv4Address(192, 0, 2, UInt8(2 + host)))))
+                ])
+            return self.mdns(probe, from: Self.v4(host))
+        case 5:
+            let length = Int(self.byte() ?? 0) % Self.rawLength
+            let bytes = self.bytes(length)
+            return self.engine.receiveMDNS(
+                bytes, from: Self.stranger, port: (self.byte() ?? 0) & 1 == 0 ? 5353 : 40000, destination: nil,
+                interfaceIndex: Self.interface.index, now: self.now)
+        case 6: return self.frame(host)
+        case 7:
+            let length = Int(self.byte() ?? 0) % Self.rawLength
+            return self.engine.receiveFrame(
+                self.bytes(length), interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+        case 8:
+            let length = Int(self.byte() ?? 0) % Self.rawLength
+            let bytes = self.bytes(length)
+            return self.engine.receiveSSDP(
+                bytes, from: (self.byte() ?? 0) & 1 == 0 ? Self.v4(host) : Self.stranger, port: 1900,
+                destination: nil, interfaceIndex: Self.interface.index, now: self.now)
+        case 9: return self.admin(host)
+        default:
+            // Time: up to about 25 s a step, in 100 ms units, the engine woken at each of its deadlines on the way
+            // as the daemon's loop does (at most `ticksPerStep` of them).
+            let target = self.now + .milliseconds(Int64(self.byte() ?? 0) * 100)
+            var actions: [EngineAction] = []
+            var ticks = 0
+            while let deadline = self.engine.nextDeadline(), deadline <= target, ticks < Self.ticksPerStep {
+                self.now = max(self.now, deadline)
+                actions += self.engine.tick(now: self.now)
+                ticks += 1
+            }
+            self.now = target
+            return actions + self.engine.tick(now: self.now)
+        }
+    }
+
+    mutating func register(_ host: Int) -> [EngineAction] {
+        let flags = self.byte() ?? 0
+        var addresses: [IPAddress] = []
+        if flags & 1 != 0 { addresses.append(Self.v4(host)) }
+        if flags & 2 != 0 { addresses.append(Self.v6(host)) }
+        if flags & 4 != 0 { addresses.append(Self.linkLocal(host)) }
+        let serviceCount = Int(flags >> 3 & 3)
+        let services = (0..<serviceCount).map { index in
+            SleepRegistration.Service(
+                instance: try! DNSName(labels: ["svc\(index)-h\(host)", index == 0 ? "_smb" : "_http", "_tcp", "local"]
+                ),
+                port: index == 0 ? 445 : 8080 + UInt16(index))
+        }
+        let lease = UInt32(self.byte() ?? 0) * 60 + 30
+        let registration = SleepRegistration(
+            hostName: Self.name(host), addresses: addresses, services: services,
+            owner: OwnerOption(sequence: self.byte() ?? 0, primaryMAC: Self.mac(host)), lease: lease)
+        let id = UInt16(self.byte() ?? 0)
+        var actions: [EngineAction] = []
+        for message in registration.messages(id: id, maximumSize: 1440) {
+            let bytes = message.encoded(options: .appleUpdate)
+            actions +=
+                self.engine.receiveRegistration(bytes, from: Self.v4(host), on: Self.interface, now: self.now)
+        }
+        return actions
+    }
+
+    mutating func question(_ host: Int) -> DNSMessage {
+        let types: [DNSRecordType] = [.a, .aaaa, .ptr, .srv, .txt, .any]
+        let type = types[Int(self.byte() ?? 0) % types.count]
+        let names: [DNSName] = [
+            Self.name(host), "_smb._tcp.local.", try! DNSName(labels: ["svc0-h\(host)", "_smb", "_tcp", "local"]),
+            "_sleep-proxy._udp.local.",
+        ]
+        let name = names[Int(self.byte() ?? 0) % names.count]
+        return DNSMessage(questions: [
+            DNSQuestion(name: name, type: type == .ptr && name == Self.name(host) ? .a : type)
+        ])
+    }
+
+    mutating func mdns(_ message: DNSMessage, from source: IPAddress) -> [EngineAction] {
+        let bytes = message.encoded(options: .mdns)
+        return self.engine.receiveMDNS(
+            bytes, from: source, port: 5353, destination: nil, interfaceIndex: Self.interface.index, now: self.now)
+    }
+
+    mutating func frame(_ host: Int) -> [EngineAction] {
+        let kind = (self.byte() ?? 0) % 5
+        let target = IPv4Address(192, 0, 2, UInt8(2 + host))
+        let bytes: [UInt8]
+        switch kind {
+        case 0:
+            // Someone asks for the host's address.
+            bytes =
+                ARPPacket(
+                    operation: .request, senderMAC: Self.strangerMAC, senderIP: IPv4Address(192, 0, 2, 99),
+                    targetMAC: .zero, targetIP: target
+                ).frame(destination: .broadcast, source: Self.strangerMAC).bytes
+        case 1:
+            // The host itself (awake) or a stranger claims the address.
+            let mac = (self.byte() ?? 0) & 1 == 0 ? Self.mac(host) : Self.strangerMAC
+            bytes = ARPPacket.announcement(from: mac, for: target).frame(destination: .broadcast, source: mac).bytes
+        case 2, 3:
+            // A SYN to one of the host's ports, from a stranger or from the host's own address.
+            let ports: [UInt16] = [445, 8081, 22, 80]
+            var segment = ByteBuffer()
+            TCPSegment(
+                sourcePort: 40000 + UInt16(self.byte() ?? 0),
+                destinationPort: ports[Int(self.byte() ?? 0) % ports.count],
+                sequenceNumber: 1, flags: .syn, window: 64240
+            ).write(to: &segment)
+            var packet = ByteBuffer()
+            IPv4Packet(
+                header: IPv4Header(source: IPv4Address(192, 0, 2, 99), destination: target, proto: .tcp),
+                payload: segment
+            ).write(to: &packet)
+            bytes =
+                EthernetFrame(
+                    destination: Self.interface.macAddress, source: Self.strangerMAC, etherType: .ipv4, payload: packet
+                ).bytes
+        default:
+            // A neighbour advertisement from the host's MAC for its global address (it is up).
+            guard case .v6(let address) = Self.v6(host) else { return [] }
+            bytes =
+                NeighborDiscoveryMessage(
+                    kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: Self.mac(host)
+                ).frame(
+                    ethernetSource: Self.mac(host), ethernetDestination: IPv6Address.allNodes.multicastMAC,
+                    source: address,
+                    destination: .allNodes
+                ).bytes
+        }
+        return self.engine.receiveFrame(bytes, interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+    }
+
+    mutating func admin(_ host: Int) -> [EngineAction] {
+        let key = OwnerKey(interface: Self.interface.name, primaryMAC: Self.mac(host))
+        switch (self.byte() ?? 0) % 5 {
+        case 0: return self.engine.wake(key, trigger: .administrator, now: self.now)
+        case 1: return self.engine.forget(key, goodbyes: true, now: self.now)
+        case 2: return self.engine.forget(key, goodbyes: false, now: self.now)
+        case 3:
+            // What a failed journal append does: back to what the journal holds (here: every host but this one).
+            let kept = self.engine.registrar.store.owners.values.filter { $0.key != key }
+            return self.engine.reload(Array(kept), now: self.now)
+        default: return self.engine.releaseAll(now: self.now)
+        }
+    }
+
+    // MARK: - Invariants
+
+    /// What must hold after every step.
+    func check(_ actions: [EngineAction]) -> String? {
+        let store = self.engine.registrar.store
+        // Bounded by the configured limits.
+        if store.hostCount > Self.maximumHosts { return "\(store.hostCount) hosts held, limit \(Self.maximumHosts)" }
+        if store.recordCount > Self.maximumRecords {
+            return "\(store.recordCount) records held, limit \(Self.maximumRecords)"
+        }
+        // Every held host in exactly one state.
+        var counted = 0
+        for key in store.owners.keys {
+            guard self.engine.state(of: key) != nil else { return "\(key) is held but in no state" }
+        }
+        for (_, count) in self.engine.hostsByState { counted += count }
+        if counted != store.hostCount { return "\(counted) hosts in the state counts, \(store.hostCount) held" }
+        var inStates = 0
+        for state in HostState.held { inStates += self.engine.hosts(in: state).count }
+        if inStates != store.hostCount { return "\(inStates) hosts listed by state, \(store.hostCount) held" }
+        // One truth about speaking: the responder's and SSDP's marks agree with each host's lifecycle, and they
+        // keep none for a host no longer held.
+        for key in store.owners.keys {
+            let speaks = self.engine.isSpokenFor(key)
+            if let responder = self.engine.responder, responder.silenced.contains(key) == speaks {
+                return "the responder \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
+            }
+            if let ssdp = self.engine.ssdp, ssdp.isSpeaking(for: key) != speaks {
+                return "SSDP \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
+            }
+        }
+        if let silenced = self.engine.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {
+            return "the responder keeps \(stale) silenced after it was let go"
+        }
+        // Never a host's record answered or announced while the proxy is not speaking for it: its records go out
+        // only while it is asleep or being woken (goodbyes for a host just removed are not its records any more).
+        let speaking: Set<OwnerKey> = self.engine.hosts(in: .asleep).union(self.engine.hosts(in: .waking))
+        var silentNames: Set<DNSName> = []
+        for (key, registration) in store.owners where !speaking.contains(key) {
+            for proxied in registration.records where proxied.record.cacheFlush {
+                silentNames.insert(proxied.record.name)
+            }
+        }
+        for case .transmit(let transmission) in actions {
+            for record in transmission.message.answers + transmission.message.additionals
+            where record.ttl > 0 && silentNames.contains(record.name) {
+                // A name two hosts share (never in these programs: each host's names are its own) would not count.
+                return "\(record.name) \(record.type) sent while its host is not asleep"
+            }
+        }
+        return nil
+    }
+}

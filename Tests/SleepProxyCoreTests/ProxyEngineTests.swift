@@ -446,7 +446,7 @@ struct ProxyEngineTests {
                     && $0.contains("from its MAC")
             })
         let gone = actions.compactMap { if case .presence(let change) = $0 { return change } else { return nil } }.last
-        #expect(gone?.phase == .gone && gone?.why == "awake at expiry", "\(String(describing: gone))")
+        #expect(gone?.state == .gone && gone?.reason == .awakeAtExpiry, "\(String(describing: gone))")
     }
 
     @Test func aLeaseEndingOnASleepingHostWakesItAndTheOwnersARPEndsTheWakeAsASuccess() throws {
@@ -589,14 +589,13 @@ struct ProxyEngineTests {
                 from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, sourcePort: 40003,
                 port: 8080))
         _ = h.mdns(H.ownProbe(), from: Lab.hostV4)
-        let changes = h.log.compactMap { entry -> (PresenceChange.Phase, String)? in
+        let changes = h.log.compactMap { entry -> (HostState, HostStateReason)? in
             guard case .presence(let change) = entry.1 else { return nil }
             #expect(change.host == h.key && change.hostName == "vm.local.")
-            return (change.phase, change.why)
+            return (change.state, change.reason)
         }
         #expect(changes.map(\.0) == [.starting, .asleep, .handedBack], "\(changes)")
-        #expect(changes.allSatisfy { $0.1.utf8.count <= 15 }, "notes short enough to be stored inline")
-        #expect(changes.first?.1 == "registered" && changes.last?.1 == "mdns")
+        #expect(changes.map(\.1) == [.registered, .noProbeAnswer, .mdns])
     }
 
     @Test func aHostWokenAfterItsLeaseEndedIsForgottenOnceItShowsItselfOrRegistersAgain() throws {
@@ -721,7 +720,7 @@ extension ProxyEngineTests {
         #expect(h.engine.state(of: other) == nil && h.engine.takeover?.state(of: other) == nil)
         #expect(h.engine.state(of: h.key) == .asleep, "the host the journal holds keeps its state")
         let gone = actions.compactMap { if case .presence(let change) = $0 { change } else { nil } }
-        #expect(gone.map(\.host) == [other] && gone.first?.phase == .gone && gone.first?.why == "reloaded")
+        #expect(gone.map(\.host) == [other] && gone.first?.state == .gone && gone.first?.reason == .reloaded)
         #expect(H.logs(actions).contains { $0.contains("other.local.") && $0.contains("not in the journal") })
         #expect(h.engine.handBacks.isEmpty)
     }

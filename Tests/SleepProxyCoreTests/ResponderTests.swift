@@ -319,7 +319,7 @@ struct ResponderTests {
         #expect(renumbered.message.answers.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 9)))])
         // A host that went away is not answered from the cache.
         let taken = h.registrar.remove(OwnerKey(interface: "eth0", primaryMAC: Lab.hostMAC))
-        h.responder.removed(try #require(taken), reason: .handBack, now: h.now)
+        h.responder.removed(try #require(taken), farewell: false, now: h.now)
         #expect(ask("vm.local.", .a, id: 6) == nil)
         // The proxy's own records: a rename changes the answer at once.
         let ownHost = try #require(OwnAdvertisement.hostName(h.responder.configuration.hostLabel))
@@ -520,7 +520,7 @@ struct ResponderTests {
         _ = h.run(for: .seconds(10))
         let taken = h.registrar.remove(acceptance.registration.key)
         let removed = try #require(taken)
-        h.responder.removed(removed, reason: .expired, now: h.now)
+        h.responder.removed(removed, farewell: true, now: h.now)
         let start = h.now
         let sent = H.transmissions(h.run(for: .seconds(10))).filter {
             $0.1.destination == .multicast(interfaceIndex: 2, family: .v4)

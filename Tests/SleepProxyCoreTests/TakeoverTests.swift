@@ -56,7 +56,7 @@ struct TakeoverHarness {
     }
 
     /// The takeover's phase for one address (the state is per address, docs/protocol.md §5.2).
-    func phase(of address: IPAddress) -> Takeover.HostStatus.Phase? {
+    func phase(of address: IPAddress) -> AddressState? {
         self.takeover.state(of: self.key)?.addresses.first { $0.0 == address }?.1
     }
 
@@ -526,13 +526,13 @@ struct TakeoverTests {
         var h = H()
         h.claimed()
         _ = h.takeover.wake(h.key, trigger: .administrator, now: h.now)
-        let handBack = h.takeover.removed(h.key, reason: .handBack, wake: true, now: h.now + .seconds(1))
+        let handBack = h.takeover.removed(h.key, endsWake: true, wake: true, now: h.now + .seconds(1))
         #expect(H.events(handBack).map(\.kind) == [.awake])
         #expect(handBack.contains(.removeNeighbour(interfaceIndex: 2, address: Lab.hostV4)))
         #expect(h.takeover.hostCount == 0 && h.takeover.watchedAddresses(interfaceIndex: 2).isEmpty)
         var e = H()
         e.claimed()
-        let expiry = e.takeover.removed(e.key, reason: .expired, wake: true, now: e.now)
+        let expiry = e.takeover.removed(e.key, endsWake: false, wake: true, now: e.now)
         #expect(H.events(expiry).first?.trigger == .leaseExpired && !H.magic(H.frames(expiry)).isEmpty)
         #expect(
             H.frames(
@@ -562,7 +562,7 @@ struct TakeoverTests {
                 if case .event(let e) = $0 { return e.kind == .wake } else { return false }
             }) {
                 _ = index
-                _ = h.takeover.removed(h.key, reason: .handBack, wake: false, now: h.now)
+                _ = h.takeover.removed(h.key, endsWake: true, wake: false, now: h.now)
                 h.register()
                 _ = h.run(for: .seconds(12))
                 return true
@@ -639,7 +639,7 @@ struct TakeoverTests {
                 }
             case 2: _ = h.takeover.ownerActive(key, now: h.now)
             case 3: _ = h.takeover.wake(key, trigger: .administrator, now: h.now)
-            case 4: _ = h.takeover.removed(key, reason: .expired, wake: generator.next() % 2 == 0, now: h.now)
+            case 4: _ = h.takeover.removed(key, endsWake: false, wake: generator.next() % 2 == 0, now: h.now)
             default:
                 if let deadline = h.takeover.nextDeadline(), deadline <= h.now { _ = h.takeover.tick(now: h.now) }
             }

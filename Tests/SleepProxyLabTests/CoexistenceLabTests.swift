@@ -72,7 +72,7 @@ final class CoexistenceLabTests: ThreeHostSuite {
     }
 
     /// The host's state as `sleepproxyctl hosts` reports it, polled (bounded) until it is `expected`.
-    func waitForState(_ expected: HostSummary.State, timeout: TimeInterval = 12) throws -> HostSummary.State? {
+    func waitForState(_ expected: PresenceState, timeout: TimeInterval = 12) throws -> PresenceState? {
         Daemon.waitForHost(
             "sleeper.local.", in: expected, proxy: self.proxy, stateDirectory: self.state, timeout: timeout)
     }

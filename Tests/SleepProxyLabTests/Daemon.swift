@@ -29,9 +29,9 @@ enum Daemon {
     /// waits for instead of a fixed sleep; returns the last state seen.
     @discardableResult
     static func waitForHost(
-        _ name: String, in expected: HostSummary.State, proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15
-    ) -> HostSummary.State? {
-        var state: HostSummary.State? = nil
+        _ name: String, in expected: PresenceState, proxy: LabHost, stateDirectory: URL, timeout: TimeInterval = 15
+    ) -> PresenceState? {
+        var state: PresenceState? = nil
         waitUntil(timeout: timeout, interval: 0.2) {
             state = self.hosts(proxy: proxy, stateDirectory: stateDirectory)[name]?.state ?? state
             return state == expected

@@ -114,7 +114,7 @@ final class PeerProxiesLabTests: ThreeHostSuite {
         try self.register(with: "192.0.2.3")
         try self.sleeper.sleep()
         // Bounded wait for the two to settle: one asleep (answering), the other standing by.
-        var states: (HostSummary.State?, HostSummary.State?) = (nil, nil)
+        var states: (PresenceState?, PresenceState?) = (nil, nil)
         waitUntil(timeout: 30, interval: 0.2) {
             states = (
                 Daemon.hosts(proxy: self.first, stateDirectory: self.firstState)["sleeper.local."]?.state,

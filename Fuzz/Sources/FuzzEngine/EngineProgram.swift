@@ -282,7 +282,7 @@ public struct EngineProgram {
         for (_, count) in self.engine.hostsByState { counted += count }
         if counted != store.hostCount { return "\(counted) hosts in the state counts, \(store.hostCount) held" }
         var inStates = 0
-        for state in HostState.allCases { inStates += self.engine.hosts(in: state).count }
+        for state in HostState.held { inStates += self.engine.hosts(in: state).count }
         if inStates != store.hostCount { return "\(inStates) hosts listed by state, \(store.hostCount) held" }
         // One truth about speaking: the responder's and SSDP's marks agree with each host's lifecycle, and they
         // keep none for a host no longer held.

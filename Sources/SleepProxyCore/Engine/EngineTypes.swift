@@ -66,28 +66,18 @@ public struct RegistrationReply: Hashable, Sendable {
     }
 }
 
-/// A held host's move to another state, or the end of its registration.
+/// A held host's move to another state, or the end of its registration: for its history.
 public struct PresenceChange: Hashable, Sendable {
-    public enum Phase: Hashable, Sendable {
-        case starting, asleep, awake, standby
-        /// It woke and got everything back.
-        case handedBack
-        /// Its registration ended for another reason (lease, forget, release, transfer).
-        case gone
-    }
-
     public var host: OwnerKey
     public var hostName: String?
-    public var phase: Phase
-    /// Why, in at most 15 bytes ("registered", "no probe answer", "lease ended", a hand-back's signal): the
-    /// history keeps thousands of these, and Swift stores a string that short without an allocation of its own.
-    public var why: String
+    public var state: HostState
+    public var reason: HostStateReason
 
-    public init(host: OwnerKey, hostName: String?, phase: Phase, why: String) {
+    public init(host: OwnerKey, hostName: String?, state: HostState, reason: HostStateReason) {
         self.host = host
         self.hostName = hostName
-        self.phase = phase
-        self.why = why
+        self.state = state
+        self.reason = reason
     }
 }
 
@@ -95,22 +85,6 @@ public enum EngineLogLevel: Int, Comparable, Sendable {
     case debug, info, notice, warning, error
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
-}
-
-/// Where a held host stands, as the admin side and the metrics show it (docs/coexistence.md).
-public enum HostState: String, CaseIterable, Codable, Hashable, Sendable {
-    /// Registered, not yet shown to be asleep: the proxy says nothing for it.
-    case starting
-    /// Quiet: the proxy answers for it (at least one address claimed, its records announced).
-    case asleep
-    /// It spoke for itself after registering (ARP/NDP for every address, or mDNS before the takeover): the
-    /// proxy keeps its records silently and probes again.
-    case awake
-    /// Magic packets are going out for it.
-    case waking
-    /// Another sleep proxy answers for it; this one holds its records silently and takes over, without a wake,
-    /// if that proxy leaves (docs/several-proxies.md).
-    case standby
 }
 
 /// A sign that a host is up, with where it came from: kept for the admin side and the log.

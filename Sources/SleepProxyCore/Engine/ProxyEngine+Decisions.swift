@@ -76,12 +76,7 @@ extension ProxyEngine {
                         ))
                     continue
                 }
-                result += self.transition(registration, now: now) { $0.peerClaimed() }
-                result.append(
-                    .log(
-                        .notice,
-                        "peers: \(peer) answers for \(Self.name(registration)); this proxy stands by for it (no wake) and takes over if that proxy leaves"
-                    ))
+                result += self.transition(registration, now: now) { $0.peerClaimed("\(peer)") }
             case .tookOver(let key, let why):
                 guard let registration = self.registrar.store[key] else { continue }
                 result.append(
@@ -98,8 +93,9 @@ extension ProxyEngine {
                     .log(
                         .info,
                         "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
-                result += self.fellQuiet(
-                    key, why: "\(address) did not answer its probes", note: "no probe answer", now: now)
+                result += self.transition(registration, now: now) {
+                    $0.fellQuiet(.noProbeAnswer, detail: "\(address)")
+                }
             case .ownerSeen(let key, let address, let signal, let wasAnswering):
                 guard let registration = self.registrar.store[key],
                     let first = self.presence[key].map({ $0.lastAwake == nil })
@@ -121,15 +117,7 @@ extension ProxyEngine {
                 // answering on none means the host is up everywhere: silent until it is quiet again.
                 let answeringAny = self.takeover?.isAnsweringAny(key) ?? true
                 let seen = AwakeSignal(what: "\(signal) for \(address)", at: now)
-                let awake = self.transition(registration, now: now) { $0.ownerSeen(seen, answeringAny: answeringAny) }
-                if !awake.isEmpty {
-                    result += awake
-                    result.append(
-                        .log(
-                            .info,
-                            "\(Self.name(registration)) is awake on every address; the proxy stopped speaking for it and keeps its records"
-                        ))
-                }
+                result += self.transition(registration, now: now) { $0.ownerSeen(seen, answeringAny: answeringAny) }
             }
         }
         return result

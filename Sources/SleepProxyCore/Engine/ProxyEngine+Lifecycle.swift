@@ -27,20 +27,10 @@ extension ProxyEngine {
     private mutating func runQuietChecks(now: Timestamp) -> [EngineAction] {
         var actions: [EngineAction] = []
         for (key, _) in self.quietChecks.takeDue(now: now) {
-            guard self.presence[key] != nil else { continue }
-            guard let registration = self.registrar.store[key] else {
-                self.presence[key] = nil
-                continue
-            }
-            let step = self.transition(registration, now: now) { $0.nameCheckDue(now: now) }
-            actions += step
-            if step.contains(where: { if case .presence = $0 { true } else { false } }) {
-                actions.append(
-                    .log(
-                        .info,
-                        "\(Self.name(registration)) is asleep (it answered none of \(EngineRules.quietProbeCount) questions for its name); the proxy answers for it now"
-                    ))
-            }
+            // A check outlives its host only if the host left by a way that forgot to cancel it: every end goes
+            // through `removeHost`, whose ending cancels the check, so there is nothing to drop here.
+            guard let registration = self.registrar.store[key] else { continue }
+            actions += self.transition(registration, now: now) { $0.nameCheckDue(now: now) }
         }
         return actions
     }
@@ -59,14 +49,6 @@ extension ProxyEngine {
                     destination: .multicast(interfaceIndex: context.index, family: family), message: query, bytes: bytes
                 ))
         }
-    }
-
-    /// The host was shown to be asleep: the proxy speaks for it from now on.
-    mutating func fellQuiet(_ key: OwnerKey, why: String, note: String, now: Timestamp) -> [EngineAction] {
-        guard let registration = self.registrar.store[key] else { return [] }
-        let actions = self.transition(registration, now: now) { $0.fellQuiet(note: note) }
-        guard !actions.isEmpty else { return [] }
-        return [.log(.info, "\(Self.name(registration)) is asleep (\(why)); the proxy answers for it now")] + actions
     }
 
     // MARK: - Admin
@@ -93,7 +75,7 @@ extension ProxyEngine {
         var actions: [EngineAction] = []
         for registration in registrations {
             if self.presence[registration.key] == nil {
-                actions += self.startOver(registration, restart: false, now: now)
+                actions += self.enter(registration, .reloaded, now: now)
                 actions += self.ssdpRegistered(registration, search: false, now: now)
             } else {
                 actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
@@ -118,84 +100,79 @@ extension ProxyEngine {
 
     // MARK: - The one way out
 
-    /// Ends a host's registration: the store, the journal, the responder (goodbyes only for records the proxy
-    /// was speaking for, and not for a hand-back) and the packet side (a wake only for a host that sleeps).
-    /// `removed` is the registration when the registrar already let it go (expiry).
+    /// Ends a host's registration: the store, then its presence's last transition (`HostPresence.end`), whose
+    /// ending says what the journal, the responder, SSDP and the takeover do. `removed` is the registration when
+    /// the registrar already let it go (expiry).
     @discardableResult
     mutating func removeHost(_ key: OwnerKey, _ removal: HostRemoval, removed: OwnerRegistration? = nil, now: Timestamp)
         -> [EngineAction]
     {
         guard let registration = removed ?? self.registrar.remove(key) else { return [] }
         let presence = self.presence.removeValue(forKey: key)
-        self.quietChecks.remove(key)
+        if case .handBack(_, let signal) = removal { self.handBacks[signal, default: 0] += 1 }
         let waking = self.takeover?.isWaking(key) ?? false
-        let asleep = presence?.state == .asleep || waking
-        var actions: [EngineAction] = removal == .reloaded ? [] : [.journal(.remove(key))]
+        let transition = HostPresence.end(presence, removal, waking: waking, now: now)
+        return self.carryOut(transition, for: registration, now: now)
+    }
+
+    // MARK: - Log lines
+
+    /// The log line a host's event gets, if any: every line about a host's state is written here, from the
+    /// event, and nowhere else.
+    static func line(for event: HostPresence.Event, from: HostState?, _ registration: OwnerRegistration)
+        -> EngineAction?
+    {
         let name = Self.name(registration)
-        let reason: RemovalReason
-        var wake = false
-        switch removal {
-        case .handBack(let why, let signal):
-            reason = .handBack
-            self.handBacks[signal, default: 0] += 1
-            actions.append(Self.presence(registration, .handedBack, signal.rawValue))
-            actions.append(
-                .log(
-                    .notice,
-                    "hand-back: \(name) is awake (\(why)); its records were dropped silently and its addresses released"
-                ))
-        case .expired(let action):
-            reason = .expired
-            // The history tells the two apart: a person reading a host's day sees why no wake followed.
-            actions.append(Self.presence(registration, .gone, asleep ? "lease ended" : "awake at expiry"))
-            if asleep {
-                wake = action == .wake
-                actions.append(
-                    .log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(action.rawValue)"))
-            } else {
-                // Beyond Apple (docs/protocol.md §5.4 wakes every host whose lease ends): a host known to be awake
-                // needs no magic packet, and goodbyes would flush the records it answers for itself.
-                let seen =
-                    presence?.lastAwake.map { "last seen awake: \($0.what), \(Self.seconds(now - $0.at)) s ago" }
-                    ?? "it never went quiet"
-                actions.append(
-                    .log(
-                        .notice,
-                        "lease ended for \(name) while it was awake (\(seen)); its records were dropped without goodbyes or magic packets"
-                    ))
-            }
-        case .forgotten(let goodbyes):
-            reason = goodbyes ? .administrative : .administrativeSilent
-            let said =
-                goodbyes
-                ? (asleep ? " with goodbyes" : " (no goodbyes: it is awake and answers for itself)") : ", silently"
-            actions.append(.log(.notice, "admin: forgot \(name)\(said)"))
-            actions.append(Self.presence(registration, .gone, "forgotten"))
-        case .released:
-            reason = .administrativeSilent
-            actions.append(Self.presence(registration, .gone, "released"))
-        case .transferred(let peer):
-            reason = .administrativeSilent
-            actions.append(Self.presence(registration, .gone, "transferred"))
-            actions.append(.log(.notice, "admin: transferred \(name) to \(peer); dropped silently, no wake"))
-        case .reloaded:
-            reason = .handBack
-            actions.append(Self.presence(registration, .gone, "reloaded"))
-            actions.append(.log(.notice, "state: \(name) is not in the journal after a reload; dropped silently"))
+        let detail = event.detail ?? "?"
+        switch (event.state, event.reason) {
+        case (.starting, _):
+            guard from == .asleep else { return nil }  // the registration's own line says the rest
+            return .log(
+                .info,
+                "\(name) sent a new registration, so it is awake: the proxy stops speaking for it until it is quiet again"
+            )
+        case (.asleep, .noProbeAnswer):
+            return .log(.info, "\(name) is asleep (\(detail) did not answer its probes); the proxy answers for it now")
+        case (.asleep, .noNameAnswer):
+            return .log(
+                .info,
+                "\(name) is asleep (it answered none of \(EngineRules.quietProbeCount) questions for its name); the proxy answers for it now"
+            )
+        case (.asleep, .afterRestart):
+            return .log(
+                .info,
+                "\(name) was asleep when the proxy stopped \(detail) s ago: the proxy answers for it again at once and probes its addresses"
+            )
+        case (.asleep, _):
+            return .log(.info, "\(name) is asleep (\(event.reason.rawValue)); the proxy answers for it now")
+        case (.awake, _):
+            return .log(
+                .info, "\(name) is awake on every address; the proxy stopped speaking for it and keeps its records")
+        case (.standby, _):
+            return .log(
+                .notice,
+                "peers: \(detail) answers for \(name); this proxy stands by for it (no wake) and takes over if that proxy leaves"
+            )
+        case (.handedBack, _):
+            return .log(
+                .notice,
+                "hand-back: \(name) is awake (\(detail)); its records were dropped silently and its addresses released")
+        case (.gone, .leaseEnded):
+            return .log(.notice, "lease ended for \(name); records dropped with goodbyes; action: \(detail)")
+        case (.gone, .awakeAtExpiry):
+            return .log(
+                .notice,
+                "lease ended for \(name) while it was awake (\(detail)); its records were dropped without goodbyes or magic packets"
+            )
+        case (.gone, .forgotten):
+            return .log(.notice, "admin: forgot \(name) (\(detail))")
+        case (.gone, .transferred):
+            return .log(.notice, "admin: transferred \(name) to \(detail); dropped silently, no wake")
+        case (.gone, .reloaded):
+            return .log(.notice, "state: \(name) is not in the journal after a reload; dropped silently")
+        case (.gone, _), (.waking, _):
+            // A release is counted in release-all's own line; `waking` is the takeover's, never an event.
+            return nil
         }
-        // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
-        self.responder?.removed(registration, reason: reason, now: now)
-        // SSDP byebyes go with the mDNS goodbyes, never with a hand-back (docs/ssdp.md).
-        let byebye = reason == .expired || reason == .administrative
-        actions += (self.ssdp?.removed(key, byebye: byebye) ?? []).map(EngineAction.ssdp)
-        let takeoverReason: RemovalReason
-        switch removal {
-        case .released, .forgotten, .transferred: takeoverReason = .administrative
-        case .handBack, .expired, .reloaded: takeoverReason = reason
-        }
-        actions += self.withTakeover(now: now) {
-            $0.removed(key, reason: takeoverReason, wake: wake, now: now)
-        }
-        return actions
     }
 }

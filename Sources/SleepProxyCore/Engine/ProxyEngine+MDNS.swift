@@ -65,13 +65,12 @@ extension ProxyEngine {
     mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp)
         -> [EngineAction]
     {
-        guard let registration = self.registrar.store[key], let first = self.presence[key].map({ $0.lastAwake == nil })
-        else { return [] }
-        let orders = self.presence[key]!.signOfLife(signal, now: now)
-        if orders.contains(.handBack) {
-            return self.removeHost(key, .handBack(why: signal.what, signal: kind), now: now)
-        }
-        var actions = self.carryOut(orders, for: registration, now: now)
+        guard let registration = self.registrar.store[key], let presence = self.presence[key] else { return [] }
+        let first = presence.lastAwake == nil
+        let spokeFor = presence.spokeFor
+        var actions = self.transition(registration, now: now) { $0.signOfLife(signal, kind, now: now) }
+        // Handed back: the host is no longer held, and its sighting ended any wake under way.
+        guard !spokeFor else { return actions }
         if first {
             actions.append(
                 .log(

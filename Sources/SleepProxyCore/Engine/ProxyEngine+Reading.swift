@@ -82,7 +82,7 @@ extension ProxyEngine {
 
     /// Each of the host's addresses with the proxy's state for it; nil without the packet side or for a host it
     /// does not hold.
-    public func addressStates(of key: OwnerKey) -> [(IPAddress, Takeover.HostStatus.Phase)]? {
+    public func addressStates(of key: OwnerKey) -> [(IPAddress, AddressState)]? {
         self.takeover?.state(of: key)?.addresses
     }
 

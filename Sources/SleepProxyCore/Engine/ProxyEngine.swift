@@ -73,7 +73,7 @@ public struct ProxyEngine: Sendable {
         var actions: [EngineAction] = []
         for registration in registrations {
             self.registrar.restore(registration)
-            actions += self.startOver(registration, restart: true, now: now)
+            actions += self.enter(registration, .restored, now: now)
             actions += self.ssdpRegistered(registration, search: false, now: now)
         }
         return actions
@@ -90,14 +90,10 @@ public struct ProxyEngine: Sendable {
         for key in keys {
             guard self.presence[key]?.state == .starting, let registration = self.registrar.store[key] else { continue }
             resumed += 1
-            actions += self.transition(registration, now: now) { $0.resumed() }
+            actions += self.transition(registration, logs: keys.count <= EngineRules.resumeLinesLimit, now: now) {
+                $0.resumed(detail: "\(Self.seconds(stoppedFor))")
+            }
             actions += self.withTakeover(now: now) { $0.resume(key, now: now) }
-            guard keys.count <= EngineRules.resumeLinesLimit else { continue }
-            actions.append(
-                .log(
-                    .info,
-                    "\(Self.name(registration)) was asleep when the proxy stopped \(Self.seconds(stoppedFor)) s ago: the proxy answers for it again at once and probes its addresses"
-                ))
         }
         if keys.count > EngineRules.resumeLinesLimit {
             actions.append(
@@ -194,16 +190,8 @@ public struct ProxyEngine: Sendable {
             acceptance.previous == nil || acceptance.startedNewEpoch
             || acceptance.previous!.lastMessageID != registration.lastMessageID
         if isNew {
-            if self.presence[registration.key]?.state == .asleep {
-                actions.append(
-                    .log(
-                        .info,
-                        "\(Self.name(registration)) sent a new registration, so it is awake: the proxy stops speaking for it until it is quiet again"
-                    ))
-            }
-            actions += self.startOver(
-                registration, restart: acceptance.previous != nil, previous: acceptance.previous, now: now)
-            actions.append(Self.presence(registration, .starting, fromPeer ? "handed over" : "registered"))
+            actions += self.enter(
+                registration, fromPeer ? .handedOver : .registered, previous: acceptance.previous, now: now)
         } else {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
             actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
@@ -214,15 +202,19 @@ public struct ProxyEngine: Sendable {
         return actions
     }
 
-    /// A host starts from `starting`: silent, its addresses probed (or its name asked for) from a second on.
-    mutating func startOver(
-        _ registration: OwnerRegistration, restart: Bool, previous: OwnerRegistration? = nil, now: Timestamp
+    /// A host enters, or starts over, `starting`: silent, its addresses probed (or its name asked for) from a
+    /// second on.
+    mutating func enter(
+        _ registration: OwnerRegistration, _ entry: HostPresence.Entry, previous: OwnerRegistration? = nil,
+        now: Timestamp
     ) -> [EngineAction] {
         let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
-        let (presence, orders) = HostPresence.registered(probesAddresses: probesAddresses, now: now)
+        let (presence, transition) = HostPresence.enter(
+            entry, previous: self.presence[registration.key], probesAddresses: probesAddresses, now: now)
         self.presence[registration.key] = presence
-        var actions = self.carryOut(orders, for: registration, now: now)
+        var actions = self.carryOut(transition, for: registration, now: now)
         self.responder?.registered(registration, previous: previous, now: now)
+        let restart = entry == .restored || previous != nil
         actions += self.withTakeover(now: now) { $0.registered(registration, restart: restart, now: now) }
         return actions
     }
@@ -303,24 +295,36 @@ public struct ProxyEngine: Sendable {
 
     // MARK: - Helpers
 
-    /// Runs one transition of the host's presence and carries out its orders (docs/host-lifecycle.md). A hand-back
-    /// order is for the caller, which knows the signal.
+    /// Runs one transition of a held host's presence and carries it out (docs/host-lifecycle.md); nothing for a
+    /// host the engine does not hold. `logs`: whether its event gets a log line (a restart with thousands of hosts
+    /// counts them in one line instead).
     mutating func transition(
-        _ registration: OwnerRegistration, now: Timestamp, _ body: (inout HostPresence) -> [HostPresence.Order]
+        _ registration: OwnerRegistration, logs: Bool = true, now: Timestamp,
+        _ body: (inout HostPresence) -> HostPresence.Transition
     ) -> [EngineAction] {
         guard self.presence[registration.key] != nil else { return [] }
-        let orders = body(&self.presence[registration.key]!)
-        return self.carryOut(orders, for: registration, now: now)
+        let transition = body(&self.presence[registration.key]!)
+        return self.carryOut(transition, for: registration, logs: logs, now: now)
     }
 
-    /// What a presence transition ordered, done on the machines it concerns: the one place where the responder
-    /// and SSDP are told to speak for a host or to stop.
-    mutating func carryOut(_ orders: [HostPresence.Order], for registration: OwnerRegistration, now: Timestamp)
-        -> [EngineAction]
-    {
+    /// What a transition ordered, done on the machines it concerns, and its event told: the one place where the
+    /// responder, SSDP and the takeover are told to speak for a host, to stop, or to let it go, and where a
+    /// host's history and log lines are made.
+    mutating func carryOut(
+        _ transition: HostPresence.Transition, for registration: OwnerRegistration, logs: Bool = true,
+        now: Timestamp
+    ) -> [EngineAction] {
         let key = registration.key
         var actions: [EngineAction] = []
-        for order in orders {
+        if let event = transition.event {
+            if logs, let line = Self.line(for: event, from: transition.from, registration) { actions.append(line) }
+            actions.append(
+                .presence(
+                    PresenceChange(
+                        host: key, hostName: registration.hostName?.description, state: event.state,
+                        reason: event.reason)))
+        }
+        for order in transition.orders {
             switch order {
             case .speak:
                 self.responder?.speak(for: registration, now: now)
@@ -334,8 +338,16 @@ public struct ProxyEngine: Sendable {
                 actions += probe
             case .checkAt(let time?): self.quietChecks.schedule((), for: key, at: time)
             case .checkAt(nil): self.quietChecks.remove(key)
-            case .handBack: continue  // the caller ends the registration, with the signal it saw
-            case .changed(let phase, let why): actions.append(Self.presence(registration, phase, why))
+            case .handBack(let signal, let what):
+                actions += self.removeHost(key, .handBack(why: what, signal: signal), now: now)
+            case .end(let ending):
+                if ending.journal { actions.insert(.journal(.remove(key)), at: 0) }
+                // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
+                self.responder?.removed(registration, farewell: ending.farewell, now: now)
+                actions += (self.ssdp?.removed(key, byebye: ending.farewell) ?? []).map(EngineAction.ssdp)
+                actions += self.withTakeover(now: now) {
+                    $0.removed(key, endsWake: ending.endsWake, wake: ending.wake, now: now)
+                }
             }
         }
         return actions
@@ -346,15 +358,6 @@ public struct ProxyEngine: Sendable {
     }
 
     static func seconds(_ duration: Duration) -> Int64 { duration.components.seconds }
-
-    /// A host entered `phase`: for its history (docs/status-page.md).
-    static func presence(_ registration: OwnerRegistration, _ phase: PresenceChange.Phase, _ why: String)
-        -> EngineAction
-    {
-        .presence(
-            PresenceChange(
-                host: registration.key, hostName: registration.hostName?.description, phase: phase, why: why))
-    }
 
     /// A stand-in carrying only the key, for telling the responder to forget a host it may still have queued.
     static func placeholder(_ key: OwnerKey) -> OwnerRegistration {

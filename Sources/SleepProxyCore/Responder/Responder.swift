@@ -227,10 +227,10 @@ public struct Responder: Sendable {
         self.schedule(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
     }
 
-    /// A host's records are no longer proxied. Hand-back is silent (docs/protocol.md §5.1); expiry and an
-    /// administrator's removal send goodbyes (docs/protocol.md §8: three, two seconds apart), except for records
-    /// that someone else still holds.
-    public mutating func removed(_ registration: OwnerRegistration, reason: RemovalReason, now: Timestamp) {
+    /// A host's records are no longer proxied. `farewell` (decided by `HostPresence.end`): goodbyes for them
+    /// (docs/protocol.md §8: three, two seconds apart), at a lease's end or an administrator's removal; never on a
+    /// hand-back, which is silent (docs/protocol.md §5.1).
+    public mutating func removed(_ registration: OwnerRegistration, farewell: Bool, now: Timestamp) {
         let key = registration.key
         self.cancelAnnouncements(of: key)
         self.goodbyes.remove(key)
@@ -241,7 +241,7 @@ public struct Responder: Sendable {
         // Goodbyes only for records the proxy was speaking for: a silenced host is awake and answers for itself,
         // and a goodbye would flush its live records from every cache (docs/coexistence.md).
         guard self.silenced.remove(key) == nil else { return }
-        guard reason == .expired || reason == .administrative, let index = self.interfaceIndex(named: key.interface)
+        guard farewell, let index = self.interfaceIndex(named: key.interface)
         else { return }
         let records = registration.records.map(\.record).filter {
             !ProxiedRecord(record: $0, registeredAt: now).isKeepalive

@@ -40,18 +40,6 @@ public enum ResponderAction: Hashable, Sendable {
     case renamed(instanceLabel: String, hostLabel: String)
 }
 
-/// Why a host's records stopped being proxied; decides whether goodbyes go out (docs/protocol.md §4.6, §5.1).
-public enum RemovalReason: String, Hashable, Sendable {
-    /// The host woke and said so: silent, or its peers would flush the records it is about to announce itself.
-    case handBack
-    /// The lease ran out.
-    case expired
-    /// An administrator forgot the host.
-    case administrative
-    /// An administrator forgot the host and asked for no goodbyes.
-    case administrativeSilent
-}
-
 /// Counters for status and metrics.
 public struct ResponderStatistics: Hashable, Sendable {
     public var queries = 0

@@ -60,7 +60,7 @@ public struct Takeover: Sendable {
     /// One proxied address. Apple keeps the takeover state per address record (docs/protocol.md §5.2, our
     /// docs/coexistence.md): a host that keeps one address alive (its IPv6 link-local, or a NIC answering
     /// neighbour solicitations in sleep) holds back only that address; the others are claimed and woken on.
-    struct AddressState: Hashable, Sendable {
+    struct AddressProbe: Hashable, Sendable {
         var phase: Phase = .waiting
         var next: Timestamp?
         var restarts = 0
@@ -89,7 +89,7 @@ public struct Takeover: Sendable {
         /// Ports the host serves that its registration does not name: its UPnP description URLs (docs/ssdp.md).
         /// Kept apart from `ports`, which every registration replaces.
         var otherPorts: Set<WakePolicy.Port> = []
-        var states: [IPAddress: AddressState] = [:]
+        var states: [IPAddress: AddressProbe] = [:]
         /// The earliest `next` of any address: kept in step by `refreshNext`, so finding due hosts stays one
         /// comparison per host.
         var next: Timestamp?
@@ -269,7 +269,7 @@ public struct Takeover: Sendable {
         }
         host.states.reserveCapacity(host.addresses.count)
         for address in host.addresses where host.states[address] == nil {
-            host.states[address] = AddressState(phase: .waiting, next: now + TakeoverRules.startDelay)
+            host.states[address] = AddressProbe(phase: .waiting, next: now + TakeoverRules.startDelay)
         }
         host.refreshNext()
         for address in host.addresses {
@@ -282,22 +282,20 @@ public struct Takeover: Sendable {
         return actions
     }
 
-    /// A registration ended. Hand-back means the host is awake: release silently (and end a wake sequence with
-    /// success). Expiry with the action "wake" keeps only the wake sequence; anything else releases.
-    public mutating func removed(_ key: OwnerKey, reason: RemovalReason, wake: Bool, now: Timestamp) -> [TakeoverAction]
-    {
+    /// A registration ended, as its presence's ending says (`HostPresence.Ending`): the addresses are released;
+    /// `endsWake` ends a wake sequence under way as a success (the host is up); `wake` keeps only a new wake
+    /// sequence (a lease that ended with the action "wake"); otherwise a wake under way runs to its end.
+    public mutating func removed(_ key: OwnerKey, endsWake: Bool, wake: Bool, now: Timestamp) -> [TakeoverAction] {
         guard var host = self.hosts[key] else { return [] }
         var actions = self.release(&host, now: now)
-        if reason == .handBack {
-            if host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
-        }
+        if endsWake, host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
         host.registered = false
-        for address in host.addresses { host.states[address] = AddressState(phase: .stopped) }
+        for address in host.addresses { host.states[address] = AddressProbe(phase: .stopped) }
         host.next = nil
-        if wake, reason == .expired {
+        if wake, !endsWake {
             self.hosts[key] = host
             actions += self.startWake(key, trigger: .leaseExpired, now: now)
-        } else if host.wake != nil, reason != .handBack {
+        } else if host.wake != nil, !endsWake {
             self.hosts[key] = host  // an administrator's forget does not cancel a wake in progress
         } else {
             self.forget(key)
