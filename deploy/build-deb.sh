@@ -24,7 +24,9 @@ install -m 0644 deploy/sleep-proxy.service "$root/lib/systemd/system/sleep-proxy
 install -d "$root/usr/lib/sleep-proxy"
 install -m 0755 deploy/sleep-proxy-leave "$root/usr/lib/sleep-proxy/sleep-proxy-leave"
 install -m 0644 deploy/sleepproxyd.conf "$root/etc/sleep-proxy/sleepproxyd.conf"
-install -m 0644 README.md "$root/usr/share/doc/sleep-proxy/README.md"
+install -m 0644 README.md CHANGELOG.md "$root/usr/share/doc/sleep-proxy/"
+install -d "$root/usr/share/doc/sleep-proxy/docs"
+install -m 0644 docs/*.md "$root/usr/share/doc/sleep-proxy/docs/"
 install -m 0755 deploy/debian/postinst deploy/debian/prerm deploy/debian/postrm "$root/DEBIAN/"
 echo "/etc/sleep-proxy/sleepproxyd.conf" > "$root/DEBIAN/conffiles"
 cat > "$root/DEBIAN/control" <<CONTROL

@@ -27,7 +27,9 @@ getent passwd sleep-proxy >/dev/null || useradd --system --gid sleep-proxy --no-
 install -m 0755 "$bin/sleepproxyd" "$bin/sleepproxyctl" /usr/bin/
 install -d -m 0755 /etc/sleep-proxy /usr/share/doc/sleep-proxy
 [ -e /etc/sleep-proxy/sleepproxyd.conf ] || install -m 0644 deploy/sleepproxyd.conf /etc/sleep-proxy/sleepproxyd.conf
-install -m 0644 README.md /usr/share/doc/sleep-proxy/README.md
+install -m 0644 README.md CHANGELOG.md /usr/share/doc/sleep-proxy/
+install -d /usr/share/doc/sleep-proxy/docs
+install -m 0644 docs/*.md /usr/share/doc/sleep-proxy/docs/
 install -m 0644 deploy/sleep-proxy.service /etc/systemd/system/sleep-proxy.service
 install -d /usr/lib/sleep-proxy
 install -m 0755 deploy/sleep-proxy-leave /usr/lib/sleep-proxy/sleep-proxy-leave

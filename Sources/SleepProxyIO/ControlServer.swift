@@ -9,7 +9,7 @@ import SleepProxyControl
     import Glibc
 #endif
 
-/// The admin socket (README, "The admin CLI"): a Unix stream socket, mode 0660, owned by root and an optional group, one
+/// The admin socket (README, "Use it"): a Unix stream socket, mode 0660, owned by root and an optional group, one
 /// JSON request per line and one JSON response per line. Served by a NIO bootstrap on the event loops NIO
 /// already runs; every request is answered on the engine thread, and `events --follow` is pushed as each
 /// wake-log entry is written, not polled.

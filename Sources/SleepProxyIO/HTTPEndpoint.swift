@@ -14,7 +14,7 @@ import SleepProxyStatusPage
     import Glibc
 #endif
 
-/// The daemon's HTTP server (README, "Status page and API"; docs/status-page.md): Prometheus metrics at
+/// The daemon's HTTP server (docs/status-page.md, docs/metrics.md): Prometheus metrics at
 /// `GET /metrics`, the read-only status page at `/` and `/host/MAC`, and the JSON API under `/api/v1/`, on a
 /// local TCP address (loopback by default).
 ///

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import SleepProxyControl
 
-/// What a request to the daemon's HTTP server asks for (README, "Status page and API"). Parsing is pure, so that
+/// What a request to the daemon's HTTP server asks for (docs/status-page.md). Parsing is pure, so that
 /// every path a browser, a dashboard or a hostile client can send is tested without a socket.
 public enum StatusRoute: Hashable, Sendable {
     /// Prometheus metrics.

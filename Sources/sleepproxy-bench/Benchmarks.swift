@@ -128,7 +128,7 @@ func labCanRun(_ name: String, daemon: URL) -> Bool {
 nonisolated(unsafe) var benchmarkFilter: String? = nil
 
 /// `--smoke`: every benchmark runs, briefly, so that a test run shows that they still work (the responder
-/// benchmark once stopped on an answer it no longer found first, and nobody saw it for two sessions).
+/// benchmark once stopped on an answer it no longer found first, and nobody saw it for a while).
 nonisolated(unsafe) var smokeRun = false
 
 /// The iterations a measurement makes: as asked, or a handful in a smoke run.

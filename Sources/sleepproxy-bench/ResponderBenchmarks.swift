@@ -10,7 +10,7 @@ import SleepProxyWire
 #endif
 
 /// The answer path with 1,000 sleeping hosts: in process (decode, look up, encode), and over real sockets in the
-/// lab side by side with an avahi-daemon publishing the same hosts (README, Benchmarks).
+/// lab side by side with an avahi-daemon publishing the same hosts (docs/benchmarks.md).
 enum ResponderBenchmarks {
     static let hostCount = 1000
     static let interface = InterfaceContext(

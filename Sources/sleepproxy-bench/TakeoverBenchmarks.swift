@@ -10,7 +10,7 @@ import SleepProxyWire
     import Glibc
 #endif
 
-/// The packet side measured in the lab (README, Benchmarks): ARP request → the proxy's reply, SYN → magic packet, and a
+/// The packet side measured in the lab (docs/benchmarks.md): ARP request → the proxy's reply, SYN → magic packet, and a
 /// client's connect() to a host that wakes half a second after the first magic packet. Times are taken in the
 /// client's namespace from one capture thread: what a client on the LAN would see.
 enum TakeoverBenchmarks {

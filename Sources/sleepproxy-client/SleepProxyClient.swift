@@ -4,7 +4,7 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyWire
 
-/// The Linux sleep client (README, "Linux hosts: sleepproxy-client"): finds sleep proxies, hands them exactly the records this host's
+/// The Linux sleep client (docs/client.md): finds sleep proxies, hands them exactly the records this host's
 /// own mDNS responder publishes before it suspends, and takes them back on resume, in the form Apple's clients
 /// use.
 @main
@@ -31,7 +31,7 @@ struct SleepProxyClient: ParsableCommand {
     @OptionGroup var state: StateOptions
 }
 
-/// Exit statuses, as `--help` and the README list them.
+/// Exit statuses, as `--help` and docs/client.md list them.
 enum ClientExit {
     static let success: Int32 = 0
     static let failure: Int32 = 1

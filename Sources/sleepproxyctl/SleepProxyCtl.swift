@@ -33,7 +33,8 @@ struct Connection: ParsableArguments {
     @Option(name: .long, help: "The daemon's control socket.")
     var socket: String = "/run/sleep-proxy/control.sock"
 
-    @Flag(name: .long, help: "Print the daemon's JSON response (one object per line; schema in README).")
+    @Flag(
+        name: .long, help: "Print the daemon's JSON response (one object per line; schema in docs/status-page.md §4).")
     var json = false
 }
 

@@ -8,9 +8,7 @@ import Testing
 /// sleepproxyctl against a running sleepproxyd in the lab: hosts listed after a registration, the
 /// JSON parsed and checked, `wake` produces a magic packet at the sleeper, `events` shows it with its reason,
 /// `forget` stops the answers.
-@Suite(
-    "Admin CLI in the lab", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite("Admin CLI in the lab", .lab(.namespaces, serialized: true))
 final class AdminLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var client: LabHost { self.setup.third }

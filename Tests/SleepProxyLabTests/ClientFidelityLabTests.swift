@@ -9,11 +9,7 @@ import Testing
 /// byte, what it heard from the host while it was awake; and every message the client prints is true.
 // Not serialized: each test builds its own lab (anonymous namespaces, avahi with a private /run), and their long
 // waits are idle, so they run side by side.
-@Suite(
-    "Sleep client fidelity in the lab", .ownThread,
-    .enabled(
-        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
-        "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
+@Suite("Sleep client fidelity in the lab", .lab(.namespaces, .avahi))
 final class ClientFidelityLabTests {
     let lab: LabNetwork
     let proxy: LabHost

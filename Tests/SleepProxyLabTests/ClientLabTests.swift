@@ -6,11 +6,7 @@ import Testing
 /// The Linux sleep client end to end: a host whose avahi-daemon publishes a service registers it
 /// with our proxy through `sleepproxy-client hook pre`, suspends (simulated: avahi-daemon frozen, addresses
 /// gone), stays discoverable, is woken by a connection, and hands back on `hook post` without goodbyes.
-@Suite(
-    "Sleep client in the lab", .ownThread, .serialized,
-    .enabled(
-        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
-        "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
+@Suite("Sleep client in the lab", .lab(.namespaces, .avahi, serialized: true))
 final class ClientLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var querier: LabHost { self.setup.third }

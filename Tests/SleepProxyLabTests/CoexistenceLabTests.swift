@@ -10,12 +10,7 @@ import Testing
 /// run out while awake. Every check that matters reads avahi's own log and what third-party queriers resolve.
 // Not serialized: each test builds its own lab (anonymous namespaces, avahi with a private /run), and their long
 // waits are idle, so they run side by side.
-@Suite(
-    "Coexistence with real hosts in the lab", .ownThread,
-    .enabled(
-        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon")
-            && FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns"),
-        "needs root, iproute2, util-linux, avahi-daemon and python3-dnspython (scripts/test installs them)"))
+@Suite("Coexistence with real hosts in the lab", .lab(.namespaces, .avahi, .dnspython))
 final class CoexistenceLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var querier: LabHost { self.setup.third }

@@ -5,7 +5,7 @@ import Testing
 
 /// The conventions all three executables keep: one version, common options before or after the
 /// command, help that lists only what applies, exit statuses documented. No root needed.
-@Suite("Command-line conventions", .ownThread)
+@Suite("Command-line conventions", .lab())
 struct CommandLineTests {
     static func tool(_ name: String) -> String { Daemon.sibling(name) }
 

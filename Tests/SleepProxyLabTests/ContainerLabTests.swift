@@ -17,12 +17,7 @@ enum ContainerImage {
 /// The container image as a NAS user runs it: podman, in the proxy's lab namespace (`--network ns:`, never the
 /// host's network), with NET_RAW and NET_ADMIN and a named volume for the state. `scripts/test-image` builds the
 /// image and runs this suite with `SLEEPPROXY_TEST_IMAGE` set; without it the suite is skipped.
-@Suite(
-    "The container image in the lab", .ownThread, .serialized,
-    .enabled(
-        if: ContainerImage.name != nil && Command.canBuildNetworks
-            && FileManager.default.isExecutableFile(atPath: ContainerImage.podman),
-        "needs root, podman and SLEEPPROXY_TEST_IMAGE (scripts/test-image builds the image and runs this suite)"))
+@Suite("The container image in the lab", .lab(.namespaces, .containerImage, serialized: true))
 final class ContainerLabTests: ThreeHostSuite {
     static let podman = ContainerImage.podman
     static var image: String? { ContainerImage.name }

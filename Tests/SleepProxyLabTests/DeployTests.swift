@@ -3,7 +3,7 @@ import SleepProxyTestSupport
 import Testing
 
 /// The files in deploy/ are checked as the tools that read them would.
-@Suite("Deployment files", .ownThread)
+@Suite("Deployment files", .lab())
 struct DeployTests {
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../..")
         .standardized

@@ -5,11 +5,7 @@ import Testing
 
 /// Proof that the lab itself works, against avahi-daemon and real third-party clients, before any proxy code
 /// is tested in it.
-@Suite(
-    "Lab", .ownThread, .serialized,
-    .enabled(
-        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
-        "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
+@Suite("Lab", .lab(.namespaces, .avahi, serialized: true))
 struct LabTests {
     @Test func avahiPublishesAndEveryDriverResolvesOverIPv4AndIPv6() throws {
         let lab = try LabNetwork()

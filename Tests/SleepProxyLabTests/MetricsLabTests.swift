@@ -8,9 +8,7 @@ import Testing
 /// The Prometheus endpoint as a dashboard reads it: each exported series moves when its event happens on the
 /// lab's wire, and not before. (SSDP's series are checked by the SSDP suite, the other proxies' claims by the
 /// two-proxy suite, the wake gate's decline reasons by the wake-noise suite.)
-@Suite(
-    "Metrics move with their events", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite("Metrics move with their events", .lab(.namespaces, serialized: true))
 final class MetricsLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var client: LabHost { self.setup.third }

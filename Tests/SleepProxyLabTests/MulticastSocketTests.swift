@@ -14,7 +14,7 @@ import Testing
 #endif
 
 /// The sockets the daemon makes itself before NIO takes them (`MulticastSockets.boundSocket`), over loopback only.
-@Suite("Multicast sockets", .ownThread)
+@Suite("Multicast sockets", .lab())
 struct MulticastSocketTests {
     static func port(of fd: CInt) -> UInt16 {
         var address = sockaddr_in()

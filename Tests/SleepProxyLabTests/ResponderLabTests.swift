@@ -6,11 +6,7 @@ import SleepProxyWire
 import Testing
 
 /// sleepproxyd answering for sleeping hosts, checked by real third-party queriers in the lab.
-@Suite(
-    "Responder in the lab", .ownThread, .serialized,
-    .enabled(
-        if: Command.canBuildNetworks && FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon"),
-        "needs root, iproute2, util-linux and avahi-daemon (scripts/test installs them)"))
+@Suite("Responder in the lab", .lab(.namespaces, .avahi, serialized: true))
 final class ResponderLabTests {
     let lab: LabNetwork
     let proxy: LabHost

@@ -8,12 +8,7 @@ import Testing
 /// A sleeping minidlna server kept in a TV's list by sleepproxyd, end to end in the lab (docs/ssdp.md): minidlna
 /// (Debian) on the sleeper, and on a third host the control points a TV embeds: gssdp-discover (GUPnP, which
 /// Rhythmbox, Totem and GNOME use) and async-upnp-client (Home Assistant's), plus a plain M-SEARCH for timing.
-@Suite(
-    "SSDP for a sleeping media server in the lab", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"),
-    .enabled(
-        if: MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover,
-        "needs minidlna and gupnp-tools (scripts/test installs them)"))
+@Suite("SSDP for a sleeping media server in the lab", .lab(.namespaces, .mediaServer, serialized: true))
 final class SSDPLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var tv: LabHost { self.setup.third }

@@ -10,9 +10,7 @@ import Testing
 /// page, and the test reads Chromium's own view (its DOM after scripts ran, its console, a screenshot): the
 /// host is in the table with its state, nothing from the wire became markup, and after a client connects the
 /// wake and its reason are on the timeline. The JSON API is read as a dashboard would.
-@Suite(
-    "Status page in a real browser", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite("Status page in a real browser", .lab(.namespaces, serialized: true))
 final class StatusPageLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var client: LabHost { self.setup.third }

@@ -9,9 +9,7 @@ import Testing
 
 /// sleepproxyd taking over a sleeping host's addresses and waking it for its clients, end to end in the lab:
 /// real kernels on both ends, the daemon's packet sockets, netlink, and the wake log.
-@Suite(
-    "Address takeover and wake in the lab", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite("Address takeover and wake in the lab", .lab(.namespaces, serialized: true))
 final class TakeoverLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var client: LabHost { self.setup.third }

@@ -7,17 +7,13 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-private let hasNmap = FileManager.default.isExecutableFile(atPath: "/usr/bin/nmap")
 
 /// What reaches a sleeping host on a real LAN, in the lab (docs/waking.md): Debian's nmap in Home Assistant's
 /// profile, raw and as a connect scan, a ping sweep with ARP, pings and SMB-style probes must put no magic
 /// packet on the sleeper's wire; a Bonjour app (python-zeroconf) that resolves and connects, and Windows opening
 /// 445 and 139 at once, must wake it. Every verdict is read where it happens: the magic packets the sleeper's own
 /// interface received, what the app's connect() returned, and the daemon's wake log.
-@Suite(
-    "Wakes only for people, against real scanners", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"),
-    .enabled(if: hasNmap, "needs nmap (scripts/test installs it)"))
+@Suite("Wakes only for people, against real scanners", .lab(.namespaces, .nmap, serialized: true))
 final class WakeNoiseLabTests: ThreeHostSuite {
     static let laptopMAC = MACAddress("02:53:50:00:00:30")!
 

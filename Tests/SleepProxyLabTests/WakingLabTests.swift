@@ -10,9 +10,7 @@ import Testing
 /// While a host is being woken (docs/waking.md §6): the proxy keeps it reachable until the host itself speaks,
 /// so a client's connect() waits for it instead of failing with "No route to host", and a host that kept an
 /// address (its IPv6 link-local, as a NIC with ND offload does) gets its connection replayed once it is really up.
-@Suite(
-    "Waking keeps the host reachable", .ownThread, .serialized,
-    .enabled(if: Command.canBuildNetworks, "needs root, iproute2 and util-linux (scripts/test installs them)"))
+@Suite("Waking keeps the host reachable", .lab(.namespaces, serialized: true))
 final class WakingLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
     var client: LabHost { self.setup.third }

@@ -1,4 +1,4 @@
-/// Log lines that the network can cause, bounded (docs/scale.md, session 12): a full proxy in a registration storm
+/// Log lines that the network can cause, bounded (docs/scale.md, "Logging what the network triggers"): a full proxy in a registration storm
 /// refused 10,000 hosts, each retrying, and wrote a warning line for every datagram, over 13,000 of them. Each
 /// kind of line gets `linesPerWindow` lines a window; past it they are counted, and the first line of a later
 /// window says how many were left out. The counters the metrics export are unaffected.

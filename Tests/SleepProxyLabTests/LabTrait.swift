@@ -1,0 +1,79 @@
+import Foundation
+import SleepProxyTestSupport
+import Testing
+
+/// The one trait of a lab suite: what it needs of the machine (a suite whose needs are not met is skipped, saying
+/// which), each test on a thread of its own, and with `serialized` its tests one at a time.
+///
+/// Each test on a thread of its own, because lab tests block: they spawn daemons, wait for namespaces and sockets,
+/// and sleep between steps. Run on the cooperative pool (two threads on a two-core machine), two such tests held
+/// every other test of the run, the unit tests included, until they finished (docs/linux.md §7). On their own
+/// threads they wait without holding anyone, and at most `BlockingTestSlots.limit` of them run at once so the
+/// lab's timing stays that of a lightly loaded machine.
+struct LabTrait: SuiteTrait, TestTrait, TestScoping {
+    let requirements: [LabRequirement]
+    /// The suite's tests one at a time (they share a lab), as `.serialized` would order them.
+    let order: BlockingTestSlots?
+
+    var isRecursive: Bool { true }
+
+    func prepare(for test: Test) async throws {
+        let missing = self.requirements.filter { !$0.isMet() }
+        guard !missing.isEmpty else { return }
+        let needs = missing.map(\.need).joined(separator: ", ")
+        try await ConditionTrait.enabled(if: false, Comment(rawValue: "needs \(needs)")).prepare(for: test)
+    }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        // The suite itself gets a scope too; only its test cases need a thread.
+        guard testCase != nil else { return try await function() }
+        // The suite's turn first, then a slot: a test waiting for its turn holds no slot.
+        await self.order?.acquire()
+        await BlockingTestSlots.shared.acquire()
+        let executor = DedicatedThreadExecutor(name: "test: \(test.name)")
+        defer {
+            executor.finish()
+            Task {
+                await BlockingTestSlots.shared.release()
+                await self.order?.release()
+            }
+        }
+        try await withTaskExecutorPreference(executor) { try await function() }
+    }
+}
+
+/// Something a lab suite needs of the machine, and how to say it when it is missing.
+struct LabRequirement: Sendable {
+    let need: String
+    let isMet: @Sendable () -> Bool
+
+    /// Network namespaces, veth and bridges: root, iproute2 and util-linux.
+    static let namespaces = LabRequirement(need: "root, iproute2 and util-linux (scripts/test installs them)") {
+        Command.canBuildNetworks
+    }
+    static let avahi = LabRequirement(need: "avahi-daemon (scripts/test installs it)") {
+        FileManager.default.isExecutableFile(atPath: "/usr/sbin/avahi-daemon")
+    }
+    static let dnspython = LabRequirement(need: "python3-dnspython (scripts/test installs it)") {
+        FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/dns")
+    }
+    static let nmap = LabRequirement(need: "nmap (scripts/test installs it)") {
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/nmap")
+    }
+    static let mediaServer = LabRequirement(need: "minidlna and gupnp-tools (scripts/test installs them)") {
+        MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover
+    }
+    static let containerImage = LabRequirement(
+        need: "podman and SLEEPPROXY_TEST_IMAGE (scripts/test-image builds the image and runs this suite)"
+    ) { ContainerImage.name != nil && FileManager.default.isExecutableFile(atPath: ContainerImage.podman) }
+}
+
+extension Trait where Self == LabTrait {
+    /// A lab suite: skipped unless `requirements` are met, each test on its own thread, and with `serialized`
+    /// one test at a time (`LabTrait`).
+    static func lab(_ requirements: LabRequirement..., serialized: Bool = false) -> Self {
+        LabTrait(requirements: requirements, order: serialized ? BlockingTestSlots(limit: 1) : nil)
+    }
+}
