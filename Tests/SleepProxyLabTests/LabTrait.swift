@@ -4,12 +4,7 @@ import Testing
 
 /// The one trait of a lab suite: what it needs of the machine (a suite whose needs are not met is skipped, saying
 /// which), each test on a thread of its own, and with `serialized` its tests one at a time.
-///
-/// Each test on a thread of its own, because lab tests block: they spawn daemons, wait for namespaces and sockets,
-/// and sleep between steps. Run on the cooperative pool (two threads on a two-core machine), two such tests held
-/// every other test of the run, the unit tests included, until they finished (docs/linux.md §7). On their own
-/// threads they wait without holding anyone, and at most `BlockingTestSlots.limit` of them run at once so the
-/// lab's timing stays that of a lightly loaded machine.
+/// Each test runs on a thread of its own because lab tests block (`OwnThreadTrait`, docs/linux.md §7).
 struct LabTrait: SuiteTrait, TestTrait, TestScoping {
     let requirements: [LabRequirement]
     /// The suite's tests one at a time (they share a lab), as `.serialized` would order them.
@@ -27,20 +22,19 @@ struct LabTrait: SuiteTrait, TestTrait, TestScoping {
     func provideScope(
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
-        // The suite itself gets a scope too; only its test cases need a thread.
-        guard testCase != nil else { return try await function() }
-        // The suite's turn first, then a slot: a test waiting for its turn holds no slot.
-        await self.order?.acquire()
-        await BlockingTestSlots.shared.acquire()
-        let executor = DedicatedThreadExecutor(name: "test: \(test.name)")
-        defer {
-            executor.finish()
-            Task {
-                await BlockingTestSlots.shared.release()
-                await self.order?.release()
-            }
+        // The suite itself gets a scope too; only its test cases need a thread. The suite's turn first, then a
+        // thread slot (`OwnThreadTrait`): a test waiting for its turn holds no slot.
+        guard testCase != nil, let order = self.order else {
+            return try await OwnThreadTrait().provideScope(for: test, testCase: testCase, performing: function)
         }
-        try await withTaskExecutorPreference(executor) { try await function() }
+        await order.acquire()
+        do {
+            try await OwnThreadTrait().provideScope(for: test, testCase: testCase, performing: function)
+        } catch {
+            await order.release()
+            throw error
+        }
+        await order.release()
     }
 }
 

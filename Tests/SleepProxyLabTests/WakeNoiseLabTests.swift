@@ -7,7 +7,6 @@ import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
 
-
 /// What reaches a sleeping host on a real LAN, in the lab (docs/waking.md): Debian's nmap in Home Assistant's
 /// profile, raw and as a connect scan, a ping sweep with ARP, pings and SMB-style probes must put no magic
 /// packet on the sleeper's wire; a Bonjour app (python-zeroconf) that resolves and connects, and Windows opening
