@@ -210,9 +210,18 @@ public struct HistoryBook: Sendable {
 
     /// Every kept record in arrival order (for rewriting the file).
     public var all: [HistoryRecord] {
-        self.records[self.start...].filter { $0.host != Kept.gone }.map { kept in
+        var all: [HistoryRecord] = []
+        self.forEach { all.append($0) }
+        return all
+    }
+
+    /// Every kept record in arrival order, one at a time: merging a book read back at start into the one kept
+    /// since, without a copy of every record at once (a few MB at 10,000 hosts, over what the proxy holds
+    /// otherwise, at the moment a restart's memory peaks; docs/memory.md).
+    public func forEach(_ body: (HistoryRecord) -> Void) {
+        for kept in self.records[self.start...] where kept.host != Kept.gone {
             let host = self.hosts[Int(kept.host)]
-            return self.record(kept, mac: self.mac(of: host.key), name: host.name)
+            body(self.record(kept, mac: self.mac(of: host.key), name: host.name))
         }
     }
 

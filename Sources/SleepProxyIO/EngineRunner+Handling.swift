@@ -20,8 +20,6 @@ extension EngineRunner {
             self.refreshInventory(now: now)
         case .multicastSocketClosed:
             self.serve(self.engine.servedInterfaces)
-        case .historyLoaded(let book):
-            self.historyLoaded(book)
         case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
             self.perform(
                 self.engine.reconfigure(

@@ -24,6 +24,10 @@ extension EngineRunner {
         self.refreshInventory(now: SystemClock.now())
         if let resumable = self.resumable {
             self.resumable = nil
+            // The replay's code and the heap it freed go back before the burst of speaking again for every host
+            // (the five-second release below hands back what the rest of the start touched): a restart must
+            // never need more memory than registering the same hosts live did (docs/memory.md).
+            MemoryTuning.releaseStartupCode()
             var batch = Batch()
             self.perform(
                 self.engine.resumeSpeaking(
@@ -33,7 +37,14 @@ extension EngineRunner {
         }
         let running = SystemClock.now()
         var startupCodeReleased = false
+        var resuming = self.engine.isResuming
         while true {
+            // The heap the burst of speaking again freed goes back before the history is read back (the next
+            // thing the start does that needs memory of its own).
+            if resuming, !self.engine.isResuming {
+                resuming = false
+                MemoryTuning.trim()
+            }
             if !startupCodeReleased, SystemClock.now() - running >= EngineRunner.startupCodeReleaseDelay {
                 startupCodeReleased = true
                 let released = MemoryTuning.releaseStartupCode()

@@ -86,8 +86,6 @@ extension EngineRunner {
         case reconfigure(
             takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
             refusalReply: RegistrationConfiguration.RefusalReply)
-        /// The history an earlier run kept, read by the history writer after the start (docs/status-page.md §3).
-        case historyLoaded(HistoryBook)
 
         /// Mailbox lanes: registrations and the admin side, mDNS, captured frames, SSDP. Each has its own bound, so
         /// a flood of one kind (an M-SEARCH storm) cannot keep the others out.
@@ -101,8 +99,7 @@ extension EngineRunner {
             case .frame: Self.framesLane
             case .mdns: Self.mdnsLane
             case .ssdp: Self.ssdpLane
-            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure, .transfersDone,
-                .historyLoaded:
+            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure, .transfersDone:
                 0
             }
         }

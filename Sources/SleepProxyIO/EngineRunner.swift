@@ -89,6 +89,19 @@ public final class EngineRunner: @unchecked Sendable {
                     "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface"
             )
         }
+        // The history before the journal, its reading's buffers handed back before the hosts are restored
+        // (`HistoryFile.load`).
+        let historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
+        let history = historyFile.load()
+        if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
+        // Which hosts a clean stop a moment ago spoke for (its JSON decoded here, before the journal, for the same
+        // reason).
+        let spokenFor = SpokenForRecord.take(directory: configuration.stateDirectory)
+        // What starting touched so far (arguments, configuration, the bootstraps, the history's and the record's
+        // reading) goes back before the hosts are restored, so that it is never resident beside them
+        // (docs/memory.md).
+        MemoryTuning.trim()
+        MemoryTuning.releaseStartupCode()
         let (journal, replay) = try JournalFile.open(
             directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
         self.journal = journal
@@ -111,7 +124,8 @@ public final class EngineRunner: @unchecked Sendable {
             "state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)"
         )
         self.wakeLog = WakeLog(directory: configuration.stateDirectory)
-        self.historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
+        self.historyFile = historyFile
+        self.history = history
         var takeover: Takeover? = nil
         var warnings: [String] = []
         if let takeoverConfiguration = configuration.takeover {
@@ -186,7 +200,7 @@ public final class EngineRunner: @unchecked Sendable {
             }
             self.ssdpSavedRevision = self.engine.upnpRevision ?? 0
         }
-        if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
+        if let record = spokenFor {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
                 self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))
@@ -201,7 +215,7 @@ public final class EngineRunner: @unchecked Sendable {
 
     public func start() throws(SystemCallError) {
         try self.monitor?.start()
-        try self.historyFile.start(loaded: { [mailbox] book in mailbox.post(.historyLoaded(book)) })
+        try self.historyFile.start()
         try startThread(name: "engine") { [self] in
             self.run()
             self.finished.signal()

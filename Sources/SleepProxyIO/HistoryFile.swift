@@ -38,11 +38,6 @@ final class HistoryFile: @unchecked Sendable {
     }
     private var failing = false
 
-    /// How long after the start the file is read: reading 20,000 lines while restored hosts were first answered
-    /// raised the resident size at that moment by 9 MB (sleepproxy-bench status); a page opened meanwhile shows
-    /// the day from the start on.
-    static let loadDelay: Duration = .seconds(3)
-
     /// The most of the file read at start: its newest part, from the first whole line on. The rewrite keeps it
     /// under about 18 MB (40,000 lines of at most about 450 bytes); a file grown past this by anything else (a
     /// copy gone wrong, another program) must not make the daemon read it all into memory.
@@ -113,16 +108,12 @@ final class HistoryFile: @unchecked Sendable {
     /// Records the file is rewritten down to (`HistoryBook.recordsInAll`; smaller in tests).
     let bound: Int
 
-    /// Waited before reading (`loadDelay`; none in tests).
-    let delay: Duration
-
     init(
-        directory: URL, logger: Logger, bound: Int = HistoryBook.recordsInAll, delay: Duration = HistoryFile.loadDelay
+        directory: URL, logger: Logger, bound: Int = HistoryBook.recordsInAll
     ) {
         self.url = directory.appendingPathComponent(Self.fileName)
         self.logger = logger
         self.bound = bound
-        self.delay = delay
     }
 
     /// What an earlier run kept; lines that do not parse (a torn last line after a crash) are skipped.
@@ -144,23 +135,19 @@ final class HistoryFile: @unchecked Sendable {
         return (book, lines)
     }
 
-    /// Starts the writer, which first reads what an earlier run kept and hands it to `loaded` (on its own
-    /// thread), then writes what is queued.
-    func start(loaded: @escaping @Sendable (HistoryBook) -> Void) throws(SystemCallError) {
-        try startThread(name: "history-writer") { [self] in
-            // The start comes first: restored hosts answered, start-up's memory handed back.
-            self.condition.lock()
-            let begun = SystemClock.now()
-            while !self.stopped, SystemClock.now() - begun < self.delay {
-                let left = self.delay - (SystemClock.now() - begun)
-                self.condition.wait(seconds: Double(left.nanosecondsClamped) / 1e9)
-            }
-            self.condition.unlock()
-            let (book, lines) = Self.read(self.url, bound: self.bound)
-            self.lineCount = lines
-            loaded(book)
-            self.loop()
-        }
+    /// What an earlier run kept, read once at start, before the journal is replayed: then it is the one book the
+    /// engine appends to, and the reading's buffers go back before the hosts are restored. Read later beside the
+    /// restored hosts, a second book and its merge were the highest the resident size of a restart went
+    /// (docs/memory.md). About 20 ms for 20,000 lines.
+    func load() -> HistoryBook {
+        let (book, lines) = Self.read(self.url, bound: self.bound)
+        self.lineCount = lines
+        return book
+    }
+
+    /// Starts the writer thread, which writes what is queued.
+    func start() throws(SystemCallError) {
+        try startThread(name: "history-writer") { [self] in self.loop() }
     }
 
     /// Queues a batch's lines (`count` of them, each ending in a newline) for the file; never blocks. A batch
@@ -233,10 +220,14 @@ final class HistoryFile: @unchecked Sendable {
     private func rewrite() throws {
         let (book, _) = Self.read(self.url, bound: self.bound)
         var data = Data()
-        let kept = book.all
-        for record in kept { data += try record.jsonLine() }
+        var failure: (any Error)? = nil
+        book.forEach { record in
+            guard failure == nil else { return }
+            do { data += try record.jsonLine() } catch { failure = error }
+        }
+        if let failure { throw failure }
         try data.write(to: self.url, options: .atomic)
-        self.lineCount = kept.count
+        self.lineCount = book.count
     }
 }
 
@@ -277,17 +268,5 @@ extension EngineRunner {
         self.historyFile.write(self.historyBytes, lines: self.historyLineCount)
         self.historyBytes = []
         self.historyLineCount = 0
-    }
-
-    /// What an earlier run kept, read by the writer thread while the engine already answered: it goes first,
-    /// and what happened since the start comes after it.
-    func historyLoaded(_ kept: HistoryBook) {
-        var book = kept
-        for record in self.history.all {
-            if let state = record.state, book.lastState(of: record.mac) == state { continue }
-            book.append(record)
-        }
-        self.history = book
-        if kept.count > 0 { self.logger.info("state: restored the history of \(kept.hostCount) hosts") }
     }
 }

@@ -263,9 +263,28 @@ public final class MulticastSockets: Sendable {
     /// datagram the socket cannot take now (its buffer full) is queued like the others.
     func send(_ transmissions: [(destination: MDNSTransmission.Destination, bytes: [UInt8])]) {
         var queued = transmissions
-        if transmissions.contains(where: { if case .unicast = $0.destination { true } else { false } }) {
+        if !transmissions.isEmpty {
             let channels = self.channels.withLockedValue { $0 }
             queued.removeAll { transmission in
+                // Multicast leaves from the same socket, to the group, whenever the kernel takes it at once: a
+                // restart announcing 10,000 hosts again queued a copy of every announcement for the event loops,
+                // about 10 MB at once (docs/memory.md). A full socket or any error goes to the event loop as
+                // before, and only unicast is counted.
+                if case .multicast(let index, let family) = transmission.destination {
+                    guard let socket = channels[Key(interfaceIndex: index, family: family)]?.replySocket, socket >= 0
+                    else { return false }
+                    let group = family == .v4 ? self.group4 : self.group6
+                    var sent = -1
+                    repeat {
+                        sent = transmission.bytes.withUnsafeBytes { bytes in
+                            PosixSocketAddress(group, port: self.profile.port, scope: index).withSockaddr {
+                                address, length in
+                                sendto(socket, bytes.baseAddress, bytes.count, CInt(MSG_DONTWAIT), address, length)
+                            }
+                        }
+                    } while sent < 0 && errno == EINTR
+                    return sent == transmission.bytes.count
+                }
                 guard case .unicast(let address, let port, let index) = transmission.destination,
                     let socket = channels[Key(interfaceIndex: index, family: IPFamily(address))]?.replySocket,
                     socket >= 0
@@ -344,6 +363,9 @@ public final class MulticastSockets: Sendable {
         for channel in channels.flatMap(\.all) { try? channel.close().wait() }
         for channels in channels where channels.replySocket >= 0 { Glibc.close(channels.replySocket) }
     }
+
+    private var group4: IPAddress { IPAddress(self.profile.group4)! }
+    private var group6: IPAddress { IPAddress(self.profile.group6)! }
 
     private var groupAddress4: SocketAddress {
         try! SocketAddress(ipAddress: self.profile.group4, port: Int(self.profile.port))

@@ -153,6 +153,7 @@ enum ScaleBenchmarks {
             let start = clock.now
             for _ in 0..<1_000 { _ = engine.nextDeadline() }
             print("    next deadline with \(size) hosts held: \(format((clock.now - start).nanoseconds / 1000)) ns")
+            self.restart(engine, now: now)
         }
         if let small = perRegistration[100], let large = perRegistration[10_000] {
             let ratio = large.nanoseconds / small.nanoseconds
@@ -161,6 +162,35 @@ enum ScaleBenchmarks {
                     format: "  per-registration CPU at 10,000 hosts / at 100: %.2f×  target ≤ 1.5×: %@", ratio,
                     ratio <= 1.5 ? "met" : "NOT MET"))
         }
+    }
+}
+
+extension ScaleBenchmarks {
+    /// The same hosts after a clean restart a moment ago: restored and spoken for again at once
+    /// (`ProxyEngine.resumeSpeaking`), then 15 s of their timers. The heap in use after the restore and at its
+    /// highest meanwhile, against the live engine's: restoring must never need more than registering did.
+    static func restart(_ live: ProxyEngine, now start: Timestamp) {
+        let registrations = live.registrar.store.owners.values.sorted { $0.key < $1.key }
+        let heapBefore = Int(csp_heap_bytes_in_use())
+        var engine = self.makeEngine(maximumHosts: registrations.count)
+        var now = start
+        _ = engine.restore(registrations, now: now)
+        _ = engine.setInterfaces([self.proxyInterface], now: now)
+        let restored = Int(csp_heap_bytes_in_use()) - heapBefore
+        var peak = restored
+        let actions = engine.resumeSpeaking(for: registrations.map(\.key), stoppedFor: .seconds(5), now: now)
+        peak = max(peak, Int(csp_heap_bytes_in_use()) - heapBefore)
+        _ = self.drain(actions, engine: &engine, now: now)
+        let settle = now + .seconds(15)
+        while let deadline = engine.nextDeadline(), deadline <= settle {
+            now = max(now, deadline)
+            _ = self.drain([], engine: &engine, now: now)
+            peak = max(peak, Int(csp_heap_bytes_in_use()) - heapBefore)
+        }
+        let count = Double(registrations.count)
+        print(
+            "  restart with \(format(count)) hosts spoken for again: engine heap \(format(Double(restored) / count)) bytes/host restored, \(format(Double(peak) / count)) at its highest"
+        )
     }
 }
 

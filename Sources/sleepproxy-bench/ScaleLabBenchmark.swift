@@ -43,6 +43,10 @@ enum ScaleLabBenchmark {
         var rssRestarted: Int
         /// Once the restarted daemon's start-up is over, as for the idle figure.
         var rssRestartedSettled: Int
+        /// The highest RSS of the daemon that took the registrations live, and of the one that restored them
+        /// (VmHWM): a box with a memory limit must survive both (docs/memory.md).
+        var peakLive: Int
+        var peakRestored: Int
         var cpuSeconds: Double
     }
 
@@ -108,6 +112,9 @@ enum ScaleLabBenchmark {
         )
         print(
             "    RSS holding \(format(Double(f.hosts))) hosts \(format(Double(f.rssHeld) / 1024)) KiB (\(format(perHost)) bytes per host, \(format(perHost / 24)) per record\(f.hosts == 10_000 ? "; target ≤ 100 MB: \(verdict(f.rssHeld <= 100_000_000))" : "")), after a restart \(format(Double(f.rssRestarted) / 1024)) KiB at its first answer, \(format(Double(f.rssRestartedSettled) / 1024)) KiB settled\(f.hosts == 10_000 ? " (\(verdict(f.rssRestartedSettled <= 100_000_000)))" : "")"
+        )
+        print(
+            "    peak RSS registering live \(format(Double(f.peakLive) / 1024)) KiB, restoring after the restart \(format(Double(f.peakRestored) / 1024)) KiB (target: restoring ≤ live: \(verdict(f.peakRestored <= f.peakLive)))"
         )
         print(
             String(
@@ -186,6 +193,7 @@ enum ScaleLabBenchmark {
         if !dropped.isEmpty { print("    daemon: " + dropped.joined(separator: ", ")) }
         let cpuSeconds = Self.cpuSeconds(process.pid) - cpuBefore
         let rssHeld = Self.rss(process.pid)
+        let peakLive = Self.rss(process.pid, field: "VmHWM:")
         try probe?(proxy)
 
         // Restart: stop (every registration kept), start, and ask for a restored host until it is answered.
@@ -200,12 +208,13 @@ enum ScaleLabBenchmark {
         let rssRestarted = Self.rss(process.pid)
         usleep(useconds_t(EngineRunner.startupCodeReleaseDelay.components.seconds) * 1_000_000 + 2_500_000)
         let rssRestartedSettled = Self.rss(process.pid)
+        let peakRestored = Self.rss(process.pid, field: "VmHWM:")
         return Figures(
             hosts: hosts, warm: warm, seconds: seconds, acknowledged: rtts.count, givenUp: givenUp, rtts: rtts,
             queryRTTs: queryRTTs, queriesMissed: missed, restartToFirstAnswer: restart, rssStarted: rssStarted,
             rssIdle: rssIdle,
             rssHeld: rssHeld, rssRestarted: rssRestarted, rssRestartedSettled: rssRestartedSettled,
-            cpuSeconds: cpuSeconds)
+            peakLive: peakLive, peakRestored: peakRestored, cpuSeconds: cpuSeconds)
     }
 
     static func waitForControlSocket(_ path: URL) throws {
@@ -216,10 +225,10 @@ enum ScaleLabBenchmark {
         }
     }
 
-    /// Resident set size in bytes (VmRSS).
-    static func rss(_ pid: Int32) -> Int {
+    /// Resident set size in bytes (VmRSS), or its peak so far (VmHWM).
+    static func rss(_ pid: Int32, field: String = "VmRSS:") -> Int {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
             let kib = line.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
         else { return 0 }
         return kib * 1024

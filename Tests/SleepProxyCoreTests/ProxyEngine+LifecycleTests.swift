@@ -242,4 +242,36 @@ extension ProxyEngineTests {
         #expect(after.engine.state(of: after.key) == .awake && H.hostRecordsSent(up).isEmpty)
         #expect(after.ask(H.http, .srv).isEmpty, "silent once the host shows it is up")
     }
+
+    /// A restart speaks again for its hosts a slice at a time: N in the call, the one past N a slice's interval
+    /// later, when the engine says it is due; the line that counts them comes once, with the last.
+    @Test func aRestartSpeaksAgainForItsHostsASliceATick() throws {
+        var h = H()
+        let slice = EngineRules.resumeSlice
+        var configuration = RegistrationConfiguration(
+            maximumHosts: slice + 1, requireSourceAmongClaimedAddresses: false)
+        configuration.rateLimitBurst = slice + 1
+        var registrar = Registrar(configuration: configuration)
+        let registrations = try (0...slice).map { n in
+            let outcome = registrar.handle(
+                datagram: Lab.registration(
+                    mac: MACAddress(rawValue: 0x0253_5000_4000 + UInt64(n)), host: try DNSName(parsing: "r\(n).local."),
+                    addresses: []
+                ).encoded(options: .appleUpdate), from: IPAddress("192.0.2.30")!, on: Lab.eth0, now: h.now)
+            guard case .accepted(let acceptance) = outcome else { throw CancellationError() }
+            return acceptance.registration
+        }
+        _ = h.engine.restore(registrations, now: h.now)
+        let first = h.engine.resumeSpeaking(for: registrations.map(\.key), stoppedFor: .seconds(2), now: h.now)
+        let asleep = { registrations.filter { h.engine.state(of: $0.key) == .asleep }.count }
+        #expect(asleep() == slice && H.logs(first).isEmpty)
+        let due = h.now + EngineRules.resumeSliceInterval
+        #expect(h.engine.nextDeadline().map { $0 <= due } == true, "the rest is due a slice's interval later")
+        _ = h.engine.tick(now: due - .milliseconds(1))
+        #expect(asleep() == slice, "not before")
+        let rest = h.engine.tick(now: due)
+        #expect(asleep() == slice + 1)
+        #expect(H.logs(rest).filter { $0.contains("hosts were asleep") }.count == 1)
+        #expect(H.logs(h.engine.tick(now: due + .seconds(1))).allSatisfy { !$0.contains("hosts were asleep") })
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import SleepProxyControl
+import SleepProxyCore
 import Testing
 
 @testable import SleepProxyIO
@@ -24,26 +25,11 @@ struct HistoryFileTests {
             hostName: "h\(index % 3).local.", state: index % 2 == 0 ? .asleep : .handedBack, note: "n\(index)")
     }
 
-    /// Starts `file`'s writer and returns what it read back at start.
+    /// Reads what `file` kept, then starts its writer.
     static func start(_ file: HistoryFile) throws -> HistoryBook {
-        let loaded = Loaded()
-        try file.start(loaded: { book in loaded.set(book) })
-        return try loaded.wait()
-    }
-
-    final class Loaded: @unchecked Sendable {
-        private let semaphore = DispatchSemaphore(value: 0)
-        private var book: HistoryBook?
-        func set(_ book: HistoryBook) {
-            self.book = book
-            self.semaphore.signal()
-        }
-        func wait() throws -> HistoryBook {
-            guard self.semaphore.wait(timeout: .now() + 10) == .success, let book = self.book else {
-                throw CocoaError(.fileReadUnknown)
-            }
-            return book
-        }
+        let book = file.load()
+        try file.start()
+        return book
     }
 
     static func lines(_ file: HistoryFile) -> Int {
@@ -53,12 +39,12 @@ struct HistoryFileTests {
     @Test func whatIsWrittenIsReadBackAndRewrittenPastTwiceItsBound() throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(at: directory) }
-        let file = HistoryFile(directory: directory, logger: Self.logger, bound: 5, delay: .zero)
+        let file = HistoryFile(directory: directory, logger: Self.logger, bound: 5)
         #expect(try Self.start(file).count == 0)
         file.write(Array(try (0..<10).map { try Self.record($0).jsonLine() }.joined()), lines: 10)
         file.stop()
         #expect(Self.lines(file) == 10, "at twice the bound the file is appended to")
-        let again = HistoryFile(directory: directory, logger: Self.logger, bound: 5, delay: .zero)
+        let again = HistoryFile(directory: directory, logger: Self.logger, bound: 5)
         let book = try Self.start(again)
         #expect(book.count == 5 && book.records(of: "02:53:50:00:00:0").last?.note == "n9", "the newest five")
         again.write(try Self.record(10).jsonLine(), lines: 1)
@@ -66,6 +52,32 @@ struct HistoryFileTests {
         #expect(Self.lines(again) == 5, "one past twice the bound, it is rewritten to the bound")
         let rewritten = HistoryFile.read(again.url, bound: 5).0
         #expect(rewritten.all.map(\.note) == ["n6", "n7", "n8", "n9", "n10"])
+    }
+
+    /// Lines as 0.5.0 wrote them, one for every state and every reason it wrote: each is read, its state is the
+    /// wire's word for the engine's state, and its note the word of one of the engine's reasons.
+    @Test func aHistoryWrittenBy050IsRead() throws {
+        let written: [(state: String, note: String)] = [
+            ("starting", "registered"), ("starting", "handed over"), ("asleep", "no probe answer"),
+            ("asleep", "no name answer"), ("asleep", "after a restart"), ("awake", "answers itself"),
+            ("standby", "other proxy"), ("handed-back", "owner-option"), ("handed-back", "mdns"),
+            ("handed-back", "own-name-probe"), ("handed-back", "ssdp"), ("gone", "lease ended"),
+            ("gone", "awake at expiry"), ("gone", "forgotten"), ("gone", "released"), ("gone", "transferred"),
+            ("gone", "reloaded"),
+        ]
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let lines = written.enumerated().map { index, line in
+            "{\"hostName\":\"vm.local.\",\"mac\":\"02:53:50:00:00:02\",\"note\":\"\(line.note)\",\"state\":\"\(line.state)\",\"time\":\"2026-11-25T10:00:\(10 + index)Z\"}\n"
+        }
+        try Data(lines.joined().utf8).write(to: directory.appendingPathComponent(HistoryFile.fileName))
+        let read = HistoryFile.read(directory.appendingPathComponent(HistoryFile.fileName)).0.all
+        #expect(read.count == written.count)
+        for (record, line) in zip(read, written) {
+            let state = try #require(record.state)
+            #expect(state.rawValue == line.state && PresenceState(HostState(state)) == state)
+            #expect(HostStateReason(rawValue: record.note ?? "") != nil, "\(line.note)")
+        }
     }
 
     @Test func aTornLastLineIsSkipped() throws {

@@ -8,7 +8,7 @@ extension ProxyEngine {
     /// and of the responder's announcements and goodbyes, `slice` each at most: the rest stay due (`nextDeadline`
     /// says so), so that a caller can answer the queries that came meanwhile before it asks for the next slice.
     public mutating func tick(now: Timestamp, slice: Int? = nil) -> [EngineAction] {
-        var actions: [EngineAction] = []
+        var actions = self.resumeSlice(now: now)
         for expiry in self.registrar.expire(now: now) {
             actions += self.removeHost(
                 expiry.registration.key, .expired(expiry.action), removed: expiry.registration, now: now)

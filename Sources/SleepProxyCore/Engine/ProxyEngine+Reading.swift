@@ -10,6 +10,9 @@ extension ProxyEngine {
         return presence.state
     }
 
+    /// A restart's hosts are still being spoken for again, a slice a tick (`resumeSpeaking`).
+    public var isResuming: Bool { self.resuming != nil }
+
     /// The latest sign that the host was up, if any was seen in this registration.
     public func lastAwake(of key: OwnerKey) -> AwakeSignal? { self.presence[key]?.lastAwake }
 

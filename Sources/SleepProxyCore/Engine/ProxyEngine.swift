@@ -36,6 +36,8 @@ public struct ProxyEngine: Sendable {
     public var logsRegistrations = true
     /// Hand-backs by what showed the host awake, every one of them (the responder alone saw only Owner options).
     public internal(set) var handBacks: [HandBackSignal: Int] = [:]
+    /// A restart's hosts still to speak for again, a slice a tick (`resumeSpeaking`).
+    var resuming: Resuming?
 
     public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil, ssdp: SSDPProxy? = nil) {
         self.registrar = registrar
@@ -58,7 +60,7 @@ public struct ProxyEngine: Sendable {
         var deadline = self.registrar.nextDeadline()
         for candidate in [
             self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline(),
-            self.quietChecks.nextDeadline(),
+            self.quietChecks.nextDeadline(), self.resuming?.due,
         ] {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
@@ -84,22 +86,51 @@ public struct ProxyEngine: Sendable {
     /// again takes. Beyond Apple, whose proxy forgets everything when it stops (docs/coexistence.md). Their
     /// addresses are answered for at once too (`Takeover.resume`), and any sign of life from one hands it back
     /// silently, as for a host that wakes. Call once the interfaces are set.
+    ///
+    /// The first `EngineRules.resumeSlice` hosts are spoken for in this call, the rest by later ticks, a slice each
+    /// `EngineRules.resumeSliceInterval` apart: 10,000 hosts at once held 9 MB of actions, and their netlink
+    /// changes, history lines and first announcements together more, than registering them live ever needed
+    /// (docs/memory.md).
     public mutating func resumeSpeaking(for keys: [OwnerKey], stoppedFor: Duration, now: Timestamp) -> [EngineAction] {
-        var actions: [EngineAction] = []
+        self.resuming = Resuming(keys: keys, stoppedFor: stoppedFor)
+        return self.resumeSlice(now: now)
+    }
+
+    /// A restart's hosts still to speak for again (`resumeSpeaking`).
+    struct Resuming: Sendable {
+        var keys: [OwnerKey]
+        var stoppedFor: Duration
+        var next = 0
         var resumed = 0
-        for key in keys {
+        /// When the next slice is due.
+        var due = Timestamp(nanoseconds: 0)
+    }
+
+    /// The next slice of a restart's hosts, and the line that counts them once the last is done.
+    mutating func resumeSlice(now: Timestamp) -> [EngineAction] {
+        guard var job = self.resuming, job.due <= now else { return [] }
+        var actions: [EngineAction] = []
+        let end = min(job.next + EngineRules.resumeSlice, job.keys.count)
+        for key in job.keys[job.next..<end] {
             guard self.presence[key]?.state == .starting, let registration = self.registrar.store[key] else { continue }
-            resumed += 1
-            actions += self.transition(registration, logs: keys.count <= EngineRules.resumeLinesLimit, now: now) {
-                $0.resumed(detail: "\(Self.seconds(stoppedFor))")
+            job.resumed += 1
+            actions += self.transition(registration, logs: job.keys.count <= EngineRules.resumeLinesLimit, now: now) {
+                $0.resumed(detail: "\(Self.seconds(job.stoppedFor))")
             }
             actions += self.withTakeover(now: now) { $0.resume(key, now: now) }
         }
-        if keys.count > EngineRules.resumeLinesLimit {
+        job.next = end
+        job.due = now + EngineRules.resumeSliceInterval
+        guard end == job.keys.count else {
+            self.resuming = job
+            return actions
+        }
+        self.resuming = nil
+        if job.keys.count > EngineRules.resumeLinesLimit {
             actions.append(
                 .log(
                     .info,
-                    "\(resumed) hosts were asleep when the proxy stopped \(Self.seconds(stoppedFor)) s ago: the proxy answers for them again at once and probes their addresses"
+                    "\(job.resumed) hosts were asleep when the proxy stopped \(Self.seconds(job.stoppedFor)) s ago: the proxy answers for them again at once and probes their addresses"
                 ))
         }
         return actions

@@ -103,9 +103,10 @@ extension Responder {
             guard let context = self.own[announcement.interfaceIndex]?.context,
                 let registration = store[announcement.owner]
             else { continue }
-            let current = announcement.records.filter { record in
-                registration.records.contains { $0.record.isIdentical(to: record) }
-            }
+            let current =
+                announcement.records?.filter { record in
+                    registration.records.contains { $0.record.isIdentical(to: record) }
+                } ?? registration.records.map(\.record).filter(Self.isAnnounced)
             guard !current.isEmpty else { continue }
             // docs/protocol.md §4.2 / RFC 6762 §8.3: the first announcement of unique records carries their NSEC.
             let nsecs =
@@ -119,7 +120,7 @@ extension Responder {
             announcement.sent += 1
             if announcement.sent < MDNSRules.announcementCount {
                 announcement.next = now + MDNSRules.announcementInterval
-                announcement.records = current
+                if announcement.records != nil { announcement.records = current }
                 self.announcements.schedule(announcement, for: key, at: announcement.next)
             }
         }
@@ -127,9 +128,17 @@ extension Responder {
     }
 
     mutating func schedule(_ announcement: Announcement) {
-        let unique = announcement.records.contains(where: \.cacheFlush)
+        // Everything (nil) is filed as unique: it replaces both kinds.
+        let unique = announcement.records?.contains(where: \.cacheFlush) ?? true
         self.announcements.schedule(
             announcement, for: AnnouncementKey(owner: announcement.owner, unique: unique), at: announcement.next)
+    }
+
+    /// Whether a proxied record is ever announced: reverse-mapping PTRs are only answered, and keepalive records
+    /// are the proxy's own business (docs/protocol.md §6).
+    static func isAnnounced(_ record: DNSResourceRecord) -> Bool {
+        !Self.isReverseMapping(record)
+            && !ProxiedRecord(record: record, registeredAt: Timestamp(nanoseconds: 0)).isKeepalive
     }
 
     mutating func cancelAnnouncements(of key: OwnerKey) {

@@ -108,7 +108,11 @@ public struct Responder: Sendable {
     struct Announcement: Sendable {
         var owner: OwnerKey
         var interfaceIndex: Int
-        var records: [DNSResourceRecord]
+        /// The records to announce; nil: every record of the host that is announced, read from the store when
+        /// it is sent. A host that falls asleep announces everything, and a restart resumes or claims thousands
+        /// at once: a copy of each host's records for its announcement held about 2 KB a host at the same moment,
+        /// 20 MB at 10,000 hosts above what registering them live ever held (docs/memory.md).
+        var records: [DNSResourceRecord]?
         var next: Timestamp
         var sent = 0
     }
@@ -180,9 +184,7 @@ public struct Responder: Sendable {
         guard !self.silenced.contains(registration.key) else { return }
         guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
         let fresh = registration.records.map(\.record).filter { record in
-            guard !Self.isReverseMapping(record), !ProxiedRecord(record: record, registeredAt: now).isKeepalive else {
-                return false
-            }
+            guard Self.isAnnounced(record) else { return false }
             return !(previous?.records.contains { $0.record.isIdentical(to: record) } ?? false)
         }
         self.cancelAnnouncements(of: registration.key)
@@ -218,13 +220,11 @@ public struct Responder: Sendable {
         guard self.silenced.remove(registration.key) != nil else { return }
         self.goodbyes.remove(registration.key)
         self.cancelAnnouncements(of: registration.key)
-        guard let index = self.interfaceIndex(named: registration.key.interface) else { return }
-        let records = registration.records.map(\.record).filter { record in
-            !Self.isReverseMapping(record) && !ProxiedRecord(record: record, registeredAt: now).isKeepalive
-        }
-        guard !records.isEmpty else { return }
+        guard let index = self.interfaceIndex(named: registration.key.interface),
+            registration.records.contains(where: { Self.isAnnounced($0.record) })
+        else { return }
         // One announcement of everything, filed as unique (it replaces both kinds).
-        self.schedule(Announcement(owner: registration.key, interfaceIndex: index, records: records, next: now))
+        self.schedule(Announcement(owner: registration.key, interfaceIndex: index, records: nil, next: now))
     }
 
     /// A host's records are no longer proxied. `farewell` (decided by `HostPresence.end`): goodbyes for them
