@@ -38,17 +38,27 @@ extension EngineRunner {
         let running = SystemClock.now()
         var startupCodeReleased = false
         var resuming = self.engine.isResuming
+        var codeReleasedAt = running
         while true {
-            // The heap the burst of speaking again freed goes back before the history is read back (the next
-            // thing the start does that needs memory of its own).
+            // The heap the burst of speaking again freed goes back at once, its code half a second later (below):
+            // the first answers run much of the same code, and handing it back at once made them wait for it.
             if resuming, !self.engine.isResuming {
                 resuming = false
                 MemoryTuning.trim()
+                codeReleasedAt = SystemClock.now()
             }
-            if !startupCodeReleased, SystemClock.now() - running >= EngineRunner.startupCodeReleaseDelay {
+            let now = SystemClock.now()
+            if !startupCodeReleased, now - running >= EngineRunner.startupCodeReleaseDelay {
                 startupCodeReleased = true
                 let released = MemoryTuning.releaseStartupCode()
                 self.logger.debug("memory: start-up over, \(released / 1024) KiB of code and constants handed back")
+            } else if !startupCodeReleased, now - codeReleasedAt >= EngineRunner.startupCodeReleaseInterval {
+                // Until then, every half second: each page of code faulted in brings its neighbours (the kernel maps
+                // 64 KB around a fault), and a restart that speaks again for thousands of hosts runs much of the
+                // daemon within seconds; handed back this often, only what the next moment runs comes back,
+                // instead of the first seconds' pages all staying until the start is over (docs/memory.md).
+                MemoryTuning.releaseStartupCode()
+                codeReleasedAt = now
             }
             self.applyPendingWatches(now: SystemClock.now())
             var deadline = self.engine.nextDeadline()

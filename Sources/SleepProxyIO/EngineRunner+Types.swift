@@ -66,6 +66,8 @@ extension EngineRunner {
     /// (`MemoryTuning.releaseStartupCode`, docs/memory.md). By then the journal is restored, every socket bound
     /// and every service running; only what runs again faults back in.
     public static let startupCodeReleaseDelay: Duration = .seconds(5)
+    /// …and every half second before that (ours, docs/memory.md).
+    static let startupCodeReleaseInterval: Duration = .milliseconds(500)
 
     enum Event {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
