@@ -94,12 +94,8 @@ public final class EngineRunner: @unchecked Sendable {
         let historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
         let history = historyFile.load()
         if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
-        // Which hosts a clean stop a moment ago spoke for (its JSON decoded here, before the journal, for the same
-        // reason).
-        let spokenFor = SpokenForRecord.take(directory: configuration.stateDirectory)
-        // What starting touched so far (arguments, configuration, the bootstraps, the history's and the record's
-        // reading) goes back before the hosts are restored, so that it is never resident beside them
-        // (docs/memory.md).
+        // What starting touched so far (arguments, configuration, the bootstraps, the history's reading) goes back
+        // before the hosts are restored, so that it is never resident beside them (docs/memory.md).
         MemoryTuning.trim()
         MemoryTuning.releaseStartupCode()
         let (journal, replay) = try JournalFile.open(
@@ -200,7 +196,9 @@ public final class EngineRunner: @unchecked Sendable {
             }
             self.ssdpSavedRevision = self.engine.upnpRevision ?? 0
         }
-        if let record = spokenFor {
+        // Taken only once the journal's lock is ours: a start refused because another daemon holds the directory
+        // must change nothing in it.
+        if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
                 self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))

@@ -138,7 +138,7 @@ final class HistoryFile: @unchecked Sendable {
     /// What an earlier run kept, read once at start, before the journal is replayed: then it is the one book the
     /// engine appends to, and the reading's buffers go back before the hosts are restored. Read later beside the
     /// restored hosts, a second book and its merge were the highest the resident size of a restart went
-    /// (docs/memory.md). About 20 ms for 20,000 lines.
+    /// (docs/memory.md). About 50 ms for 20,000 lines.
     func load() -> HistoryBook {
         let (book, lines) = Self.read(self.url, bound: self.bound)
         self.lineCount = lines

@@ -2,7 +2,6 @@ import CNetlink
 import Dispatch
 import FoundationEssentials
 import Logging
-import NIOConcurrencyHelpers
 import SleepProxyWire
 
 #if canImport(Glibc)
@@ -16,7 +15,7 @@ import SleepProxyWire
 /// owner's MAC" lets a local connection go straight to the host, where the packet socket sees the SYN and wakes
 /// it; the entry is removed when the proxy lets go of the address.
 public final class NeighbourTable: @unchecked Sendable {
-    // @unchecked: `socket` is used only on `queue`; `pending` is locked.
+    // @unchecked: `socket` is used only on `queue`.
     private let socket: OpaquePointer
     private let logger: Logger
     /// Changes wait for the kernel's acknowledgement (tens of microseconds each); a takeover of a hundred hosts
@@ -42,47 +41,11 @@ public final class NeighbourTable: @unchecked Sendable {
     }
 
     public func set(interfaceIndex: Int, address: IPAddress, mac: MACAddress) {
-        self.ask(Entry(interfaceIndex: interfaceIndex, address: address), mac: mac)
+        self.queue.async { self.change(interfaceIndex: interfaceIndex, address: address, mac: mac) }
     }
 
     public func remove(interfaceIndex: Int, address: IPAddress) {
-        self.ask(Entry(interfaceIndex: interfaceIndex, address: address), mac: nil)
-    }
-
-    private struct Entry: Hashable {
-        var interfaceIndex: Int
-        var address: IPAddress
-    }
-
-    /// Changes not yet made, the latest for each entry (set to a MAC, or removed), and whether a drain is on the
-    /// queue. One block drains them all: a restart that speaks again at once for 10,000 hosts asks for 20,000
-    /// entries in one moment, and a block each held about 4 MB until the kernel had taken them, at the moment the
-    /// restart's memory peaks (docs/memory.md); a table of what is still to do holds a fifth of that.
-    private let pending = NIOLockedValueBox<(changes: [Entry: MACAddress?], draining: Bool)>(([:], false))
-
-    private func ask(_ entry: Entry, mac: MACAddress?) {
-        let schedule = self.pending.withLockedValue { pending in
-            pending.changes[entry] = .some(mac)
-            defer { pending.draining = true }
-            return !pending.draining
-        }
-        if schedule { self.queue.async { self.drain() } }
-    }
-
-    /// Makes every change asked for, including those asked while it runs; on `queue`.
-    private func drain() {
-        while true {
-            let changes = self.pending.withLockedValue { pending in
-                let changes = pending.changes
-                pending.changes = [:]
-                if changes.isEmpty { pending.draining = false }
-                return changes
-            }
-            guard !changes.isEmpty else { return }
-            for (entry, mac) in changes {
-                self.change(interfaceIndex: entry.interfaceIndex, address: entry.address, mac: mac)
-            }
-        }
+        self.queue.async { self.change(interfaceIndex: interfaceIndex, address: address, mac: nil) }
     }
 
     /// Returns once every change asked for so far is made (before exit: no entry may outlive the proxy).
