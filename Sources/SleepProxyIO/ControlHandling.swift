@@ -77,7 +77,8 @@ extension EngineRunner {
             return .failure("a page holds 1 to \(ControlRequest.maximumPageSize) hosts, not \(limit)", .invalid)
         }
         let search = request.search.map { Array($0.lowercased().utf8) }.flatMap { $0.isEmpty ? nil : $0 }
-        let inState = request.state.map { self.engine.hosts(in: HostState($0)) }
+        // A word the engine has no state for (from a newer client) matches no host rather than every host.
+        let inState = request.state.map { word in HostState(word).map { self.engine.hosts(in: $0) } ?? [] }
         let owners = self.engine.registrations
         if self.listingTexts.count > 2 * owners.count + 64 {
             self.listingTexts = self.listingTexts.filter { owners[$0.key] != nil }
@@ -307,9 +308,11 @@ extension PresenceState {
 }
 
 extension HostState {
-    /// The reverse of `PresenceState(_:)`, derived from it.
-    init(_ state: PresenceState) {
-        self = HostState.allCases.first { PresenceState($0) == state }!
+    /// The reverse of `PresenceState(_:)`, derived from it; nil for a word that names no engine state (the request
+    /// comes off the wire, and the two enums are checked in one direction only).
+    init?(_ state: PresenceState) {
+        guard let found = HostState.allCases.first(where: { PresenceState($0) == state }) else { return nil }
+        self = found
     }
 }
 

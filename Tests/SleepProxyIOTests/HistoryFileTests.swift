@@ -75,7 +75,7 @@ struct HistoryFileTests {
         #expect(read.count == written.count)
         for (record, line) in zip(read, written) {
             let state = try #require(record.state)
-            #expect(state.rawValue == line.state && PresenceState(HostState(state)) == state)
+            #expect(state.rawValue == line.state && HostState(state).map(PresenceState.init) == state)
             #expect(HostStateReason(rawValue: record.note ?? "") != nil, "\(line.note)")
         }
     }
