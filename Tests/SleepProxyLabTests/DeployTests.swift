@@ -128,6 +128,22 @@ struct DeployTests {
         let ctl = directory.appendingPathComponent("sleepproxyctl")
         try "#!/bin/sh\necho \"$@\" >> \(calls.path)\necho '1 transferred, 0 woken and released'\n".write(
             to: ctl, atomically: true, encoding: .utf8)
+        // The systemctl stand-in reads each case's answer from a data file, so that no program is rewritten while
+        // the test process may be forking: a script written a moment before it runs can still be open for writing
+        // in a child another thread is spawning, and running it then fails with "Text file busy" (docs/linux.md
+        // §6), which the leave script takes, rightly, for "systemd cannot be asked".
+        let answerFile = directory.appendingPathComponent("answer")
+        let systemctl = directory.appendingPathComponent("systemctl")
+        try "#!/bin/sh\n. \(answerFile.path)\n".write(to: systemctl, atomically: true, encoding: .utf8)
+        for file in [ctl, systemctl] {
+            try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: file.path)
+        }
+        try "exit 0\n".write(to: answerFile, atomically: true, encoding: .utf8)
+        #expect(
+            waitUntil(timeout: 10) {
+                (try? Command.run([systemctl.path], timeout: .seconds(5)))?.succeeded == true
+                    && (try? Command.run([ctl.path], timeout: .seconds(5)))?.succeeded == true
+            }, "the stand-ins never ran")
         // systemctl's answer for an enabled unit, a disabled one, and a failure to ask systemd at all (which a
         // restart must take as "keep the hosts").
         for (answer, expectCall) in [
@@ -135,11 +151,7 @@ struct DeployTests {
             ("echo 'Failed to connect' >&2; exit 1", false),
         ] {
             try? FileManager.default.removeItem(at: calls)
-            let systemctl = directory.appendingPathComponent("systemctl")
-            try "#!/bin/sh\n\(answer)\n".write(to: systemctl, atomically: true, encoding: .utf8)
-            for file in [ctl, systemctl] {
-                try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: file.path)
-            }
+            try "\(answer)\n".write(to: answerFile, atomically: true, encoding: .utf8)
             let result = try Command.run(
                 [
                     "/usr/bin/env", "PATH=\(directory.path):/usr/bin:/bin", "SLEEPPROXYCTL=\(ctl.path)",
