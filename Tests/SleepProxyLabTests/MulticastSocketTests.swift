@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
@@ -114,8 +115,15 @@ struct MulticastSocketTests {
 
     /// Sockets for the test namespace's loopback (made multicast-capable, as NIO requires of a device it joins a
     /// group on), with what they hand the engine collected.
+    ///
+    /// They run on an event loop of their own, never on NIO's shared one: a thread inherits the network namespace
+    /// of the thread that starts it, so the shared group, were it first touched here (inside the test's
+    /// namespace), would run every other test's event loops in this namespace for the rest of the run, and a
+    /// registration socket bound again from one of them would land here, on a port that is free (seen in CI as
+    /// the registration listener's "port still held" tests failing; docs/linux.md §7).
     final class LoopbackSockets: Sendable {
         let events = NIOLockedValueBox<[EngineRunner.Event]>([])
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let sockets: MulticastSockets
         static let loopback = InterfaceContext(
             name: "lo", index: 1, macAddress: MACAddress("00:00:00:00:00:00")!, prefixes: [IPPrefix("127.0.0.1/8")!])
@@ -123,7 +131,8 @@ struct MulticastSocketTests {
         init(serving interfaces: [InterfaceContext] = [LoopbackSockets.loopback]) {
             let events = self.events
             self.sockets = MulticastSockets(
-                .mdns, logger: Logger(label: "test"), sink: { event in events.withLockedValue { $0.append(event) } })
+                .mdns, group: self.group, logger: Logger(label: "test"),
+                sink: { event in events.withLockedValue { $0.append(event) } })
             self.sockets.serve(interfaces)
         }
 
@@ -140,7 +149,10 @@ struct MulticastSocketTests {
             return namespace
         }
 
-        deinit { self.sockets.close() }
+        deinit {
+            self.sockets.close()
+            try? self.group.syncShutdownGracefully()
+        }
 
         var listener: Channel? {
             self.sockets.channels.withLockedValue { $0[MulticastSockets.Key(interfaceIndex: 1, family: .v4)]?.listener }
