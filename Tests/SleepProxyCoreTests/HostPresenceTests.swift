@@ -169,20 +169,24 @@ struct HostPresenceTests {
             Self.asleep(), .handBack(why: "x", signal: .ownNameProbe), waking: true, now: Self.t0)
         #expect(
             end.from == .asleep && end.to == .handedBack && end.event == Event(.handedBack, .ownNameProbe, detail: "x"))
-        #expect(Self.ending(end) == .init(farewell: false, wake: false, endsWake: true, journal: true))
+        #expect(
+            Self.ending(end) == .init(farewell: false, wake: false, endsWake: true, journal: true, pointsBack: true))
         #expect(end.orders.first == .checkAt(nil), "its quiet check goes with it")
     }
 
     @Test func aLeaseEndsWithFarewellsAndAWakeOnlyOnASleepingHost() {
         let asleep = HostPresence.end(Self.asleep(), .expired(.wake), waking: false, now: Self.t0)
         #expect(asleep.event == Event(.gone, .leaseEnded, detail: "wake"))
-        #expect(Self.ending(asleep) == .init(farewell: true, wake: true, endsWake: false, journal: true))
+        #expect(
+            Self.ending(asleep) == .init(farewell: true, wake: true, endsWake: false, journal: true, pointsBack: false))
         let quiet = HostPresence.end(Self.asleep(), .expired(.dropWithGoodbyes), waking: false, now: Self.t0)
         #expect(Self.ending(quiet)?.wake == false && Self.ending(quiet)?.farewell == true)
         // Beyond Apple: an awake host needs neither goodbyes nor magic packets, and its history says why.
         let awake = HostPresence.end(Self.awake(), .expired(.wake), waking: false, now: Self.t0 + .seconds(7))
         #expect(awake.event == Event(.gone, .awakeAtExpiry, detail: "last seen awake: \(Self.signal.what), 7 s ago"))
-        #expect(Self.ending(awake) == .init(farewell: false, wake: false, endsWake: false, journal: true))
+        #expect(
+            Self.ending(awake) == .init(farewell: false, wake: false, endsWake: false, journal: true, pointsBack: false)
+        )
         let never = HostPresence.end(Self.starting(), .expired(.wake), waking: false, now: Self.t0)
         #expect(never.event?.detail == "it never went quiet")
         // Being woken counts as asleep for the wake, and goodbyes follow what the proxy spoke for.
@@ -199,7 +203,9 @@ struct HostPresenceTests {
         for (removal, reason, farewell) in cases {
             let end = HostPresence.end(Self.asleep(), removal, waking: false, now: Self.t0)
             #expect(end.to == .gone && end.event?.reason == reason)
-            #expect(Self.ending(end) == .init(farewell: farewell, wake: false, endsWake: false, journal: true))
+            #expect(
+                Self.ending(end)
+                    == .init(farewell: farewell, wake: false, endsWake: false, journal: true, pointsBack: false))
         }
         let awake = HostPresence.end(Self.awake(), .forgotten(goodbyes: true), waking: false, now: Self.t0)
         #expect(Self.ending(awake)?.farewell == false, "an awake host answers for itself: no goodbyes")
@@ -208,7 +214,8 @@ struct HostPresenceTests {
     @Test func aReloadEndsWithoutWritingEvenAHostMemoryLetGo() {
         let end = HostPresence.end(nil, .reloaded, waking: false, now: Self.t0)
         #expect(end.from == nil && end.event == Event(.gone, .reloaded))
-        #expect(Self.ending(end) == .init(farewell: false, wake: false, endsWake: true, journal: false))
+        #expect(
+            Self.ending(end) == .init(farewell: false, wake: false, endsWake: true, journal: false, pointsBack: false))
     }
 
     // MARK: - Vocabulary

@@ -275,3 +275,40 @@ extension ProxyEngineTests {
         #expect(H.logs(h.engine.tick(now: due + .seconds(1))).allSatisfy { !$0.contains("hosts were asleep") })
     }
 }
+
+extension ProxyEngineTests {
+    /// The addresses a host takes back are pointed at its own MAC on every hand-back, not only after a wake of
+    /// ours: a host woken by a person at its keyboard probes its name, and the neighbours that learned the proxy's
+    /// MAC for its addresses must hear at once that they are the host's again (docs/waking.md §6).
+    @Test func aHostThatWakesByItselfGetsItsAddressesPointedBackAtItsMAC() throws {
+        var h = H()
+        h.register(Lab.registration(addresses: [Lab.hostV4, H.hostGlobal]))
+        h.run(for: .seconds(12))
+        #expect(h.engine.state(of: h.key) == .asleep && h.engine.takeover?.isAnsweringAny(h.key) == true)
+        let back = h.mdns(H.ownProbe(), from: Lab.hostV4)
+        #expect(h.engine.state(of: h.key) == nil, "handed back")
+        let frames = H.frames(back)
+        let arp = frames.compactMap { $0.etherType == .arp ? try? ARPPacket(decoding: $0.payload) : nil }
+        #expect(
+            arp.count == 1 && arp.first?.senderMAC == Lab.hostMAC && arp.first?.senderIP == IPv4Address(192, 0, 2, 2))
+        let advertisements = frames.compactMap { TakeoverHarness.nd($0)?.1 }.filter { $0.kind == .advertisement }
+        guard case .v6(let global) = H.hostGlobal else { return }
+        #expect(
+            advertisements.count == 1 && advertisements.first?.target == global
+                && advertisements.first?.targetLinkLayerAddress == Lab.hostMAC
+                && advertisements.first?.flags.contains(.override) == true)
+        #expect(!frames.contains(where: H.isMagic) && H.hostRecordsSent(back).isEmpty, "no wake and no goodbyes")
+    }
+
+    /// One address taken back by the host itself (it answered an ARP probe for it) is pointed back at its MAC
+    /// too; the others stay answered for.
+    @Test func anAddressTheHostAnswersForItselfIsPointedBackAtItsMAC() throws {
+        var h = H()
+        h.register(Lab.registration(addresses: [Lab.hostV4, H.hostGlobal]))
+        h.run(for: .seconds(12))
+        let taken = h.frame(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: IPv4Address(192, 0, 2, 2)))
+        let arp = H.frames(taken).compactMap { $0.etherType == .arp ? try? ARPPacket(decoding: $0.payload) : nil }
+        #expect(arp.map(\.senderMAC) == [Lab.hostMAC] && arp.first?.senderIP == IPv4Address(192, 0, 2, 2))
+        #expect(h.engine.takeover?.isAnsweringAny(h.key) == true, "the IPv6 address is still answered for")
+    }
+}

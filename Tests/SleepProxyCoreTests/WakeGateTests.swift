@@ -185,43 +185,59 @@ struct WakeGateTests {
 
     // MARK: - Monitors
 
-    /// A source whose wake went unused (no resolve, no retransmission) must retransmit next time; a proof
-    /// during the wake, or a resolve, lifts that; zero turns it off.
-    @Test func aMonitorThatNeverUsedItsWakeMustProveItselfNextTime() {
+    /// A source that woke a host without resolving it wakes it once per hold-off, whatever its timeout: Home
+    /// Assistant's TCP sensor, check_tcp and Uptime Kuma poll with the kernel's connect(), which retransmits after
+    /// a second exactly as a person's does (docs/waking.md §6). A resolve lifts the budget; so does the hold-off's
+    /// end; zero turns it off.
+    @Test func aMonitorWakesAHostOnceAnHourWhateverItsTimeout() {
         var g = G()
-        g.send(G.candidate(sourcePort: 40001))
+        var poll = G.kernelSYN
+        poll.sequenceNumber = 1
+        g.send(G.candidate(sourcePort: 40001, tcp: poll))
         g.wait(.seconds(1))
         #expect(g.woken.map(\.1) == [.noScanSeen])
-        // A minute later the dashboard polls again with a short timeout: held, no retransmission, declined.
-        g.now = g.now + .seconds(60)
-        var poll = G.kernelSYN
-        poll.sequenceNumber = 2
-        #expect(g.send(G.candidate(sourcePort: 40002, tcp: poll)).rule == .monitorBudget)
-        g.wait(WakeRules.retransmissionWait)
-        #expect(g.declined.map(\.1) == [.monitorBudget])
-        // A person at that machine: the kernel retransmits after a second, and that wakes.
-        poll.sequenceNumber = 3
-        g.send(G.candidate(sourcePort: 40003, tcp: poll))
-        g.wait(.seconds(1))
-        #expect(g.send(G.candidate(sourcePort: 40003, tcp: poll)) == .wake(.retransmitted))
-        // ... and lifts the budget: the next connection is held only for a scan.
-        poll.sequenceNumber = 4
-        #expect(g.send(G.candidate(sourcePort: 40004, tcp: poll)).rule == .holdingForScan)
+        // Its own retransmission while the host resumes goes on to the wake it started.
+        #expect(g.send(G.candidate(sourcePort: 40001, tcp: poll)) == .wake(.retransmitted))
+        // The next polls, a minute apart, each retransmitted after a second: declined, every one.
+        for n in 2...6 {
+            g.now = g.now + .seconds(60)
+            poll.sequenceNumber = UInt32(n)
+            let port = UInt16(40000 + n)
+            #expect(g.send(G.candidate(sourcePort: port, tcp: poll)) == .decline(.monitorBudget))
+            g.wait(.seconds(1))
+            #expect(g.send(G.candidate(sourcePort: port, tcp: poll)) == .decline(.monitorBudget))
+            g.wait(.seconds(9))
+        }
+        #expect(g.woken.count == 2 && g.declined.count == 10 && g.declined.allSatisfy { $0.1 == .monitorBudget })
+        // At the hold-off's end (N + 1 after the wake) it wakes again, once; one tick before, it does not.
+        var edge = G()
+        edge.send(G.candidate(sourcePort: 40001))
+        edge.wait(.milliseconds(300))
+        #expect(edge.woken.map(\.1) == [.noScanSeen])
+        let woke = edge.now
+        edge.now = woke + WakeRules.defaultMonitorHoldoff - .nanoseconds(1)
+        #expect(edge.send(G.candidate(sourcePort: 40002)) == .decline(.monitorBudget))
+        edge.now = woke + WakeRules.defaultMonitorHoldoff
+        #expect(edge.send(G.candidate(sourcePort: 40003)).rule == .holdingForScan)
 
-        // After the hold-off the source is trusted again.
-        var later = G()
-        later.send(G.candidate(sourcePort: 40001))
-        later.wait(.seconds(1))
-        later.now = later.now + WakeRules.defaultMonitorHoldoff
-        #expect(later.send(G.candidate(sourcePort: 40002)).rule == .holdingForScan)
+        // A first wake by retransmission (a probe-shaped SYN held for one) spends the budget too.
+        var shaped = G()
+        shaped.send(G.candidate(sourcePort: 40001, tcp: G.nmapSYN))
+        shaped.wait(.seconds(1))
+        #expect(shaped.send(G.candidate(sourcePort: 40001, tcp: G.nmapSYN)) == .wake(.retransmitted))
+        shaped.now = shaped.now + .seconds(60)
+        #expect(shaped.send(G.candidate(sourcePort: 40002)) == .decline(.monitorBudget))
 
-        // A resolve lifts it too, and a hold-off of zero means no budget at all.
+        // An app that resolves first wakes at once, budget or not, and lifts it; so does an hourly backup that
+        // resolves before it connects.
         var resolved = G()
         resolved.send(G.candidate(sourcePort: 40001))
         resolved.wait(.seconds(1))
+        resolved.now = resolved.now + .seconds(60)
         resolved.gate.noteResolve(by: G.client, of: G.host(1), now: resolved.now)
+        #expect(resolved.send(G.candidate(sourcePort: 40002)) == .wake(.resolvedFirst))
         resolved.now = resolved.now + WakeRules.resolveWindow
-        #expect(resolved.send(G.candidate(sourcePort: 40002)).rule == .holdingForScan)
+        #expect(resolved.send(G.candidate(sourcePort: 40003)).rule == .holdingForScan, "the budget went with it")
         var off = G(WakeGate.Configuration(monitorHoldoff: .zero))
         off.send(G.candidate(sourcePort: 40001))
         off.wait(.seconds(1))

@@ -38,6 +38,10 @@ public struct HostPresence: Hashable, Sendable {
         public var endsWake: Bool
         /// A `remove` entry for the journal (not after a reload: the journal already says so).
         public var journal: Bool
+        /// The host is up and speaks for itself: the neighbours are told that the addresses the proxy answered
+        /// for are at the host's MAC again, whether a wake of ours or the host itself (a lid opened) ended the
+        /// sleep (docs/waking.md §6).
+        public var pointsBack: Bool
     }
 
     /// What a transition asks of the composed machines.
@@ -194,7 +198,7 @@ public struct HostPresence: Hashable, Sendable {
     {
         let asleep = presence?.state == .asleep || waking
         let speaks = presence?.speaks ?? false
-        var ending = Ending(farewell: false, wake: false, endsWake: false, journal: true)
+        var ending = Ending(farewell: false, wake: false, endsWake: false, journal: true, pointsBack: false)
         let to: HostState
         let reason: HostStateReason
         let detail: String?
@@ -202,6 +206,7 @@ public struct HostPresence: Hashable, Sendable {
         case .handBack(let why, let signal):
             (to, reason, detail) = (.handedBack, HostStateReason(signal), why)
             ending.endsWake = true
+            ending.pointsBack = true
         case .expired(let action):
             to = .gone
             // The history tells the two apart: a person reading a host's day sees why no wake followed.

@@ -377,7 +377,8 @@ public struct ProxyEngine: Sendable {
                 self.responder?.removed(registration, farewell: ending.farewell, now: now)
                 actions += (self.ssdp?.removed(key, byebye: ending.farewell) ?? []).map(EngineAction.ssdp)
                 actions += self.withTakeover(now: now) {
-                    $0.removed(key, endsWake: ending.endsWake, wake: ending.wake, now: now)
+                    $0.removed(
+                        key, endsWake: ending.endsWake, wake: ending.wake, pointsBack: ending.pointsBack, now: now)
                 }
             }
         }

@@ -236,7 +236,13 @@ extension Takeover {
         host.refreshNext()
         // The wake ends after the addresses are let go, so the replayed SYNs reach a host the proxy no longer
         // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
-        if woken { actions += self.finishWake(&host, awake: true, handingBack: answered, now: now) }
+        if woken {
+            actions += self.finishWake(&host, awake: true, handingBack: answered, now: now)
+        } else {
+            // The address is the host's again without a wake of ours: its own packet told only some neighbours
+            // (an ARP request teaches the one it asks), the rest still send to the proxy (docs/waking.md §6).
+            actions += self.pointNeighboursBack(host, addresses: released.filter { $0.1 }.map { $0.0 })
+        }
         self.hosts[key] = host
         // Only its wake was left (its lease had ended): with the wake done, nothing of it remains to keep.
         if !host.registered, host.wake == nil { self.forget(key) }

@@ -70,21 +70,9 @@ extension Takeover {
                         seconds: seconds)))
             if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
                 // First the neighbours' caches, so that the client's answer to the host's SYN-ACK goes to the host
-                // and not to the proxy: a gratuitous ARP and an unsolicited NA (Override) carrying the host's MAC.
-                // The Ethernet source stays the proxy's: a forged owner source would teach the switch to send the
-                // host's unicast to the proxy's port.
-                for address in handingBack ?? host.addresses.filter(host.isAnswering) {
-                    switch address {
-                    case .v4(let v4):
-                        actions.append(
-                            .sendFrame(
-                                ARPPacket.announcement(from: host.wakeMAC, for: v4).frame(
-                                    destination: .broadcast, source: context.macAddress
-                                ).bytes, interfaceIndex: index))
-                    case .v6(let v6):
-                        actions.append(Self.unsolicitedAdvertisement(of: v6, at: host.wakeMAC, from: context))
-                    }
-                }
+                // and not to the proxy.
+                actions += self.pointNeighboursBack(
+                    host, addresses: handingBack ?? host.addresses.filter(host.isAnswering))
                 for (at, _, frame) in host.replay where now - at <= TakeoverRules.replayWindow {
                     guard frame.count >= EthernetFrame.headerLength else { continue }
                     // Addressed to the host itself now, from the proxy's MAC.
@@ -103,5 +91,24 @@ extension Takeover {
         }
         host.replay.removeAll()
         return actions
+    }
+
+    /// A gratuitous ARP and an unsolicited NA (Override set, RFC 4861 §7.2.6) for each of `addresses`, saying it
+    /// is at the host's own MAC again. The Ethernet source stays the proxy's: a forged owner source would teach
+    /// the switch to send the host's unicast to the proxy's port.
+    func pointNeighboursBack(_ host: Host, addresses: [IPAddress]) -> [TakeoverAction] {
+        guard !addresses.isEmpty, let index = self.index(of: host.key.interface), let context = self.interfaces[index]
+        else { return [] }
+        return addresses.map { address in
+            switch address {
+            case .v4(let v4):
+                .sendFrame(
+                    ARPPacket.announcement(from: host.wakeMAC, for: v4).frame(
+                        destination: .broadcast, source: context.macAddress
+                    ).bytes, interfaceIndex: index)
+            case .v6(let v6):
+                Self.unsolicitedAdvertisement(of: v6, at: host.wakeMAC, from: context)
+            }
+        }
     }
 }

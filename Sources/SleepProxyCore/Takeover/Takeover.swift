@@ -285,10 +285,22 @@ public struct Takeover: Sendable {
     /// A registration ended, as its presence's ending says (`HostPresence.Ending`): the addresses are released;
     /// `endsWake` ends a wake sequence under way as a success (the host is up); `wake` keeps only a new wake
     /// sequence (a lease that ended with the action "wake"); otherwise a wake under way runs to its end.
-    public mutating func removed(_ key: OwnerKey, endsWake: Bool, wake: Bool, now: Timestamp) -> [TakeoverAction] {
+    /// `pointsBack` (a hand-back: the host is up) tells the neighbours that every address the proxy answered for
+    /// is at the host's MAC again, as the end of a successful wake does.
+    public mutating func removed(_ key: OwnerKey, endsWake: Bool, wake: Bool, pointsBack: Bool = false, now: Timestamp)
+        -> [TakeoverAction]
+    {
         guard var host = self.hosts[key] else { return [] }
+        let answered = host.addresses.filter(host.isAnswering)
         var actions = self.release(&host, now: now)
-        if endsWake, host.wake != nil { actions += self.finishWake(&host, awake: true, now: now) }
+        if endsWake, host.wake != nil {
+            actions += self.finishWake(&host, awake: true, handingBack: answered, now: now)
+        } else if pointsBack {
+            // Beyond Apple, which says nothing when a host it answered for wakes by itself: the neighbours'
+            // caches still hold the proxy's MAC for these addresses, and their traffic would go to the proxy
+            // until the entries age out (minutes on some stacks), so the host, awake, would seem unreachable.
+            actions += self.pointNeighboursBack(host, addresses: answered)
+        }
         host.registered = false
         for address in host.addresses { host.states[address] = AddressProbe(phase: .stopped) }
         host.next = nil

@@ -15,18 +15,19 @@ extension WakeGate {
         self.statistics.woken[rule, default: 0] += 1
         let pair = PairKey(source: candidate.source, host: candidate.host)
         switch rule {
-        case .noScanSeen:
-            // Woken on trust: if the source never shows itself a waiting client (a retransmission while the host
-            // resumes, a resolve), it is a monitor, and must prove itself next time.
-            if self.configuration.monitorHoldoff > .zero {
+        case .noScanSeen, .retransmitted:
+            // Woken without a resolve: the source's one wake of this host for the hold-off (docs/waking.md §6).
+            // A retransmission of the connection that spent it leaves it as it was.
+            if self.configuration.monitorHoldoff > .zero, self.budgets[pair].map({ now >= $0.until }) ?? true {
                 if self.budgets.count >= WakeRules.maximumBudgets {
-                    self.budgets = self.budgets.filter { now < $0.value }
+                    self.budgets = self.budgets.filter { now < $0.value.until }
                 }
                 if self.budgets.count < WakeRules.maximumBudgets {
-                    self.budgets[pair] = now + self.configuration.monitorHoldoff
+                    self.budgets[pair] = Budget(
+                        until: now + self.configuration.monitorHoldoff, connection: candidate.connection)
                 }
             }
-        case .retransmitted, .resolvedFirst, .sshSession:
+        case .resolvedFirst, .sshSession:
             self.budgets[pair] = nil
         default:
             break
@@ -97,7 +98,7 @@ extension WakeGate {
     mutating func prune(now: Timestamp) {
         self.attempts = self.attempts.filter { now - $0.value.firstSeen < WakeRules.connectionMemory }
         self.scanners = self.scanners.filter { now < $0.value.until }
-        self.budgets = self.budgets.filter { now < $0.value }
+        self.budgets = self.budgets.filter { now < $0.value.until }
         self.resolvedBy = self.resolvedBy.compactMapValues { hosts in
             let kept = hosts.filter { now - $0.value < WakeRules.resolveWindow }
             return kept.isEmpty ? nil : kept

@@ -87,6 +87,11 @@ public struct WakeGate: Sendable {
         var host: OwnerKey
     }
 
+    struct Budget: Hashable, Sendable {
+        var until: Timestamp
+        var connection: WakeCandidate.ConnectionKey
+    }
+
     struct DeclineKey: Hashable, Sendable {
         var source: IPAddress
         var host: OwnerKey
@@ -107,8 +112,9 @@ public struct WakeGate: Sendable {
     var resolvedBy: [IPAddress: [OwnerKey: Timestamp]] = [:]
     var resolvedByMAC: [MACAddress: [OwnerKey: Timestamp]] = [:]
     var learnedMACs: [IPAddress: MACAddress] = [:]
-    /// (source, host) → until when the source must prove itself before it wakes the host again.
-    var budgets: [PairKey: Timestamp] = [:]
+    /// (source, host) → the wake that spent the source's budget for the host: until when it wakes the host no
+    /// more without resolving it, and the connection that woke it (whose own retransmissions are not new tries).
+    var budgets: [PairKey: Budget] = [:]
     var declines: [DeclineKey: DeclineCount] = [:]
     /// Decline reports a minute, in all (`LineBudget`).
     var reportBudget = LineBudget()
@@ -179,22 +185,24 @@ public struct WakeGate: Sendable {
         else { return self.decline(candidate, .noService, now: now) }
         if let rule = self.configuration.sources.declines(candidate) { return self.decline(candidate, rule, now: now) }
         if isSSHData { return self.wake(candidate, .sshSession, now: now) }
-        switch self.attempt(candidate, now: now) {
-        case .retransmission: return self.wake(candidate, .retransmitted, now: now)
+        let attempt = self.attempt(candidate, now: now)
         // The same packet twice on the wire (a mirrored port, a capture on two paths): decided already.
-        case .duplicate: return Self.ignored
-        case .new: break
-        }
+        if attempt == .duplicate { return Self.ignored }
         if self.hasResolved(candidate, now: now) { return self.wake(candidate, .resolvedFirst, now: now) }
+        // A source that woke this host without resolving it wakes it no more within the hold-off, retransmitted
+        // or not: a port monitor's connect() retransmits after a second as a person's does (docs/waking.md §6).
+        // The connection that spent the budget goes on as it began: its retransmissions still reach the wake.
+        let pair = PairKey(source: candidate.source, host: candidate.host)
+        if let budget = self.budgets[pair] {
+            if now >= budget.until {
+                self.budgets[pair] = nil
+            } else if budget.connection != candidate.connection {
+                return self.decline(candidate, .monitorBudget, now: now)
+            }
+        }
+        if attempt == .retransmission { return self.wake(candidate, .retransmitted, now: now) }
         if let existing = self.held[candidate.connection] {
             return Decision(verdict: .hold(until: existing.until, existing.rule), report: nil)
-        }
-        let pair = PairKey(source: candidate.source, host: candidate.host)
-        if let until = self.budgets[pair] {
-            if now < until {
-                return self.hold(candidate, .monitorBudget, until: now + WakeRules.retransmissionWait, now: now)
-            }
-            self.budgets[pair] = nil
         }
         if let tcp = candidate.tcp, Self.isProbeShaped(tcp) {
             return self.hold(candidate, .probeShape, until: now + WakeRules.retransmissionWait, now: now)
