@@ -113,3 +113,54 @@ extension WakeGateEngineTests {
         #expect(H.wakeEvents(h.frame(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
     }
 }
+
+extension WakeGateEngineTests {
+    /// The answer to a question sent to a sleeping host's own address, as it leaves the proxy.
+    static func askAtHostAddress(_ h: inout H, _ questions: [DNSQuestion], port: UInt16) throws -> DNSMessage? {
+        let question = DNSMessage(id: 0x5152, questions: questions)
+        var datagram = ByteBuffer()
+        UDPDatagram(
+            sourcePort: port, destinationPort: 5353, payload: ByteBuffer(bytes: question.encoded(options: .mdns))
+        ).write(to: &datagram)
+        let frame = EthernetFrame.withTransportChecksumsRecomputed(
+            TestFrames.ip(
+                from: H.querierMAC, to: Lab.proxyMAC, source: H.querier, destination: Lab.hostV4, proto: .udp,
+                payload: Array(datagram.readableBytesView)))
+        let answers = H.frames(h.deliver(frame)).filter { $0.destination == H.querierMAC }
+        guard let first = answers.first else { return nil }
+        let udp = try UDPDatagram(decoding: try IPv4Packet(decoding: first.payload).payload)
+        return try DNSMessage(decoding: Array(udp.payload.readableBytesView))
+    }
+
+    /// A question to one sleeping host's address gets that host's records alone: pyatv and Home Assistant ask each
+    /// address for `_services._dns-sd._udp`, and the proxy's own sleep proxy service in the answer made them take
+    /// the host for a sleep proxy; another sleeping host's services there would be a second device at one address.
+    /// From 5353 and from an ephemeral port (the legacy path, whose answer cache must not leak either).
+    @Test(arguments: [UInt16(5353), 40054])
+    func aQuestionToAHostsAddressGetsThatHostsRecordsAlone(port: UInt16) throws {
+        var h = Self.asleep()
+        h.register(
+            Lab.registration(
+                mac: MACAddress("02:53:50:00:00:07")!, host: "other.local.", addresses: [IPAddress("192.0.2.7")!],
+                services: [("Other._ipp._tcp", 631)]), from: IPAddress("192.0.2.7")!)
+        h.run(for: .seconds(12))
+        // The same questions at the proxy's own address see everyone (and warm the legacy cache).
+        h.mdns(
+            DNSMessage(questions: [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr)]),
+            from: H.querier, port: port)
+        let enumeration = try #require(
+            try Self.askAtHostAddress(&h, [DNSQuestion(name: "_services._dns-sd._udp.local.", type: .ptr)], port: port))
+        let types = enumeration.answers.compactMap { if case .ptr(let ptr) = $0.rdata { ptr.target } else { nil } }
+        #expect(types == ["_http._tcp.local."], "\(types)")
+        #expect(
+            try Self.askAtHostAddress(&h, [DNSQuestion(name: "_sleep-proxy._udp.local.", type: .ptr)], port: port)?
+                .answers.isEmpty ?? true, "no sleep proxy service at a host's address")
+        #expect(
+            try Self.askAtHostAddress(&h, [DNSQuestion(name: "_ipp._tcp.local.", type: .ptr)], port: port)?.answers
+                .isEmpty ?? true, "no other host's service")
+        let own = try #require(
+            try Self.askAtHostAddress(&h, [DNSQuestion(name: "_http._tcp.local.", type: .ptr)], port: port))
+        #expect(own.answers.count == 1 && own.additionals.contains { $0.type == .srv })
+        #expect(!own.additionals.contains { $0.name == "other.local." })
+    }
+}

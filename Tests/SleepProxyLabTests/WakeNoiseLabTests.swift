@@ -167,6 +167,15 @@ final class WakeNoiseLabTests: ThreeHostSuite {
             let answers = try Queriers.dig(in: self.phone, server: server, name: name, type: type)
             #expect(answers.contains { $0.type == type }, "no answer from \(server) for \(name) \(type)")
         }
+        // pyatv's first question to each address: the host's service types only, never the proxy's own sleep
+        // proxy service (which made pyatv and Home Assistant take the sleeper for a sleep proxy).
+        for server in ["192.0.2.2", "2001:db8::2"] {
+            let types = try Queriers.dig(
+                in: self.phone, server: server, name: "_services._dns-sd._udp.local.", type: "PTR"
+            )
+            .map(\.data)
+            #expect(types.contains("_http._tcp.local.") && !types.contains { $0.contains("_sleep-proxy") }, "\(types)")
+        }
         #expect(self.sleeper.magicPackets.isEmpty)
         #expect(self.wakeLog().isEmpty, "\(self.wakeLog().map(\.summary))")
     }

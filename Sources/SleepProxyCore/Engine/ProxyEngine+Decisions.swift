@@ -126,6 +126,8 @@ extension ProxyEngine {
     /// An mDNS question sent to a sleeping host's own address: the responder answers it as one sent to the
     /// proxy's (RFC 6762 §5.5 and §6.7: by unicast), and the answer leaves as a frame from the host's address
     /// and port 5353, which is where the querier expects it (dig and pyatv drop answers from other addresses).
+    /// It carries that host's records alone: a scanner that asks each address for `_services._dns-sd._udp`
+    /// (pyatv, Home Assistant) must not find the proxy's sleep proxy service, or other hosts' services, at it.
     private mutating func answer(_ query: UnicastQuery, now: Timestamp) -> [EngineAction] {
         guard self.responder != nil, let context = self.interfaces[query.interfaceIndex] else { return [] }
         let store = self.registrar.store
@@ -134,7 +136,8 @@ extension ProxyEngine {
         let answered =
             self.responder?.receive(
                 query.payload, from: query.source, port: query.sourcePort, destination: query.destination,
-                interfaceIndex: query.interfaceIndex, store: store, now: now) ?? []
+                interfaceIndex: query.interfaceIndex, scope: AnswerScope(only: query.host), store: store, now: now)
+            ?? []
         for action in answered {
             guard case .transmit(let transmission) = action,
                 case .unicast(let address, let port, _) = transmission.destination, address == query.source,

@@ -41,7 +41,9 @@ extension ProxyEngine {
         }
         let store = self.registrar.store
         return actions
-            + self.withResponder(now: now) { $0.receive(packet, excluding: handedBack, store: store, now: now) }
+            + self.withResponder(now: now) {
+                $0.receive(packet, scope: AnswerScope(excluding: handedBack), store: store, now: now)
+            }
     }
 
     /// Apple's rule (docs/protocol.md §5.1): mDNS from any address carrying a held host's Owner option shows the

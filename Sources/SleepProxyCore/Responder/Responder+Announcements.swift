@@ -6,7 +6,7 @@ extension Responder {
 
     mutating func inspectResponse(
         _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore,
-        excluded: Set<OwnerKey>, now: Timestamp
+        scope: AnswerScope, now: Timestamp
     ) -> [ResponderAction] {
         var actions: [ResponderAction] = []
         var reported: Set<OwnerKey> = []
@@ -41,7 +41,7 @@ extension Responder {
             // RFC 6762 §9: only unique records can conflict, so only hosts holding a unique record at the name are
             // looked at: a response for a shared name (a service type every host registers) costs one lookup.
             let held = self.heldRecords(
-                named: record.name, context: context, store: store, excluded: excluded, includeUnverified: true,
+                named: record.name, context: context, store: store, scope: scope, includeUnverified: true,
                 uniqueOnly: true)
             // RFC 6762 §9: identical is no conflict.
             if held.isEmpty || held.contains(where: { $0.record.isIdentical(to: record) }) { continue }

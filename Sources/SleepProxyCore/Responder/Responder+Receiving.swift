@@ -3,17 +3,18 @@ import SleepProxyWire
 /// Receiving: a packet decoded once, then answered or learned from (RFC 6762 §6, §7, §8, §9).
 extension Responder {
     /// One mDNS packet received on `interfaceIndex` from `source`:`sourcePort`, sent to `destination` (the group
-    /// or one of the proxy's addresses, from packet info): decoded, then handled with no host excluded. The
-    /// engine decodes and handles in two steps, deciding hand-backs in between (`ProxyEngine.receiveMDNS`).
+    /// or one of the proxy's addresses, from packet info): decoded, then handled within `scope` (by default every
+    /// host). The engine decodes and handles in two steps, deciding hand-backs in between
+    /// (`ProxyEngine.receiveMDNS`).
     public mutating func receive(
         _ bytes: [UInt8], from source: IPAddress, port sourcePort: UInt16, destination: IPAddress?, interfaceIndex: Int,
-        store: RecordStore, now: Timestamp
+        scope: AnswerScope = .everyone, store: RecordStore, now: Timestamp
     ) -> [ResponderAction] {
         guard
             let packet = self.decode(
                 bytes, from: source, port: sourcePort, destination: destination, interfaceIndex: interfaceIndex)
         else { return [] }
-        return self.receive(packet, excluding: [], store: store, now: now)
+        return self.receive(packet, scope: scope, store: store, now: now)
     }
 
     /// The packet as mDNS, or nil for what the responder does not take (counted): not on a served interface, from
@@ -41,10 +42,9 @@ extension Responder {
             interfaceIndex: interfaceIndex, context: context, size: bytes.count)
     }
 
-    /// A decoded packet handled: answered, or learned from. `excluded`: hosts that the same packet showed awake
-    /// (the engine handed them back), whose records it must neither answer nor defend.
+    /// A decoded packet handled: answered, or learned from, within `scope` (`AnswerScope`).
     public mutating func receive(
-        _ packet: ReceivedMDNS, excluding excluded: Set<OwnerKey>, store: RecordStore, now: Timestamp
+        _ packet: ReceivedMDNS, scope: AnswerScope, store: RecordStore, now: Timestamp
     ) -> [ResponderAction] {
         let (message, source, sourcePort, context) = (packet.message, packet.source, packet.port, packet.context)
         let (interfaceIndex, destination) = (packet.interfaceIndex, packet.destination)
@@ -54,24 +54,25 @@ extension Responder {
             guard sourcePort == MDNSRules.port else { return actions }
             self.statistics.responsesSeen += 1
             actions += self.inspectResponse(
-                message, from: source, context: context, store: store, excluded: excluded, now: now)
+                message, from: source, context: context, store: store, scope: scope, now: now)
             return actions
         }
 
         self.statistics.queries += 1
-        actions += self.resolves(message, from: source, context: context, store: store)
+        actions += self.resolves(message, from: source, context: context, store: store, scope: scope)
         let querySource = QuerySource(address: source, port: sourcePort, interfaceIndex: interfaceIndex)
         let legacy = sourcePort != MDNSRules.port
         if legacy {
             self.statistics.legacyQueries += 1
             actions += self.answerLegacy(
-                message, source: querySource, context: context, store: store, excluded: excluded)
+                message, source: querySource, context: context, store: store, scope: scope)
             return actions
         }
         actions += self.checkSimultaneousProbe(message, context: context, now: now)
 
-        // RFC 6762 §7.2: a query with TC, or a continuation of one, waits for the rest of its known answers.
-        if var query = self.held[querySource] {
+        // RFC 6762 §7.2: a query with TC, or a continuation of one, waits for the rest of its known answers. A
+        // question to one host's address is answered at once with what it carries: a held query has no scope.
+        if scope.only == nil, var query = self.held[querySource] {
             guard self.heldBytes + packet.size <= MDNSRules.maximumHeldBytes else { return actions }
             query.questions += message.questions.prefix(max(0, MDNSRules.maximumKnownAnswers - query.questions.count))
             query.knownAnswers += message.answers.prefix(
@@ -81,7 +82,7 @@ extension Responder {
             self.held[querySource] = query
             return actions
         }
-        if message.flags.isTruncated {
+        if message.flags.isTruncated, scope.only == nil {
             guard !message.questions.isEmpty, self.held.count < MDNSRules.maximumHeldQueries,
                 self.heldBytes + packet.size <= MDNSRules.maximumHeldBytes
             else { return actions }
@@ -99,7 +100,7 @@ extension Responder {
         actions += self.answer(
             questions: questions, knownAnswers: message.answers, source: querySource,
             destination: destination ?? .v4(.mdnsGroup),
-            context: context, store: store, excluded: excluded, delayed: false, probing: !message.authorities.isEmpty,
+            context: context, store: store, scope: scope, delayed: false, probing: !message.authorities.isEmpty,
             now: now)
         return actions
     }
@@ -108,7 +109,8 @@ extension Responder {
     /// says nothing about a wish to connect), one action each. Asked whether or not an answer is suppressed:
     /// a querier that knows the answer is still resolving.
     private func resolves(
-        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore
+        _ message: DNSMessage, from source: IPAddress, context: InterfaceContext, store: RecordStore,
+        scope: AnswerScope
     ) -> [ResponderAction] {
         var owners: [OwnerKey] = []
         for question in message.questions
@@ -116,7 +118,7 @@ extension Responder {
             || question.type == .any
         {
             for owner in store.uniqueHolders(of: question.name, on: context.name)
-            where !owners.contains(owner) && !self.silenced.contains(owner) {
+            where !owners.contains(owner) && !self.silenced.contains(owner) && scope.admits(owner) {
                 owners.append(owner)
             }
         }

@@ -302,7 +302,7 @@ public struct Responder: Sendable {
             actions += self.answer(
                 questions: query.questions, knownAnswers: query.knownAnswers, source: source,
                 destination: query.destination,
-                context: context, store: store, excluded: [], delayed: true, probing: false, now: now)
+                context: context, store: store, scope: .everyone, delayed: true, probing: false, now: now)
         }
         actions += self.runOwnAdvertisements(now: now)
         actions += self.runAnnouncements(store: store, now: now, limit: limit)

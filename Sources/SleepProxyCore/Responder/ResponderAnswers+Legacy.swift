@@ -7,7 +7,7 @@ extension Responder {
     /// A query from a port other than 5353: a one-shot resolver. Answered at once, by unicast to its address and
     /// port, echoing ID and questions, with TTLs of at most 10 s and no cache-flush bits.
     mutating func answerLegacy(
-        _ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>
+        _ query: DNSMessage, source: QuerySource, context: InterfaceContext, store: RecordStore, scope: AnswerScope
     ) -> [ResponderAction] {
         // RFC 6891 §6.2.5: the querier's advertised payload size, never below 512 (RFC 1035 §4.2.1).
         var limit = MDNSRules.legacyPayloadWithoutEDNS
@@ -15,7 +15,7 @@ extension Responder {
             limit = min(DNSMessage.maximumSize, max(limit, Int(size)))
         }
         var cacheKey: LegacyAnswerCache.Key? = nil
-        if excluded.isEmpty, query.questions.count == 1, query.answers.isEmpty, query.authorities.isEmpty,
+        if scope.isEveryone, query.questions.count == 1, query.answers.isEmpty, query.authorities.isEmpty,
             query.additionals.allSatisfy({ $0.type == .opt }), query.ednsOptions?.options.isEmpty ?? true
         {
             self.legacyCache.validate(store: store, ownVersion: self.ownVersion)
@@ -36,7 +36,7 @@ extension Responder {
             cacheKey = key
         }
         let actions = self.buildLegacyAnswer(
-            query, limit: limit, source: source, context: context, store: store, excluded: excluded)
+            query, limit: limit, source: source, context: context, store: store, scope: scope)
         if let key = cacheKey, actions.count == 1, case .transmit(let transmission) = actions[0] {
             self.legacyCache.insert(transmission.message, bytes: transmission.bytes, for: key)
         }
@@ -45,10 +45,10 @@ extension Responder {
 
     private mutating func buildLegacyAnswer(
         _ query: DNSMessage, limit: Int, source: QuerySource, context: InterfaceContext, store: RecordStore,
-        excluded: Set<OwnerKey>
+        scope: AnswerScope
     ) -> [ResponderAction] {
         let (answers, negatives) = self.collectAnswers(
-            questions: query.questions, knownAnswers: query.answers, context: context, store: store, excluded: excluded)
+            questions: query.questions, knownAnswers: query.answers, context: context, store: store, scope: scope)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
         func legacy(_ record: DNSResourceRecord) -> DNSResourceRecord {
@@ -60,7 +60,7 @@ extension Responder {
         let records = answers.map(\.answer.record)
         let extra =
             self.additionals(
-                for: records, context: context, store: store, excluded: excluded, family: IPFamily(source.address))
+                for: records, context: context, store: store, scope: scope, family: IPFamily(source.address))
             + negatives.map(\.record)
         var response = DNSMessage(
             id: query.id, flags: DNSHeaderFlags(response: true, authoritative: true), questions: query.questions,

@@ -2,20 +2,23 @@ import SleepProxyWire
 
 /// Finding answers, their additional records and negative answers, and packing them into packets.
 extension Responder {
-    /// Every record held at `name` on the interface: the sleeping hosts' (except `excluded` owners) and the
-    /// proxy's own (only once probing has finished, unless `includeUnverified`). `uniqueOnly` leaves out hosts
-    /// that hold only shared records there (`RecordStore.Holders`).
+    /// Every record held at `name` on the interface that `scope` admits: the sleeping hosts' and the proxy's own
+    /// (only once probing has finished, unless `includeUnverified`). `uniqueOnly` leaves out hosts that hold only
+    /// shared records there (`RecordStore.Holders`).
     func heldRecords(
-        named name: DNSName, context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>,
+        named name: DNSName, context: InterfaceContext, store: RecordStore, scope: AnswerScope,
         includeUnverified: Bool, includeSilenced: Bool = false, uniqueOnly: Bool = false
     ) -> [Answer] {
         var result: [Answer] = []
         let silenced = includeSilenced ? [] : self.silenced
+        let everyone = scope.isEveryone
         for (owner, record) in store.records(named: name, on: context.name, uniqueOnly: uniqueOnly)
-        where (excluded.isEmpty || !excluded.contains(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
+        where (everyone || scope.admits(owner)) && (silenced.isEmpty || !silenced.contains(owner)) {
             result.append(Answer(record: record.record, owner: owner))
         }
-        if let advertisement = self.own[context.index], includeUnverified || advertisement.isEstablished {
+        if scope.admitsOwn, let advertisement = self.own[context.index],
+            includeUnverified || advertisement.isEstablished
+        {
             for record in advertisement.records where record.name == name {
                 result.append(Answer(record: record, owner: nil))
             }
@@ -28,7 +31,7 @@ extension Responder {
     /// several owners appear once (docs/protocol.md §4.1 step 6).
     mutating func collectAnswers(
         questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore,
-        excluded: Set<OwnerKey>
+        scope: AnswerScope
     ) -> (answers: [(question: DNSQuestion, answer: Answer)], negatives: [Answer]) {
         var answers: [(question: DNSQuestion, answer: Answer)] = []
         var negatives: [Answer] = []
@@ -36,7 +39,7 @@ extension Responder {
         let known = KnownAnswers(knownAnswers)
         for question in questions where question.qclass == .in || question.qclass == .any {
             let held = self.heldRecords(
-                named: question.name, context: context, store: store, excluded: excluded, includeUnverified: false)
+                named: question.name, context: context, store: store, scope: scope, includeUnverified: false)
             guard !held.isEmpty else { continue }
             var matched = false
             for answer in held where question.type == .any || answer.record.type == question.type {
@@ -63,7 +66,7 @@ extension Responder {
     ///
     /// Address records of `family` come first: some resolvers (avahi's) take the first address they see.
     func additionals(
-        for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, excluded: Set<OwnerKey>,
+        for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, scope: AnswerScope,
         family: IPFamily
     ) -> [DNSResourceRecord] {
         var seen = RecordDeduplicator()
@@ -71,7 +74,7 @@ extension Responder {
         var result: [DNSResourceRecord] = []
         var hosts: [(name: DNSName, skip: DNSRecordType?)] = []
         func held(_ name: DNSName) -> [Answer] {
-            self.heldRecords(named: name, context: context, store: store, excluded: excluded, includeUnverified: false)
+            self.heldRecords(named: name, context: context, store: store, scope: scope, includeUnverified: false)
         }
         for answer in answers {
             switch answer.rdata {
@@ -157,7 +160,7 @@ extension Responder {
         var owners: Set<OwnerKey> = []
         for (name, proposed) in proposedByName where message.questions.contains(where: { $0.name == name }) {
             let held = self.heldRecords(
-                named: name, context: context, store: store, excluded: [], includeUnverified: true,
+                named: name, context: context, store: store, scope: .everyone, includeUnverified: true,
                 includeSilenced: true)
             let matches = proposed.map { record in held.filter { $0.record.isIdentical(to: record) } }
             guard matches.allSatisfy({ !$0.isEmpty }) else { continue }
@@ -175,10 +178,10 @@ extension Responder {
     mutating func answer(
         questions: [DNSQuestion], knownAnswers: [DNSResourceRecord], source: QuerySource, destination: IPAddress,
         context: InterfaceContext,
-        store: RecordStore, excluded: Set<OwnerKey>, delayed: Bool, probing: Bool, now: Timestamp
+        store: RecordStore, scope: AnswerScope, delayed: Bool, probing: Bool, now: Timestamp
     ) -> [ResponderAction] {
         let (answers, negatives) = self.collectAnswers(
-            questions: questions, knownAnswers: knownAnswers, context: context, store: store, excluded: excluded)
+            questions: questions, knownAnswers: knownAnswers, context: context, store: store, scope: scope)
         guard !answers.isEmpty || !negatives.isEmpty else { return [] }
         self.statistics.answeredQueries += 1
         // docs/waking.md §3: an answer that tells the querier about a sleeping host (a browse answer carries the
@@ -219,7 +222,7 @@ extension Responder {
         if !unicast.isEmpty || (wantsUnicast && multicast.isEmpty && !negatives.isEmpty) {
             let extra =
                 self.additionals(
-                    for: unicast, context: context, store: store, excluded: excluded, family: channel.family)
+                    for: unicast, context: context, store: store, scope: scope, family: channel.family)
                 + (multicast.isEmpty ? negatives.map(\.record) : [])
             for (message, bytes) in Self.pack(
                 answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload)
@@ -289,7 +292,8 @@ extension Responder {
             let negatives = response.negatives.filter(stillHeld).map(\.record)
             if !ready.isEmpty || !negatives.isEmpty {
                 let extra =
-                    self.additionals(for: ready, context: context, store: store, excluded: [], family: channel.family)
+                    self.additionals(
+                        for: ready, context: context, store: store, scope: .everyone, family: channel.family)
                     + negatives
                 for (message, bytes) in Self.pack(
                     answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload)

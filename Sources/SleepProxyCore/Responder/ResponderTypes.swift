@@ -95,6 +95,30 @@ struct Jitter: Sendable {
     }
 }
 
+/// Whose records one answer may carry: every sleeping host's and the proxy's own, less the hosts the same packet
+/// showed awake (handed back: neither answered nor defended); or, for a question sent to one sleeping host's own
+/// address, that host's records alone (docs/waking.md §7).
+public struct AnswerScope: Hashable, Sendable {
+    public var excluded: Set<OwnerKey>
+    public var only: OwnerKey?
+
+    public static let everyone = AnswerScope()
+
+    public init(excluding excluded: Set<OwnerKey> = [], only: OwnerKey? = nil) {
+        self.excluded = excluded
+        self.only = only
+    }
+
+    func admits(_ owner: OwnerKey) -> Bool {
+        (self.only == nil || self.only == owner) && (self.excluded.isEmpty || !self.excluded.contains(owner))
+    }
+
+    /// The proxy's own records (its sleep proxy service, its name) belong to no host: never in a host's answer.
+    var admitsOwn: Bool { self.only == nil }
+
+    var isEveryone: Bool { self.only == nil && self.excluded.isEmpty }
+}
+
 /// An mDNS packet the responder took (`Responder.decode`): decoded once, for the engine's decisions and then the
 /// responder's answers.
 public struct ReceivedMDNS: Sendable {

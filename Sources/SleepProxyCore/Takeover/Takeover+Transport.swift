@@ -27,7 +27,7 @@ extension Takeover {
                     UnicastQuery(
                         payload: Array(datagram.payload.readableBytesView), source: source,
                         sourcePort: datagram.sourcePort, sourceMAC: sourceMAC, destination: destination,
-                        interfaceIndex: context.index))
+                        host: host.key, interfaceIndex: context.index))
             ]
         }
         let candidate: WakeCandidate

@@ -38,6 +38,8 @@ public struct UnicastQuery: Hashable, Sendable {
     public var sourceMAC: MACAddress
     /// The sleeping host's address it was sent to, which the answer comes from.
     public var destination: IPAddress
+    /// The host that address belongs to: the only one whose records the answer may carry.
+    public var host: OwnerKey
     public var interfaceIndex: Int
 }
 
