@@ -28,6 +28,8 @@ struct SSDPStateFile: Codable, Equatable {
 
     struct Entry: Codable, Equatable {
         var ipv6: Bool
+        /// `SSDPScope`; absent in files written by 0.5.0, where an IPv6 entry's scope is its LOCATION's.
+        var scope: SSDPScope?
         var type: String
         var usn: String
         var location: String
@@ -47,7 +49,8 @@ struct SSDPStateFile: Codable, Equatable {
                 interface: key.interface, mac: key.primaryMAC.description,
                 entries: learned[key]!.map { entry in
                     Entry(
-                        ipv6: entry.family == .v6, type: entry.notificationType, usn: entry.uniqueServiceName,
+                        ipv6: entry.family == .v6, scope: entry.scope, type: entry.notificationType,
+                        usn: entry.uniqueServiceName,
                         location: entry.location, server: entry.server, maxAge: entry.maximumAge, bootID: entry.bootID,
                         configID: entry.configID, age: Self.seconds(now - entry.refreshedAt),
                         intervalSeconds: entry.interval.map(Self.seconds))
@@ -65,8 +68,11 @@ struct SSDPStateFile: Codable, Equatable {
                 guard entry.age.isFinite, entry.age >= 0, SSDPRules.maximumAgeRange.contains(entry.maxAge) else {
                     return nil
                 }
+                let scope =
+                    entry.scope ?? SSDPLocation(entry.location).flatMap(\.address).map(SSDPScope.init(of:)) ?? .link
                 return SSDPEntry(
-                    family: entry.ipv6 ? .v6 : .v4, notificationType: entry.type, uniqueServiceName: entry.usn,
+                    family: entry.ipv6 ? .v6 : .v4, scope: scope, notificationType: entry.type,
+                    uniqueServiceName: entry.usn,
                     location: entry.location, server: entry.server, maximumAge: entry.maxAge, bootID: entry.bootID,
                     configID: entry.configID, refreshedAt: now - .milliseconds(Int64((entry.age + sinceSave) * 1000)),
                     interval: entry.intervalSeconds.flatMap {

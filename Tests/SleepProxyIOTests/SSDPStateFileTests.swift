@@ -53,4 +53,23 @@ struct SSDPStateFileTests {
         file.hosts[0].entries[2].age = -5
         #expect(file.learned(now: .seconds(10), at: Date())[Self.key]?.count == 1)
     }
+
+    /// An IPv6 entry keeps its scope across a restart; one written by 0.5.0, without it, takes its LOCATION's.
+    @Test func anIPv6EntryKeepsItsScopeAndAnOldOneTakesItsLocations() throws {
+        let now = Timestamp.seconds(10)
+        func v6(_ location: String, _ scope: SSDPScope) -> SSDPEntry {
+            SSDPEntry(
+                family: .v6, scope: scope, notificationType: "upnp:rootdevice", uniqueServiceName: "uuid:1",
+                location: location, server: nil, maximumAge: 1810, bootID: nil, configID: nil, refreshedAt: now)
+        }
+        let entries = [
+            v6("http://[fe80::2]:8200/d.xml", .link), v6("http://[2001:db8::2]:8200/d.xml", .global),
+            v6("http://[2001:db8::2]:8200/d.xml", .link),
+        ]
+        var file = SSDPStateFile([Self.key: entries], now: now, savedAt: Date())
+        let decoded = try JSONDecoder().decode(SSDPStateFile.self, from: JSONEncoder().encode(file))
+        #expect(decoded.learned(now: now, at: Date())[Self.key]?.map(\.scope) == [.link, .global, .link])
+        for index in file.hosts[0].entries.indices { file.hosts[0].entries[index].scope = nil }
+        #expect(file.learned(now: now, at: Date())[Self.key]?.map(\.scope) == [.link, .global, .global])
+    }
 }

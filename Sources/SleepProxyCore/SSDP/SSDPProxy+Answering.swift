@@ -20,7 +20,7 @@ extension SSDPProxy {
             wait = mx
         }
         guard let keys = self.speaking[context.name], !keys.isEmpty else { return [] }
-        let family = IPFamily(source)
+        let (family, scope) = (IPFamily(source), SSDPScope(of: source))
         let destination = SSDPTransmission.Destination.unicast(
             address: source, port: port, interfaceIndex: context.index)
         if wait > 0 {
@@ -40,7 +40,7 @@ extension SSDPProxy {
         var immediate: [SSDPTransmission] = []
         for key in keys {
             guard let host = self.hosts[key] else { continue }
-            for entry in host.learned.entries.values where entry.family == family {
+            for entry in host.learned.entries.values where entry.family == family && entry.scope == scope {
                 guard let (searchTarget, usn) = Self.match(target, entry) else { continue }
                 let transmission = SSDPTransmission(
                     destination: destination,

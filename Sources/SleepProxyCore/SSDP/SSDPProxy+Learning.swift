@@ -17,9 +17,12 @@ extension SSDPProxy {
                 self.statistics.malformed += 1
                 return
             }
-            let key = SSDPEntryKey(family: IPFamily(source), uniqueServiceName: usn)
+            // The device is gone, whichever scope told us of it.
             self.update(owner: owner, source: Source(interface: interface, address: source)) { learned in
-                Self.remove(key, from: &learned)
+                for scope in [SSDPScope.link, .global] {
+                    Self.remove(
+                        SSDPEntryKey(family: IPFamily(source), scope: scope, uniqueServiceName: usn), from: &learned)
+                }
                 return true
             }
         case "ssdp:update":
@@ -54,7 +57,8 @@ extension SSDPProxy {
             max(message.maxAge ?? SSDPRules.defaultMaximumAge, SSDPRules.maximumAgeRange.lowerBound),
             SSDPRules.maximumAgeRange.upperBound)
         let entry = SSDPEntry(
-            family: IPFamily(source), notificationType: type, uniqueServiceName: usn, location: location,
+            family: IPFamily(source), scope: SSDPScope(of: source), notificationType: type, uniqueServiceName: usn,
+            location: location,
             server: message.server, maximumAge: age, bootID: message.bootID, configID: message.configID,
             refreshedAt: now)
         self.update(owner: owner, source: Source(interface: interface, address: source)) { learned in

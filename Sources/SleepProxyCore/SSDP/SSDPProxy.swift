@@ -84,7 +84,8 @@ public struct SSDPProxy: Sendable {
     public func entries(of key: OwnerKey) -> [SSDPEntry] {
         (self.hosts[key]?.learned.entries.values).map { entries in
             entries.sorted {
-                ($0.family == .v4 ? 0 : 1, $0.uniqueServiceName) < ($1.family == .v4 ? 0 : 1, $1.uniqueServiceName)
+                ($0.family == .v4 ? 0 : 1, $0.scope == .link ? 0 : 1, $0.uniqueServiceName)
+                    < ($1.family == .v4 ? 0 : 1, $1.scope == .link ? 0 : 1, $1.uniqueServiceName)
             }
         } ?? []
     }
@@ -239,7 +240,10 @@ public struct SSDPProxy: Sendable {
         self.put(nil, for: key)
         if !host.learned.entries.isEmpty { self.revision += 1 }
         if byebye, wasSpeaking, let context = self.context(named: host.interface) {
-            let entries = host.learned.entries.values.sorted { $0.uniqueServiceName < $1.uniqueServiceName }
+            // On the group, as the host announced there (`SSDPScope`).
+            let entries = host.learned.entries.values.filter { $0.scope == .link }.sorted {
+                $0.uniqueServiceName < $1.uniqueServiceName
+            }
             self.statistics.byebyesSent += entries.count
             return entries.map { entry in
                 SSDPTransmission(
@@ -249,7 +253,11 @@ public struct SSDPProxy: Sendable {
         }
         if !byebye {
             for entry in host.learned.entries.values {
-                guard let address = host.addresses.first(where: { IPFamily($0) == entry.family }) else { continue }
+                guard
+                    let address = host.addresses.first(where: {
+                        IPFamily($0) == entry.family && SSDPScope(of: $0) == entry.scope
+                    }) ?? host.addresses.first(where: { IPFamily($0) == entry.family })
+                else { continue }
                 let source = Source(interface: host.interface, address: address)
                 var heard = self.unclaimedSlot(source)
                 if Self.merge(entry, into: &heard) { self.putUnclaimed(heard, for: source) }
@@ -308,13 +316,16 @@ public struct SSDPProxy: Sendable {
             guard let host = self.hosts[key], host.speaking, let context = self.context(named: host.interface) else {
                 continue
             }
-            for entry in host.learned.entries.values.sorted(by: { $0.uniqueServiceName < $1.uniqueServiceName }) {
+            // Only what the host announced on the group itself: what it told searchers at its global addresses
+            // is not announced (it announces that on FF05::C, which the proxy does not serve).
+            let announced = host.learned.entries.values.filter { $0.scope == .link }
+            for entry in announced.sorted(by: { $0.uniqueServiceName < $1.uniqueServiceName }) {
                 out.append(
                     SSDPTransmission(
                         destination: .multicast(interfaceIndex: context.index, family: entry.family),
                         bytes: Self.announcement(entry, byebye: false).encoded()))
             }
-            self.statistics.notifiesSent += host.learned.entries.count
+            self.statistics.notifiesSent += announced.count
             if !host.learned.entries.isEmpty {
                 self.announcements.schedule(true, for: key, at: now + Self.cadence(host.learned))
             }

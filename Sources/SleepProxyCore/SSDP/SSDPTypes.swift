@@ -15,11 +15,32 @@ public struct SSDPTransmission: Hashable, Sendable {
     }
 }
 
+/// Where on IPv6 a host said something: from its link-local address (its announcements on FF02::C, its answers to
+/// searchers at link-local addresses) or from a global one (its answers to searchers at global addresses). A host
+/// gives each its own LOCATION (GUPnP runs one client per address), and a control point that meets another
+/// LOCATION for a device it knows takes it for a new one and fetches its description, which wakes a sleeping
+/// server: the proxy gives each scope exactly what the host gave it (docs/ssdp.md). IPv4 has one scope, `link`.
+public enum SSDPScope: String, Hashable, Sendable, Codable {
+    case link
+    case global
+
+    /// The scope of what `source` sent.
+    public init(of source: IPAddress) {
+        switch source {
+        case .v4: self = .link
+        case .v6(let address): self = address.isLinkLocal ? .link : .global
+        }
+    }
+}
+
 /// One thing a host advertises over SSDP: a root device, a device or a service, as one NT (or ST) and its USN,
 /// learned from its `ssdp:alive` announcements and its search responses (docs/ssdp.md).
 public struct SSDPEntry: Hashable, Sendable {
     /// Learned over IPv4 or IPv6: a host's LOCATION differs by family, and each is answered on its own.
     public var family: IPFamily
+    /// Learned from the host's link-local or global address (`SSDPScope`): only `link` entries are announced on
+    /// the group, and a search is answered with the entries of the searcher's own scope.
+    public var scope: SSDPScope
     /// `upnp:rootdevice`, `uuid:…`, or a `urn:…:device:…` / `urn:…:service:…` type with its version.
     public var notificationType: String
     public var uniqueServiceName: String
@@ -35,10 +56,12 @@ public struct SSDPEntry: Hashable, Sendable {
     public var interval: Duration?
 
     public init(
-        family: IPFamily, notificationType: String, uniqueServiceName: String, location: String, server: String?,
-        maximumAge: Int, bootID: UInt32?, configID: UInt32?, refreshedAt: Timestamp, interval: Duration? = nil
+        family: IPFamily, scope: SSDPScope = .link, notificationType: String, uniqueServiceName: String,
+        location: String, server: String?, maximumAge: Int, bootID: UInt32?, configID: UInt32?, refreshedAt: Timestamp,
+        interval: Duration? = nil
     ) {
         self.family = family
+        self.scope = family == .v4 ? .link : scope
         self.notificationType = notificationType
         self.uniqueServiceName = uniqueServiceName
         self.location = location
@@ -50,7 +73,9 @@ public struct SSDPEntry: Hashable, Sendable {
         self.interval = interval
     }
 
-    var key: SSDPEntryKey { SSDPEntryKey(family: self.family, uniqueServiceName: self.uniqueServiceName) }
+    var key: SSDPEntryKey {
+        SSDPEntryKey(family: self.family, scope: self.scope, uniqueServiceName: self.uniqueServiceName)
+    }
 
     /// What the entry costs against `SSDPRules.maximumBytesPerHost`.
     var byteCount: Int {
@@ -70,6 +95,7 @@ public struct SSDPEntry: Hashable, Sendable {
 
 struct SSDPEntryKey: Hashable, Sendable {
     var family: IPFamily
+    var scope: SSDPScope
     var uniqueServiceName: String
 }
 
