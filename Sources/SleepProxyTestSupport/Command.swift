@@ -38,7 +38,7 @@ public enum Command {
         process.standardOutput = stdout
         process.standardError = stderr
         process.standardInput = stdin
-        try process.run()
+        try Command.start(process)
         // Read both pipes on their own threads while the child runs (docs/linux.md §7), so a chatty child cannot
         // block on a full pipe, not even while it is given its input.
         let outReader = PipeReader(stdout.fileHandleForReading)
@@ -161,5 +161,20 @@ final class PipeReader: @unchecked Sendable {
         self.lock.withLock { self.stopBy = deadline }
         self.ended.wait()
         return self.lock.withLock { self.data }
+    }
+}
+
+extension Command {
+    /// Starts `process` with no signal blocked. Foundation spawns from the calling thread and hands its signal
+    /// mask down, and the threads tests run on block nearly every signal (the concurrency runtime's and
+    /// Dispatch's do): children then held SIGTERM pending until they were killed, and check_tcp's alarm() never
+    /// fired, so its timeout never came (docs/linux.md §7).
+    public static func start(_ process: Process) throws {
+        var none = sigset_t()
+        var saved = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        try process.run()
     }
 }

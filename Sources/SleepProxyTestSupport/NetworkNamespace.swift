@@ -29,7 +29,7 @@ public final class NetworkNamespace: @unchecked Sendable {
         holder.standardInput = stdin
         holder.standardOutput = stdout
         holder.standardError = FileHandle.nullDevice
-        try holder.run()
+        try Command.start(holder)
         // Wait for "ready" (bounded), so the namespace exists and lo is up before anyone uses it.
         let ready = DispatchSemaphore(value: 0)
         let reader = stdout.fileHandleForReading
@@ -122,7 +122,7 @@ public final class ManagedProcess: @unchecked Sendable {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try Command.start(process)
         self.process = process
         self.log = log
     }

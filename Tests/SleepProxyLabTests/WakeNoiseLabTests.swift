@@ -207,4 +207,31 @@ final class WakeNoiseLabTests: ThreeHostSuite {
         }
         #expect(wake?.rule == "no-scan-seen", "\(String(describing: wake))")
     }
+
+    /// Nagios' check_tcp, as a monitoring box polls a port: the kernel's connect() with a 4 s timeout, so each poll
+    /// retransmits its SYN after a second as a person's machine does. The first poll wakes the host; the next ones,
+    /// without a resolve, are declined, retransmissions included (docs/waking.md §6).
+    @Test func aPortMonitorWakesTheHostOnceAndItsNextPollsNot() throws {
+        let checkTCP = "/usr/lib/nagios/plugins/check_tcp"
+        try #require(FileManager.default.isExecutableFile(atPath: checkTCP), "monitoring-plugins-basic (scripts/test)")
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.registerAndSleep()
+        for _ in 1...3 {
+            let poll = try self.laptop.run(
+                [checkTCP, "-H", "192.0.2.2", "-p", "445", "-t", "4"], timeout: .seconds(15))
+            #expect(poll.stdout.contains("CRITICAL") || poll.stdout.contains("timed out"), "\(poll)")
+        }
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "the first poll woke the host")
+        var log: [WakeLogEntry] = []
+        waitUntil(timeout: 5) {
+            log = self.wakeLog()
+            return log.contains { $0.kind == .declined && $0.rule == "monitor-budget" }
+        }
+        let wakes = log.filter { $0.kind == .wake }
+        #expect(wakes.count == 1 && wakes.first?.trigger.client == "192.0.2.30", "\(log.map(\.summary))")
+        #expect(
+            log.contains { $0.kind == .declined && $0.rule == "monitor-budget" && $0.trigger.client == "192.0.2.30" },
+            "\(log.map(\.summary))")
+    }
 }
