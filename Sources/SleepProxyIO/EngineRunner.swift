@@ -202,6 +202,7 @@ public final class EngineRunner: @unchecked Sendable {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
                 self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))
+                self.engine.restorePeers(record.proxyPeers(now: now), now: now)
             } else {
                 logger.info(
                     "state: stopped \(Int(stoppedFor)) s ago, longer than \(EngineRules.resumeWindow.components.seconds) s: every restored host is probed before the proxy speaks for it"

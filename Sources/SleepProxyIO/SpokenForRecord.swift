@@ -2,8 +2,8 @@ import FoundationEssentials
 import SleepProxyCore
 import SleepProxyWire
 
-/// What a clean stop leaves in the state directory for the next start: the hosts the proxy was speaking for, and
-/// when it stopped (wall-clock seconds: the journal's boot-relative clock does not carry over a reboot). The next
+/// What a clean stop leaves in the state directory for the next start: the hosts the proxy was speaking for, the
+/// other proxies it knew by their MACs (`ProxyEngine.restorePeers`), and when it stopped (wall-clock seconds: the journal's boot-relative clock does not carry over a reboot). The next
 /// start takes the file away whatever it decides, so a crash later never finds an old one
 /// (`ProxyEngine.resumeSpeaking`, docs/coexistence.md).
 struct SpokenForRecord: Codable, Equatable {
@@ -13,15 +13,44 @@ struct SpokenForRecord: Codable, Equatable {
 
     var stoppedAt: Double
     var hosts: [Host]
+    /// Absent in files written by 0.5.0.
+    var peers: [Peer]?
 
     struct Host: Codable, Equatable {
         var interface: String
         var mac: String
     }
 
-    init(keys: [OwnerKey], stoppedAt: Date) {
+    struct Peer: Codable, Equatable {
+        var interface: String
+        var address: String
+        var mac: String
+        var label: String
+        var port: UInt16?
+    }
+
+    init(keys: [OwnerKey], peers: [ProxyPeer] = [], stoppedAt: Date) {
         self.stoppedAt = stoppedAt.timeIntervalSince1970
         self.hosts = keys.map { Host(interface: $0.interface, mac: $0.primaryMAC.description) }
+        self.peers = peers.compactMap { peer in
+            peer.mac.map {
+                Peer(
+                    interface: peer.interface, address: peer.address.description, mac: $0.description,
+                    label: peer.label, port: peer.port)
+            }
+        }
+    }
+
+    /// The peers as the engine takes them; an entry that does not parse is left out.
+    func proxyPeers(now: Timestamp) -> [ProxyPeer] {
+        (self.peers ?? []).compactMap { peer in
+            guard let address = IPAddress(peer.address), let mac = MACAddress(peer.mac),
+                peer.label.utf8.count <= 255
+            else { return nil }
+            return ProxyPeer(
+                interface: peer.interface, address: address, label: peer.label, mac: mac, port: peer.port,
+                lastHeard: now)
+        }
     }
 
     var keys: [OwnerKey] {

@@ -259,4 +259,53 @@ final class PeerProxiesLabTests: ThreeHostSuite {
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 5).isEmpty, "the host was not woken")
         #expect(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.hosts == 0)
     }
+
+    /// A restart (or an upgrade) of either proxy wakes nobody: the one restarted comes back within seconds, while
+    /// the other has taken the host over on its goodbye. Before, the restarted proxy resumed the host at once
+    /// without knowing the other, the other no longer counted it (it had said goodbye), each took the other's claim
+    /// for a conflict, and both woke the host (docs/several-proxies.md).
+    @Test(arguments: [true, false])
+    func restartingEitherProxyWakesNobody(restartActive: Bool) throws {
+        var firstDaemon = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first")
+        defer { firstDaemon.stop() }
+        var secondDaemon = try Daemon.start(
+            in: self.second, stateDirectory: self.secondState, logName: "second",
+            extra: ["--metrics", "fallback", "--proxy-name", "second"])
+        defer { secondDaemon.stop() }
+        try self.register(with: "192.0.2.1")
+        try self.register(with: "192.0.2.3")
+        try self.sleeper.sleep()
+        var states: (PresenceState?, PresenceState?) = (nil, nil)
+        func settled() -> Bool {
+            waitUntil(timeout: 30, interval: 0.2) {
+                states = (
+                    Daemon.hosts(proxy: self.first, stateDirectory: self.firstState)["sleeper.local."]?.state,
+                    Daemon.hosts(proxy: self.second, stateDirectory: self.secondState)["sleeper.local."]?.state
+                )
+                return states == (.asleep, .standby) || states == (.standby, .asleep)
+            }
+        }
+        #expect(settled(), "\(states)")
+        let firstIsActive = states == (.asleep, .standby)
+        let restartFirst = firstIsActive == restartActive
+        // systemctl restart: a clean stop, and the same daemon again on the same state a moment later.
+        if restartFirst {
+            firstDaemon.stop()
+            firstDaemon = try Daemon.start(in: self.first, stateDirectory: self.firstState, logName: "first-again")
+        } else {
+            secondDaemon.stop()
+            secondDaemon = try Daemon.start(
+                in: self.second, stateDirectory: self.secondState, logName: "second-again",
+                extra: ["--metrics", "fallback", "--proxy-name", "second"])
+        }
+        #expect(settled(), "\(states)\n\(firstDaemon.output)\n\(secondDaemon.output)")
+        // Scenario timing: the claims and counter-claims of a restart come within seconds; wait out three of the
+        // standby's checks.
+        usleep(20_000_000)
+        #expect(
+            self.sleeper.magicPackets.isEmpty,
+            "the restart woke the host: \(self.sleeper.magicPackets.count) magic packets\n\(firstDaemon.output)\n\(secondDaemon.output)"
+        )
+        #expect(try self.arpAnswerers().count == 1, "exactly one proxy must answer ARP")
+    }
 }

@@ -95,6 +95,9 @@ extension ProxyEngine {
         return self.servedInterfaces.flatMap { takeover.peers(on: $0.name) }
     }
 
+    /// The other proxies known by their MACs, for the next start to remember (`restorePeers`).
+    public var identifiedPeers: [ProxyPeer] { self.takeover?.identifiedPeers ?? [] }
+
     /// What the host told SSDP it offers; nil without SSDP.
     public func upnpEntries(of key: OwnerKey) -> [SSDPEntry]? { self.ssdp?.entries(of: key) }
 

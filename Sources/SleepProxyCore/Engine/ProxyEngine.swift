@@ -96,6 +96,12 @@ public struct ProxyEngine: Sendable {
         return self.resumeSlice(now: now)
     }
 
+    /// The other proxies known before a restart a moment ago (`Takeover.restorePeers`): given before the hosts
+    /// are spoken for again, so that the one that took them over meanwhile is known as a proxy.
+    public mutating func restorePeers(_ peers: [ProxyPeer], now: Timestamp) {
+        self.takeover?.restorePeers(peers, now: now)
+    }
+
     /// A restart's hosts still to speak for again (`resumeSpeaking`).
     struct Resuming: Sendable {
         var keys: [OwnerKey]

@@ -17,6 +17,27 @@ public struct ProxyPeer: Hashable, Sendable, CustomStringConvertible {
     public var lastHeard: Timestamp
 
     public var description: String { "\(self.label) (\(self.address)\(self.mac.map { ", \($0)" } ?? ""))" }
+
+    /// A proxy as remembered across a restart (its metric is read from its label).
+    public init(
+        interface: String, address: IPAddress, label: String, mac: MACAddress?, port: UInt16?, lastHeard: Timestamp
+    ) {
+        self.interface = interface
+        self.address = address
+        self.label = label
+        self.metric = SleepProxyName.metric(ofLabel: Array(label.utf8))
+        self.mac = mac
+        self.port = port
+        self.lastHeard = lastHeard
+    }
+
+    init(
+        interface: String, address: IPAddress, label: String, metric: Int, mac: MACAddress?, port: UInt16?,
+        lastHeard: Timestamp
+    ) {
+        self.init(interface: interface, address: address, label: label, mac: mac, port: port, lastHeard: lastHeard)
+        self.metric = metric
+    }
 }
 
 /// The numbers of living beside other proxies, each with its reason.
@@ -34,6 +55,11 @@ public enum PeerRules {
     /// Unanswered checks in a row after which the standby takes the host over (about 30 s without the active
     /// proxy: its ARP answer comes within milliseconds when it is there).
     public static let standbyMissedChecks = 3
+    /// How long a proxy that said goodbye is still known by its MAC. A restart or a package upgrade brings it back
+    /// within seconds to a minute or two, claiming the hosts it held before it advertises itself again; taken for
+    /// a stranger, its claim was a conflict and both proxies woke the host (docs/several-proxies.md). Ten minutes
+    /// covers a slow box's upgrade.
+    public static let departedPeerMemory: Duration = .seconds(600)
 }
 
 extension Takeover {
@@ -64,6 +90,7 @@ extension Takeover {
         let key = InterfaceAddressKey(interface: context.name, address: address)
         if ttl == 0 {
             guard let peer = self.peers.removeValue(forKey: key), let mac = peer.mac else { return [] }
+            self.rememberDeparted(peer, key: key, now: now)
             var actions: [TakeoverAction] = []
             for hostKey in self.hosts.keys {
                 guard var host = self.hosts[hostKey], host.standby?.active == mac else { continue }
@@ -78,7 +105,7 @@ extension Takeover {
             return []
         }
         var peer =
-            self.peers[key]
+            self.peers[key] ?? self.departedPeers.removeValue(forKey: key)?.peer
             ?? ProxyPeer(
                 interface: context.name, address: address, label: label,
                 metric: SleepProxyName.metric(ofLabel: Array(label.utf8)), mac: nil, port: port, lastHeard: now)
@@ -118,8 +145,46 @@ extension Takeover {
         }.min { ($0.metric, $0.address) < ($1.metric, $1.address) }
     }
 
-    func peer(mac: MACAddress, on interface: String) -> ProxyPeer? {
-        self.peers.values.first { $0.interface == interface && $0.mac == mac }
+    /// The known proxy with `mac`, or one that said goodbye less than `PeerRules.departedPeerMemory` ago.
+    func peer(mac: MACAddress, on interface: String, now: Timestamp) -> ProxyPeer? {
+        if let known = self.peers.values.first(where: { $0.interface == interface && $0.mac == mac }) { return known }
+        return self.departedPeers.values.first {
+            $0.peer.interface == interface && $0.peer.mac == mac && now - $0.at < PeerRules.departedPeerMemory
+        }?.peer
+    }
+
+    /// Keeps a proxy that said goodbye (with its MAC) for `PeerRules.departedPeerMemory`, within the same bound
+    /// as the known ones.
+    private mutating func rememberDeparted(_ peer: ProxyPeer, key: InterfaceAddressKey, now: Timestamp) {
+        guard peer.mac != nil else { return }
+        self.departedPeers = self.departedPeers.filter { now - $0.value.at < PeerRules.departedPeerMemory }
+        if self.departedPeers.values.filter({ $0.peer.interface == peer.interface }).count >= PeerRules.maximumPeers,
+            let oldest = self.departedPeers.filter({ $0.value.peer.interface == peer.interface })
+                .min(by: { $0.value.at < $1.value.at })?.key
+        {
+            self.departedPeers[oldest] = nil
+        }
+        self.departedPeers[key] = (peer, now)
+    }
+
+    /// The proxies known by their MACs, to be remembered across a restart (`restorePeers`).
+    public var identifiedPeers: [ProxyPeer] {
+        self.peers.values.filter { $0.mac != nil }.sorted { ($0.interface, $0.address) < ($1.interface, $1.address) }
+    }
+
+    /// Proxies known before a restart a moment ago. The restarted proxy speaks again at once for the hosts it held
+    /// (`resume`), before any other proxy advertises itself again: knowing them by their MACs, it takes the one
+    /// that took its hosts over meanwhile for a proxy, not for a conflict that wakes the host.
+    public mutating func restorePeers(_ restored: [ProxyPeer], now: Timestamp) {
+        for var peer in restored where peer.mac != nil {
+            let key = InterfaceAddressKey(interface: peer.interface, address: peer.address)
+            guard self.peers[key] == nil,
+                self.peers.values.filter({ $0.interface == peer.interface }).count < PeerRules.maximumPeers
+            else { continue }
+            peer.askedAt = nil
+            peer.lastHeard = now
+            self.peers[key] = peer
+        }
     }
 
     /// An ARP request for `address` from the proxy's own IPv4 address, broadcast: a known proxy answers with its
@@ -142,7 +207,7 @@ extension Takeover {
     mutating func foreignClaim(
         _ key: OwnerKey, address: IPAddress, mac: MACAddress, context: InterfaceContext, now: Timestamp
     ) -> [TakeoverAction] {
-        if let peer = self.peer(mac: mac, on: context.name) {
+        if let peer = self.peer(mac: mac, on: context.name, now: now) {
             return self.peerClaim(key, address: address, peer: peer, now: now)
         }
         let unresolved = self.peers(on: context.name).filter { $0.mac == nil }
@@ -177,7 +242,7 @@ extension Takeover {
         self.pendingClaims.removeAll { $0.until <= now }
         for claim in due {
             guard let host = self.hosts[claim.host], host.registered else { continue }
-            if let peer = self.peer(mac: claim.mac, on: claim.host.interface) {
+            if let peer = self.peer(mac: claim.mac, on: claim.host.interface, now: now) {
                 actions += self.peerClaim(claim.host, address: claim.address, peer: peer, now: now)
             } else {
                 actions += self.conflict(claim.host, address: claim.address, mac: claim.mac, now: now)

@@ -1,0 +1,38 @@
+import Foundation
+import SleepProxyCore
+import SleepProxyWire
+import Testing
+
+@testable import SleepProxyIO
+
+/// What a clean stop leaves for the next start.
+@Suite("Spoken-for record")
+struct SpokenForRecordTests {
+    /// The hosts and the identified proxies come back as written; a 0.5.0 file (no peers) still reads, and the
+    /// file is taken away once read.
+    @Test func hostsAndPeersComeBackAndAnOldFileStillReads() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("spoken-for-\(UUID())")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let key = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:02")!)
+        let peer = ProxyPeer(
+            interface: "eth0", address: IPAddress("192.0.2.3")!, label: "80-40-60-65.0 second",
+            mac: MACAddress("02:53:50:00:00:03")!, port: 5353, lastHeard: .seconds(1))
+        let unidentified = ProxyPeer(
+            interface: "eth0", address: IPAddress("192.0.2.8")!, label: "70-35-60-63.1 tv", mac: nil, port: nil,
+            lastHeard: .seconds(1))
+        try SpokenForRecord.write(
+            SpokenForRecord(keys: [key], peers: [peer, unidentified], stoppedAt: Date()), directory: directory)
+        let record = try #require(SpokenForRecord.take(directory: directory))
+        #expect(record.keys == [key])
+        let peers = record.proxyPeers(now: .seconds(9))
+        #expect(peers.count == 1 && peers.first?.mac == peer.mac && peers.first?.address == peer.address)
+        #expect(peers.first?.metric == 80_40_60 && peers.first?.port == 5353 && peers.first?.lastHeard == .seconds(9))
+        #expect(SpokenForRecord.take(directory: directory) == nil, "taken away once read")
+
+        let old = #"{"stoppedAt": 1000, "hosts": [{"interface": "eth0", "mac": "02:53:50:00:00:02"}]}"#
+        try Data(old.utf8).write(to: directory.appendingPathComponent(SpokenForRecord.fileName))
+        let read = try #require(SpokenForRecord.take(directory: directory))
+        #expect(read.keys == [key] && read.proxyPeers(now: .seconds(9)).isEmpty)
+    }
+}
