@@ -170,10 +170,33 @@ struct TakeoverPeersTests {
         _ = Self.advertised(&h, Self.better)
         _ = Self.peerSaysItsMAC(&h)
         h.register()
-        h.takeover.handedOver(h.key, by: .v4(Self.peerIP))
+        h.takeover.handedOver(h.key, by: .v4(Self.peerIP), now: h.now)
         #expect(Self.peerClaims(&h).isEmpty)
         _ = h.run(for: .seconds(12))
         #expect(h.takeover.state(of: h.key)?.phase == .answering, "the handed-over host must be taken over")
+    }
+
+    /// A host handed over sleeps already: its addresses are probed at once, 200 ms apart, with no extra check
+    /// for another proxy, and claimed 0.6 s after the hand-over (N probes); a moment before, not yet. A host going
+    /// to sleep is still given Apple's second before and between its probes.
+    @Test func aHandedOverHostIsClaimedWithinASecond() {
+        var h = H()
+        _ = Self.advertised(&h, Self.better)
+        _ = Self.peerSaysItsMAC(&h)
+        h.register()
+        let start = h.now
+        h.takeover.handedOver(h.key, by: .v4(Self.peerIP), now: h.now)
+        let claimedAt = TakeoverRules.handoverProbeInterval * TakeoverRules.probeCount
+        let before = h.run(for: claimedAt - .nanoseconds(1)).map(\.1)
+        #expect(!before.contains { if case .claimed = $0 { true } else { false } })
+        #expect(H.frames(before).filter { $0.etherType == .arp }.count == TakeoverRules.probeCount)
+        let at = h.run(for: .nanoseconds(1)).map(\.1)
+        #expect(at.contains { if case .claimed = $0 { true } else { false } }, "claimed \(h.now - start) after")
+        var going = H()
+        _ = Self.advertised(&going, Self.better)
+        _ = Self.peerSaysItsMAC(&going)
+        going.register()
+        #expect(!going.run(for: .seconds(3)).contains { if case .claimed = $0.1 { true } else { false } })
     }
 
     /// While this proxy wakes the host for a client, a better proxy's claim does not make it drop the wake: the

@@ -41,6 +41,33 @@ final class PeerProxiesLabTests: ThreeHostSuite {
         #expect(replies.first??.prefix(2) == [0x73, 0x00], "\(proxy) did not accept the registration")
     }
 
+    /// Asks for TARGET by ARP every 100 ms for SECONDS from a raw socket on IFACE, and prints the longest time
+    /// between two answers (any MAC) once done: what a client looking for the host meets.
+    static let arpAsker = """
+        import socket, struct, sys, time
+        iface, mac, ip, target, seconds = sys.argv[1:6]
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+        s.bind((iface, 0))
+        s.settimeout(0.01)
+        own, tip = bytes.fromhex(mac.replace(':', '')), socket.inet_aton(target)
+        frame = (b'\\xff' * 6 + own + b'\\x08\\x06' + struct.pack('!HHBBH', 1, 0x0800, 6, 4, 1) + own
+                 + socket.inet_aton(ip) + b'\\x00' * 6 + tip)
+        print('asking', flush=True)
+        end, due, answers = time.time() + float(seconds), 0.0, []
+        while time.time() < end:
+            if time.time() >= due:
+                s.send(frame)
+                due = time.time() + 0.1
+            try:
+                data = s.recv(64)
+            except socket.timeout:
+                continue
+            if data[12:14] == b'\\x08\\x06' and data[20:22] == b'\\x00\\x02' and data[28:32] == tip:
+                answers.append(time.time())
+        gaps = [b - a for a, b in zip(answers, answers[1:])]
+        print('answers %d longest-gap %.2f' % (len(answers), max(gaps or [99.0])), flush=True)
+        """
+
     /// The MACs that answer an ARP request for the sleeper's address from the client, within a second.
     func arpAnswerers() throws -> Set<MACAddress> {
         let capture = try FrameCapture(in: self.client.namespace)
@@ -178,6 +205,15 @@ final class PeerProxiesLabTests: ThreeHostSuite {
         #expect(
             Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.first, stateDirectory: self.firstState)
                 == .asleep)
+        // A client asks for the sleeper's address every 100 ms throughout, as one looking for it would.
+        let asking = try self.client.spawn(
+            [
+                "/usr/bin/python3", "-c", Self.arpAsker, "eth0", self.client.mac.description, "192.0.2.20", "192.0.2.2",
+                "15",
+            ],
+            logName: "arp-asker")
+        defer { asking.stop() }
+        #expect(asking.waitForOutput("asking", timeout: 5))
         let released = try self.leaveWithTransfer()
         #expect(
             released.stdout.contains("transferred sleeper.local. to 80-40-60-65.0 second"),
@@ -186,6 +222,13 @@ final class PeerProxiesLabTests: ThreeHostSuite {
             Daemon.waitForHost(
                 "sleeper.local.", in: .asleep, proxy: self.second, stateDirectory: self.secondState, timeout: 15)
                 == .asleep, "\(staying.output)")
+        // No gap over a second in which nobody answered ARP for the host (the asker's own view).
+        #expect(asking.waitForOutput("longest-gap", timeout: 20), "\(asking.output)")
+        let gap = asking.output.split(separator: " ").last.flatMap {
+            Double($0.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        print("transfer: ARP for the host unanswered for at most \(gap ?? -1) s")
+        #expect((gap ?? 99) <= 1.0, "ARP went unanswered for \(gap ?? -1) s during the transfer: \(asking.output)")
         #expect(Daemon.status(proxy: self.first, stateDirectory: self.firstState)?.hosts == 0)
         #expect(try self.arpAnswerers() == [Self.secondMAC])
         #expect(self.sleeper.magicPackets.isEmpty, "the hand-over woke the host")

@@ -233,7 +233,7 @@ public struct ProxyEngine: Sendable {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
             actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
         }
-        if fromPeer { self.takeover?.handedOver(registration.key, by: source) }
+        if fromPeer { self.takeover?.handedOver(registration.key, by: source, now: now) }
         // A new registration comes from a host that is awake: ask it what it advertises over SSDP.
         actions += self.ssdpRegistered(registration, search: isNew, now: now)
         return actions

@@ -124,10 +124,20 @@ extension Takeover {
         self.peers[key]?.mac = mac
     }
 
-    /// A known proxy sent us this host's registration: it is handing the host over as it leaves.
-    public mutating func handedOver(_ key: OwnerKey, by address: IPAddress) {
+    /// A known proxy sent us this host's registration: it is handing the host over as it leaves. Beyond Apple,
+    /// whose receiving proxy waits and probes as for a host going to sleep: the host sleeps already (or, awake,
+    /// answers the first probe), and the leaving proxy lets it go as soon as we accept, so its addresses are
+    /// probed at once and quickly (`TakeoverRules.handoverProbeInterval`). Probed as for a new registration, it went
+    /// unanswered for 5 s between the two proxies (docs/several-proxies.md).
+    public mutating func handedOver(_ key: OwnerKey, by address: IPAddress, now: Timestamp) {
         guard var host = self.hosts[key] else { return }
         host.handedOverBy = address
+        for address in host.addresses {
+            guard var state = host.states[address], state.phase == .waiting else { continue }
+            state.next = min(state.next ?? now, now)
+            host.states[address] = state
+        }
+        host.refreshNext()
         self.hosts[key] = host
     }
 

@@ -62,6 +62,12 @@ extension Takeover {
         return actions
     }
 
+    /// Between two probes of a host's address: Apple's second, or less for a host handed over by the proxy that
+    /// held it (`handedOver`).
+    static func probeInterval(_ host: Host) -> Duration {
+        host.handedOverBy == nil ? TakeoverRules.probeInterval : TakeoverRules.handoverProbeInterval
+    }
+
     /// One step of probing or announcing one address.
     mutating func step(_ host: inout Host, address: IPAddress, now: Timestamp) -> [TakeoverAction] {
         guard var state = host.states[address] else { return [] }
@@ -92,16 +98,18 @@ extension Takeover {
                             ).bytes, interfaceIndex: index))
                 }
                 state.phase = .probing(sent: sent + 1)
-                state.next = now + TakeoverRules.probeInterval
+                state.next = now + Self.probeInterval(host)
                 return actions
             }
             // Before claiming, where other proxies are known: ask for the address by broadcast once, so that one
-            // already answering for the host says so and this proxy stands by instead of claiming second.
-            if !state.peerChecked, case .v4(let v4) = address, !self.peers(on: context.name).isEmpty,
+            // already answering for the host says so and this proxy stands by instead of claiming second. Not for
+            // a host handed over: the proxy answering for it is the one that handed it over, and lets it go.
+            if !state.peerChecked, host.handedOverBy == nil, case .v4(let v4) = address,
+                !self.peers(on: context.name).isEmpty,
                 let check = self.whoHas(v4, on: context)
             {
                 state.peerChecked = true
-                state.next = now + TakeoverRules.probeInterval
+                state.next = now + Self.probeInterval(host)
                 return [check]
             }
             // Silence: the host sleeps on this address. Take it over.

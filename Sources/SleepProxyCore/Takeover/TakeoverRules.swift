@@ -6,6 +6,10 @@ public enum TakeoverRules {
     /// docs/protocol.md §4.3 / RFC 5227 §2.1.1: three probes unicast to the owner's wake MAC, a second apart.
     public static let probeCount = 3
     public static let probeInterval: Duration = .seconds(1)
+    /// Ours: between two probes of a host another proxy handed over (`Takeover.handedOver`). The host sleeps
+    /// already, so its three probes take 0.6 s, not the 4 s of a host going to sleep, and the proxy answers for it
+    /// within a second of the other letting go; an awake host still answers the first probe within milliseconds.
+    public static let handoverProbeInterval: Duration = .milliseconds(200)
     /// docs/protocol.md §4.3, Apple's four announcements: gratuitous ARP (unsolicited NA) at 0, 1, 3 and 7 s.
     public static let announcementOffsets: [Duration] = [.zero, .seconds(1), .seconds(3), .seconds(7)]
     /// docs/protocol.md §5.2: after the owner is seen on the wire, probing starts again after 10 s (1 s when it
