@@ -67,3 +67,22 @@ struct TakeoverPeersRestartTests {
         #expect(!P.answersARP(&after))
     }
 }
+
+extension TakeoverPeersRestartTests {
+    /// Where other proxies are known, the IPv4 address is asked for with its last probe, so it is claimed with the
+    /// IPv6 one: asked a probe later, ARP went unanswered for a second while mDNS already spoke for the host.
+    @Test func withOtherProxiesKnownBothFamiliesAreClaimedTogether() {
+        var h = H()
+        _ = P.advertised(&h, P.worse)
+        _ = P.peerSaysItsMAC(&h)
+        _ = h.register()
+        let steps = h.run(for: .seconds(12))
+        let claims = steps.compactMap { step -> (Timestamp, IPAddress)? in
+            if case .claimed(_, let address) = step.1 { (step.0, address) } else { nil }
+        }
+        #expect(Set(claims.map(\.1)) == [Lab.hostV4, H.hostGlobal], "\(claims)")
+        #expect(Set(claims.map(\.0)).count == 1, "claimed at different times: \(claims)")
+        let asked = steps.filter { H.frames([$0.1]).contains { P.isWhoHas($0, P.hostV4) } }.map(\.0)
+        #expect(asked.count == 1 && asked.first! < claims.first!.0, "asked once, before the claim")
+    }
+}

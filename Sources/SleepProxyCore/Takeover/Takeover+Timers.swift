@@ -99,11 +99,22 @@ extension Takeover {
                 }
                 state.phase = .probing(sent: sent + 1)
                 state.next = now + Self.probeInterval(host)
+                // Where other proxies are known, the address is asked for by broadcast with the last probe, so
+                // that one already answering for the host says so before this proxy would claim; asked a probe
+                // later, the IPv4 address was claimed a second after the IPv6 one, and ARP went unanswered for a
+                // second while mDNS already spoke for the host.
+                if sent + 1 == TakeoverRules.probeCount, host.handedOverBy == nil, case .v4(let v4) = address,
+                    !self.peers(on: context.name).isEmpty, let check = self.whoHas(v4, on: context)
+                {
+                    state.peerChecked = true
+                    actions.append(check)
+                }
                 return actions
             }
-            // Before claiming, where other proxies are known: ask for the address by broadcast once, so that one
-            // already answering for the host says so and this proxy stands by instead of claiming second. Not for
-            // a host handed over: the proxy answering for it is the one that handed it over, and lets it go.
+            // Before claiming, where other proxies are known (and were not asked with the last probe, because they
+            // became known since): ask for the address by broadcast once, so that one already answering for the
+            // host says so and this proxy stands by instead of claiming second. Not for a host handed over: the
+            // proxy answering for it is the one that handed it over, and lets it go.
             if !state.peerChecked, host.handedOverBy == nil, case .v4(let v4) = address,
                 !self.peers(on: context.name).isEmpty,
                 let check = self.whoHas(v4, on: context)
