@@ -8,6 +8,8 @@ public struct ControlRequest: Codable, Hashable, Sendable {
         case history
         /// Decommissioning: wake every host and stop proxying it, so each re-registers elsewhere.
         case releaseAll = "release-all"
+        /// The machines heard on the served links in the last day (docs/neighbours.md).
+        case neighbours
     }
 
     /// The most hosts one `hosts` page holds: what a status page or a dashboard asks for at a time, so that a
@@ -72,6 +74,8 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var history: HostHistory?
     /// Why a request was refused, for programs (the HTTP API's status code); `error` says it for people.
     public var refusal: Refusal?
+    /// `neighbours`: the machines heard lately, by interface and MAC.
+    public var neighbours: [NeighbourSummary]?
 
     public enum Refusal: String, Codable, Hashable, Sendable {
         /// The request itself was wrong (a bad page, an unknown state): asking again the same way fails again.
@@ -143,6 +147,34 @@ public struct HostSummary: Codable, Hashable, Sendable {
         self.leaseSeconds = leaseSeconds
         self.state = state
         self.lastWake = lastWake
+    }
+}
+
+/// A machine heard on a served link lately (`neighbours`): what it said of itself.
+public struct NeighbourSummary: Codable, Hashable, Sendable {
+    public var interface: String
+    public var mac: String
+    /// Newest first.
+    public var addresses: [String]
+    /// Host names its own mDNS responder published (`nas.local.`).
+    public var names: [String]
+    /// Service instances it published for itself (`Files._smb._tcp.local.`).
+    public var services: [String]
+    public var lastHeard: Date
+    /// It registered with this proxy (it is held now).
+    public var registered: Bool
+
+    public init(
+        interface: String, mac: String, addresses: [String], names: [String], services: [String], lastHeard: Date,
+        registered: Bool
+    ) {
+        self.interface = interface
+        self.mac = mac
+        self.addresses = addresses
+        self.names = names
+        self.services = services
+        self.lastHeard = lastHeard
+        self.registered = registered
     }
 }
 

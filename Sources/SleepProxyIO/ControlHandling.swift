@@ -56,6 +56,23 @@ extension EngineRunner {
             }
             actions += self.engine.releaseAll(now: now)
             return ControlResponse(hosts: summaries)
+        case .neighbours:
+            guard let neighbours = self.engine.neighbours(now: now) else {
+                return .failure(
+                    "this daemon runs with --no-takeover: without capturing ARP and neighbour discovery it cannot tell machines apart by MAC"
+                )
+            }
+            var response = ControlResponse()
+            let wall = Date()
+            response.neighbours = neighbours.map { neighbour in
+                NeighbourSummary(
+                    interface: neighbour.interface, mac: neighbour.mac.description,
+                    addresses: neighbour.addresses.map(\.description), names: neighbour.names.map(\.description),
+                    services: neighbour.services.map(\.description),
+                    lastHeard: wall.addingTimeInterval(-Double((now - neighbour.lastHeard).nanosecondsClamped) / 1e9),
+                    registered: self.engine.state(of: neighbour.key) != nil)
+            }
+            return response
         case .events:
             var events = self.wakeLog.recent
             if let since = request.since { events = events.filter { $0.time >= since } }

@@ -220,4 +220,33 @@ final class CoexistenceLabTests: ThreeHostSuite {
         #expect(day.records.last.map { $0.state == .gone && $0.note == "awake at expiry" } == true, "\(day.records)")
         #expect(Self.fights(avahi.process.output).isEmpty, "\(Self.fights(avahi.process.output))")
     }
+
+    /// `sleepproxyctl neighbours` lists a machine that never registered, with what its own avahi-daemon published:
+    /// its MAC (from its ARP), its name and its services (from its answers to another machine's browse).
+    @Test func neighboursListsAnAvahiHostWithItsNameAndServices() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        let avahi = try self.startAvahi()
+        defer { avahi.stop() }
+        let watcher = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
+        defer { watcher.stop() }
+        // Its kernel asks for the proxy machine's address (any unicast it sends does), which ties its address to
+        // its MAC; then another machine browses, and its avahi answers.
+        _ = try self.sleeper.host.run(["ping", "-c", "1", "-W", "1", "192.0.2.1"])
+        var sleeper: NeighbourSummary?
+        waitUntil(timeout: 20, interval: 0.5) {
+            _ = try? Queriers.avahiBrowse(watcher, type: "_http._tcp") { !$0.isEmpty }
+            sleeper = (try? self.ctl(["neighbours"]))?.neighbours?.first {
+                $0.mac == ThreeHostLab.sleeperMAC.description
+            }
+            return sleeper?.services.contains("My Web Server._http._tcp.local.") == true
+        }
+        #expect(sleeper?.addresses.contains("192.0.2.2") == true, "\(String(describing: sleeper))")
+        #expect(sleeper?.names.contains("sleeper.local.") == true, "\(String(describing: sleeper))")
+        #expect(sleeper?.services.contains("My Web Server._http._tcp.local.") == true, "\(String(describing: sleeper))")
+        #expect(sleeper?.registered == false)
+        let listed = try self.proxy.run(
+            [Self.ctl, "neighbours", "--socket", self.state.appendingPathComponent("control.sock").path])
+        #expect(listed.stdout.contains("\(ThreeHostLab.sleeperMAC)  sleeper.local.  on eth0"), "\(listed.stdout)")
+    }
 }

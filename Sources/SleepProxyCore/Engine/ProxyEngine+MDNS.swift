@@ -32,6 +32,10 @@ extension ProxyEngine {
             actions += self.withTakeover(now: now) { $0.ownerActive(key, now: now) }
         }
         guard let packet else { return actions }
+        // What a machine's own responder publishes, for the list of neighbours.
+        if packet.message.flags.isResponse, port == MDNSRules.port, !context.isOwnAddress(source) {
+            self.takeover?.neighbours.published(packet.message, from: source, on: context.name, now: now)
+        }
         var handedBack: Set<OwnerKey> = []
         if let key = self.ownerOptionHandsBack(packet, now: now) {
             handedBack.insert(key)

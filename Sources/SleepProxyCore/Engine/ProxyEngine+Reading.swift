@@ -95,6 +95,9 @@ extension ProxyEngine {
         return self.servedInterfaces.flatMap { takeover.peers(on: $0.name) }
     }
 
+    /// The machines heard on the served links in the last day; nil without the packet side, which alone sees MACs.
+    public func neighbours(now: Timestamp) -> [Neighbour]? { self.takeover?.neighbours.neighbours(now: now) }
+
     /// The other proxies known by their MACs, for the next start to remember (`restorePeers`).
     public var identifiedPeers: [ProxyPeer] { self.takeover?.identifiedPeers ?? [] }
 

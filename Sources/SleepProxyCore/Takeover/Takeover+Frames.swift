@@ -76,6 +76,10 @@ extension Takeover {
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
         if arp.senderIP != .any { self.learnPeer(address: .v4(arp.senderIP), mac: arp.senderMAC, on: context.name) }
+        // A machine giving its own address (the frame's source agreeing): listed among the neighbours.
+        if arp.senderIP != .any, arp.senderMAC == frame.source {
+            self.neighbours.heard(arp.senderMAC, at: .v4(arp.senderIP), on: context.name, now: now)
+        }
         // Pass 1: a request for a proxied address.
         if arp.operation == .request, arp.senderIP != arp.targetIP,
             let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key]
@@ -125,6 +129,13 @@ extension Takeover {
         let senderMACs =
             [frame.source] + [message.sourceLinkLayerAddress, message.targetLinkLayerAddress].compactMap { $0 }
         if !source.isUnspecified { self.learnPeer(address: .v6(source), mac: frame.source, on: context.name) }
+        // A machine giving its own address: a solicitation's source with its link-layer address, an
+        // advertisement's target with its own (the frame's source agreeing).
+        if message.kind == .solicitation, !source.isUnspecified, message.sourceLinkLayerAddress == frame.source {
+            self.neighbours.heard(frame.source, at: .v6(source), on: context.name, now: now)
+        } else if message.kind == .advertisement, message.targetLinkLayerAddress == frame.source {
+            self.neighbours.heard(frame.source, at: target, on: context.name, now: now)
+        }
         var actions: [TakeoverAction] = []
         var handled: OwnerKey? = nil
         switch message.kind {

@@ -17,6 +17,8 @@ public struct Takeover: Sendable {
     public internal(set) var gate: WakeGate
     /// Other sleep proxies on the served links (`Takeover+Peers.swift`).
     var peers: [InterfaceAddressKey: ProxyPeer] = [:]
+    /// The machines heard on the served links lately (`NeighbourBook`).
+    public internal(set) var neighbours = NeighbourBook()
     /// Proxies that said goodbye lately, with when (`PeerRules.departedPeerMemory`): a restart comes back.
     var departedPeers: [InterfaceAddressKey: (peer: ProxyPeer, at: Timestamp)] = [:]
     var pendingClaims: [PendingClaim] = []
