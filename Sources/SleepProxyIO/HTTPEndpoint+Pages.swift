@@ -55,6 +55,20 @@ extension HTTPEndpoint {
                     }
                 }
             }
+        case .neighbours:
+            self.engine.control(ControlRequest(command: .neighbours)) { response in
+                loop.execute {
+                    guard let neighbours = response.neighbours else {
+                        respond(
+                            .page(
+                                .serviceUnavailable,
+                                StatusPage.problem("Unavailable", response.error ?? "the daemon gave no answer")))
+                        return
+                    }
+                    let now = Date()
+                    respond(.page(.ok, StatusPage.neighbours(neighbours, now: now, time: LocalTime.current(at: now))))
+                }
+            }
         case .host(let target):
             self.engine.control(ControlRequest(command: .host, target: target)) { [self] response in
                 if let detail = response.host {

@@ -66,7 +66,8 @@ public enum StatusPage {
         let name = Self.proxyName(status)
         let header: HTML = """
             <header><h1><a href="/">sleep-proxy</a></h1><span class="muted">\(name.name)\
-            \(name.metric.map { " · metric \($0)" } ?? "") · \(status.interfaces.joined(separator: ", "))</span></header>
+            \(name.metric.map { " · metric \($0)" } ?? "") · \(status.interfaces.joined(separator: ", ")) · \
+            <a href="/neighbours">machines on the link</a></span></header>
             """
         return Self.document(
             title: "sleep-proxy: \(status.hosts) hosts", header: header + Self.filterForm(query), live: body,
@@ -126,6 +127,38 @@ public enum StatusPage {
         return Self.document(
             title: "\(title) · sleep-proxy", header: header, live: body,
             footer: status.map { Self.footer($0, time: time) } ?? Self.footer(nil, time: time))
+    }
+
+    /// The machines heard on the served links in the last day, registered or not: what each said of itself, to
+    /// choose which to keep present (docs/neighbours.md). Every name and service came from the network.
+    public static func neighbours(_ neighbours: [NeighbourSummary], now: Date, time: LocalTime) -> String {
+        let rows = neighbours.map { neighbour -> HTML in
+            let name: HTML =
+                neighbour.registered
+                ? "<a href=\"/host/\(component: neighbour.mac)\">\(neighbour.names.first ?? neighbour.mac)</a>"
+                : "\(neighbour.names.first ?? "")"
+            let services = neighbour.services.map { service -> HTML in "<div>\(service)</div>" }
+            return """
+                <tr><td>\(name)</td><td class="mono">\(neighbour.mac)</td>\
+                <td class="mono">\(neighbour.addresses.joined(separator: ", "))</td><td>\(services)</td>\
+                <td>\(neighbour.registered ? "registered" : "")</td>\
+                <td>\(HumanDuration.format(now.timeIntervalSince(neighbour.lastHeard))) ago</td></tr>
+                """
+        }
+        let body: HTML =
+            neighbours.isEmpty
+            ? "<p class=\"muted\">No machine heard on the served links yet.</p>"
+            : """
+            <div class="table"><table><thead><tr><th>Name</th><th>MAC</th><th>Addresses</th><th>Services</th>\
+            <th>Held</th><th>Heard</th></tr></thead><tbody>\(rows)</tbody></table></div>
+            """
+        let header: HTML = """
+            <header><h1><a href="/">sleep-proxy</a> › machines on the link</h1><span class="muted">\
+            heard in the last 24 hours, with the names and services each publishes</span></header>
+            """
+        return Self.document(
+            title: "machines on the link · sleep-proxy", header: header, live: body,
+            footer: Self.footer(nil, time: time))
     }
 
     /// A page for a request the page could not serve: not found, a bad query, the daemon busy.

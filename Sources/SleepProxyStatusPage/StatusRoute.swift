@@ -10,6 +10,8 @@ public enum StatusRoute: Hashable, Sendable {
     case overview(HostQuery)
     /// One host's page, by MAC or name.
     case host(String)
+    /// The machines heard on the link in the last day (docs/neighbours.md).
+    case neighbours
     /// The JSON API: the control protocol's responses, as `sleepproxyctl --json` prints them.
     case api(ControlRequest)
     /// A stylesheet, script or icon of the page's own.
@@ -71,6 +73,8 @@ public enum StatusRoute: Hashable, Sendable {
             self = Self.overview(query)
         case "metrics" where segments.count == 1:
             self = .metrics
+        case "neighbours" where segments.count == 1:
+            self = .neighbours
         case "host" where segments.count == 2:
             guard let target = HTML.percentDecoded(segments[1]), !target.isEmpty else {
                 self = .badRequest("the host in the path has a malformed %-escape")

@@ -179,6 +179,12 @@ final class StatusPageLabTests: ThreeHostSuite {
             ControlResponse.self, from: Array(try self.fetch("/api/v1/status").body.utf8))
         #expect((status.status?.lastDay?.wakes ?? 0) >= 1)
         #expect(try self.fetch("/api/v1/hosts?offset=-1").status == 400)
+        // The machines on the link, in Chromium: the client that asked for the sleeper's address is listed.
+        let machines = try self.browse("/neighbours", screenshot: "neighbours.png")
+        #expect(machines.console.isEmpty, "console: \(machines.console)")
+        #expect(
+            machines.dom.contains("192.0.2.20") && machines.dom.contains("machines on the link"),
+            "\(machines.dom.suffix(3000))")
         // Once the proxy no longer holds it, the overview still leads to its day.
         let forgot = try self.proxy.run([
             Daemon.sibling("sleepproxyctl"), "forget", ThreeHostLab.sleeperMAC.description, "--socket", socket,

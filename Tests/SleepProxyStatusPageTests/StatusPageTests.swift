@@ -201,4 +201,30 @@ extension StatusPageTests {
             status: Self.status(hosts: 5), hosts: [], total: 5, query: .init(page: 9), now: Self.now, time: Self.utc)
         #expect(page.contains("Page 9 is past the last of the 5 hosts") && page.contains("href=\"/?page=1\""))
     }
+
+    /// The machines on the link: names and services from the wire stay text, a registered one links to its page,
+    /// and the routes reach it (page and API).
+    @Test func theMachinesOnTheLinkAreListedAsText() {
+        let neighbours = [
+            NeighbourSummary(
+                interface: "eth0", mac: "02:53:50:00:00:44", addresses: ["192.0.2.44", "fe80::44"],
+                names: [Self.hostile],
+                services: [Self.hostile + "._smb._tcp.local."], lastHeard: Self.now.addingTimeInterval(-90),
+                registered: false),
+            NeighbourSummary(
+                interface: "eth0", mac: "02:53:50:00:00:02", addresses: ["192.0.2.2"], names: ["sleeper.local."],
+                services: [], lastHeard: Self.now, registered: true),
+        ]
+        let page = StatusPage.neighbours(neighbours, now: Self.now, time: Self.utc)
+        #expect(!page.contains("<script>alert") && page.contains("&lt;script&gt;alert"))
+        #expect(Self.tags(page).subtracting(Self.ourTags).isEmpty, "\(Self.tags(page).subtracting(Self.ourTags))")
+        #expect(page.contains("192.0.2.44, fe80::44") && page.contains("1m 30s ago"))
+        #expect(page.contains("<a href=\"/host/02%3A53%3A50%3A00%3A00%3A02\">sleeper.local.</a>"))
+        #expect(StatusPage.neighbours([], now: Self.now, time: Self.utc).contains("No machine heard"))
+        #expect(StatusRoute(method: "GET", uri: "/neighbours") == .neighbours)
+        #expect(StatusRoute(method: "GET", uri: "/api/v1/neighbours") == .api(ControlRequest(command: .neighbours)))
+        let overview = StatusPage.overview(
+            status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(), now: Self.now, time: Self.utc)
+        #expect(overview.contains("<a href=\"/neighbours\">machines on the link</a>"))
+    }
 }
