@@ -67,6 +67,8 @@ enum Benchmarks {
                 try WakeBenchmarks.runLab(daemon: daemon)
             case "wake-local":
                 WakeBenchmarks.run()
+            case "neighbours":
+                NeighbourBenchmarks.run()
             case "status-local":
                 try StatusBenchmarks.run()
             case "status-sample":
@@ -87,7 +89,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

@@ -74,6 +74,12 @@ enum WakeBenchmarks {
                 "TCP monitor, connect() with 0.5 s timeout every 60 s for an hour",
                 self.everyInterval(.seconds(60), count: 60, shape: .kernel), 1...1
             ),
+            (
+                "TCP monitor, 10 s timeout (retransmits) every 60 s for an hour",
+                self.everyInterval(
+                    .seconds(60), count: 60, shape: .kernel, retransmittedAt: [.seconds(1), .seconds(3)]),
+                1...1
+            ),
             ("app: browse, resolve, connect", [self.syn(at: .zero, port: 8080, resolved: true)], 1...1),
             ("bare connect() by address", [self.syn(at: .zero, port: 8080)], 1...1),
             (
@@ -146,11 +152,17 @@ enum WakeBenchmarks {
         }
     }
 
-    static func everyInterval(_ interval: Duration, count: Int, shape: Shape) -> [Packet] {
-        (0..<count).map { round in
-            self.syn(
-                at: interval * round, client: 3, port: shape == .nmap ? 445 : 8080, sourcePort: UInt16(52000 + round),
-                sequence: UInt32(round * 31337), shape: shape)
+    /// A poll every `interval`, each SYN sent again unchanged `retransmittedAt` after it (the kernel's connect()
+    /// with a timeout longer than a second: Home Assistant's TCP sensor, check_tcp, Uptime Kuma).
+    static func everyInterval(_ interval: Duration, count: Int, shape: Shape, retransmittedAt: [Duration] = [])
+        -> [Packet]
+    {
+        (0..<count).flatMap { round in
+            ([.zero] + retransmittedAt).map { offset in
+                self.syn(
+                    at: interval * round + offset, client: 3, port: shape == .nmap ? 445 : 8080,
+                    sourcePort: UInt16(52000 + round), sequence: UInt32(round * 31337), shape: shape)
+            }
         }
     }
 

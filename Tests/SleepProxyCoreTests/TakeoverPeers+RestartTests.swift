@@ -51,7 +51,7 @@ struct TakeoverPeersRestartTests {
         var before = H()
         _ = P.advertised(&before, P.better)
         _ = P.peerSaysItsMAC(&before)
-        before.takeover.peerAdvertised(
+        _ = before.takeover.peerAdvertised(
             label: P.worse, ttl: 4500, from: IPAddress("192.0.2.8")!, interfaceIndex: 2, now: before.now)
         let remembered = before.takeover.identifiedPeers
         #expect(remembered.map(\.mac) == [P.peerMAC], "a proxy whose MAC is not known is not remembered")
