@@ -22,6 +22,18 @@ enum NeighbourBenchmarks {
             book.heard(macs[index], at: addresses[index], on: "eth0", now: now)
             return book.count
         }
+        // A flood of forged senders, each new: the book stays full, and makes room an eighth at a time.
+        var flooded = NeighbourBook()
+        var forged: UInt64 = 0
+        _ = measure("ARP sender filed, a flood of new forged MACs", iterations: 200_000) {
+            forged &+= 1
+            now = now + .microseconds(10)
+            flooded.heard(
+                MACAddress(rawValue: 0x0253_6000_0000 + forged & 0xFFFF_FFFF),
+                at: .v4(IPv4Address(rawValue: 0xC633_6400 &+ UInt32(truncatingIfNeeded: forged % 250 + 1))), on: "eth0",
+                now: now)
+            return flooded.count
+        }
         // The whole path of one frame: decoded and judged by the packet side, and filed.
         var takeover = Takeover(configuration: TakeoverConfiguration())
         let context = InterfaceContext(

@@ -88,9 +88,13 @@ struct NeighbourBookTests {
         }
         #expect(full.count == NeighbourRules.maximumNeighbours)
         full.heard(Self.nas, at: Self.nasV4, on: "eth0", now: Self.t0 + .seconds(60))
-        #expect(full.count == NeighbourRules.maximumNeighbours)
+        let evicted = NeighbourRules.maximumNeighbours / NeighbourRules.evictedShare
+        #expect(full.count == NeighbourRules.maximumNeighbours - evicted + 1)
         let listed = full.neighbours(now: Self.t0 + .seconds(60))
         #expect(listed.contains { $0.mac == Self.nas })
-        #expect(!listed.contains { $0.mac == MACAddress(rawValue: 0x0253_5001_0000) }, "the oldest went")
+        #expect(!listed.contains { $0.mac == MACAddress(rawValue: 0x0253_5001_0000 + UInt64(evicted - 1)) })
+        #expect(
+            listed.contains { $0.mac == MACAddress(rawValue: 0x0253_5001_0000 + UInt64(evicted)) },
+            "the oldest eighth went")
     }
 }
