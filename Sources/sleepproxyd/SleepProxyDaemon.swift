@@ -121,7 +121,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(
         name: .long,
         help:
-            "Seconds during which a source whose wake went unused (no resolve, no retransmitted SYN: a monitor polling a port) must retransmit before it wakes the same host again; 0 turns this off."
+            "Seconds during which a source that woke a host without resolving its name (a monitor polling a port) wakes it no more, retransmitted or not, unless it resolves it; 0 turns this off."
     )
     var wakeMonitorHoldoff: Int = Int(WakeRules.defaultMonitorHoldoff.components.seconds)
 

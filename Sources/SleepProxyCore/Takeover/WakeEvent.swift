@@ -39,7 +39,7 @@ public struct WakeEvent: Hashable, Sendable {
         /// A connection attempt to a port the host did not register: not woken.
         case ignored
         /// Traffic to a registered service that the wake gate declined (a scanner, a source rule, a monitor that
-        /// did not prove itself): not woken (docs/waking.md).
+        /// woke the host lately): not woken (docs/waking.md).
         case declined
     }
 

@@ -96,7 +96,8 @@ public enum WakeRule: String, Hashable, Sendable, CaseIterable, Codable, CustomS
     case holdingForScan = "holding-for-scan"
     /// A SYN shaped like a raw scanner's probe (small window, MSS only): it wakes only if retransmitted.
     case probeShape = "probe-shape"
-    /// The source woke this host before and never behaved like a waiting client: it must retransmit.
+    /// The source woke this host within `wake-monitor-holdoff` without resolving it (a port monitor): declined,
+    /// retransmitted or not, until it resolves the host or the hold-off ends (docs/waking.md §6).
     case monitorBudget = "monitor-budget"
 
     // Declines.

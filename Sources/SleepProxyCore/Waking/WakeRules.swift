@@ -30,9 +30,9 @@ public enum WakeRules {
     public static let retransmissionWait: Duration = .milliseconds(3500)
     /// Connection attempts remembered for recognising retransmissions: Windows' third try comes at 7 s.
     public static let connectionMemory: Duration = .seconds(20)
-    /// The default of `wake-monitor-holdoff`: a source whose wake went unused (no resolve, no retransmission)
-    /// must prove itself for this long before it wakes the same host again. An hour is longer than the idle
-    /// time after which a Mac or a NAS sleeps again, so a dashboard polling every minute wakes it at most once.
+    /// The default of `wake-monitor-holdoff`: a source that woke a host without resolving it wakes that host no
+    /// more for this long, unless it resolves it (docs/waking.md §6). An hour is longer than the idle time after
+    /// which a Mac or a NAS sleeps again, so a dashboard polling every minute wakes it at most once an hour.
     public static let defaultMonitorHoldoff: Duration = .seconds(3600)
     /// The longest `wake-monitor-holdoff` accepted: a week. Longer is a typo, or a wish for a source rule.
     public static let maximumMonitorHoldoffSeconds = 7 * 24 * 3600
