@@ -311,4 +311,20 @@ extension ProxyEngineTests {
         #expect(arp.map(\.senderMAC) == [Lab.hostMAC] && arp.first?.senderIP == IPv4Address(192, 0, 2, 2))
         #expect(h.engine.takeover?.isAnsweringAny(h.key) == true, "the IPv6 address is still answered for")
     }
+
+    /// An answer for one address (an ARP reply from the host's MAC) is a sign a sleeping NIC with ARP offload
+    /// gives: the proxy lets that address go, but does not point the neighbours at the host's MAC, where a
+    /// client's connection would reach the sleeping NIC and never the proxy that could wake it (docs/waking.md §6).
+    @Test func anAnswerASleepingNICCanGiveIsNotPointedBack() throws {
+        var h = H()
+        h.register(Lab.registration(addresses: [Lab.hostV4, H.hostGlobal]))
+        h.run(for: .seconds(12))
+        let reply = ARPPacket(
+            operation: .reply, senderMAC: Lab.hostMAC, senderIP: IPv4Address(192, 0, 2, 2), targetMAC: H.querierMAC,
+            targetIP: IPv4Address(192, 0, 2, 20)
+        ).frame(destination: H.querierMAC, source: Lab.hostMAC).bytes
+        let answered = h.frame(reply)
+        let arp = H.frames(answered).compactMap { $0.etherType == .arp ? try? ARPPacket(decoding: $0.payload) : nil }
+        #expect(!arp.contains { $0.senderMAC == Lab.hostMAC }, "pointed the neighbours at a NIC that may be asleep")
+    }
 }

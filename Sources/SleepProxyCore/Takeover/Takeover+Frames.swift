@@ -249,9 +249,11 @@ extension Takeover {
         // stands in for (replayed while an address was still claimed, a SYN would start a new wake).
         if woken {
             actions += self.finishWake(&host, awake: true, handingBack: answered, now: now)
-        } else {
+        } else if !signal.isAnswer {
             // The address is the host's again without a wake of ours: its own packet told only some neighbours
-            // (an ARP request teaches the one it asks), the rest still send to the proxy (docs/waking.md §6).
+            // (an ARP request teaches the one it asks), the rest still send to the proxy (docs/waking.md §6). Not
+            // on an answer, which a sleeping NIC with ARP or ND offload gives: pointed at it, a client's
+            // connection would reach the sleeping NIC and never the proxy that could wake the host.
             actions += self.pointNeighboursBack(host, addresses: released.filter { $0.1 }.map { $0.0 })
         }
         self.hosts[key] = host
