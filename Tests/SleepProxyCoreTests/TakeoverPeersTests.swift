@@ -192,6 +192,18 @@ struct TakeoverPeersTests {
         #expect(H.frames(before).filter { $0.etherType == .arp }.count == TakeoverRules.probeCount)
         let at = h.run(for: .nanoseconds(1)).map(\.1)
         #expect(at.contains { if case .claimed = $0 { true } else { false } }, "claimed \(h.now - start) after")
+        // A handed-over host that shows itself awake is a host like any other again: probed a second apart later.
+        var awake = H()
+        awake.register()
+        awake.takeover.handedOver(awake.key, by: .v4(Self.peerIP), now: awake.now)
+        _ = awake.receive(TestFrames.arpAnnouncement(from: Lab.hostMAC, for: Self.hostV4))
+        let later = awake.run(for: .seconds(30)).filter { step in
+            H.frames([step.1]).contains {
+                $0.etherType == .arp && $0.destination == Lab.hostMAC
+                    && (try? ARPPacket(decoding: $0.payload))?.targetIP == Self.hostV4
+            }
+        }.map(\.0)
+        #expect(later.count >= 2 && zip(later, later.dropFirst()).allSatisfy { $1 - $0 >= TakeoverRules.probeInterval })
         var going = H()
         _ = Self.advertised(&going, Self.better)
         _ = Self.peerSaysItsMAC(&going)

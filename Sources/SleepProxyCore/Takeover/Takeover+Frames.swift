@@ -207,6 +207,8 @@ extension Takeover {
     {
         guard var host = self.hosts[key] else { return [] }
         self.statistics.ownerSeen += 1
+        // Awake after all: probed again later as any host is, a second apart.
+        host.probesQuickly = false
         var actions: [TakeoverAction] = []
         let woken = host.wake != nil && (!signal.isAnswer || host.isAnswering(address))
         // The addresses the proxy answered for, which a successful wake points back at the host.

@@ -132,6 +132,7 @@ extension Takeover {
     public mutating func handedOver(_ key: OwnerKey, by address: IPAddress, now: Timestamp) {
         guard var host = self.hosts[key] else { return }
         host.handedOverBy = address
+        host.probesQuickly = true
         for address in host.addresses {
             guard var state = host.states[address], state.phase == .waiting else { continue }
             state.next = min(state.next ?? now, now)

@@ -65,7 +65,7 @@ extension Takeover {
     /// Between two probes of a host's address: Apple's second, or less for a host handed over by the proxy that
     /// held it (`handedOver`).
     static func probeInterval(_ host: Host) -> Duration {
-        host.handedOverBy == nil ? TakeoverRules.probeInterval : TakeoverRules.handoverProbeInterval
+        host.probesQuickly ? TakeoverRules.handoverProbeInterval : TakeoverRules.probeInterval
     }
 
     /// One step of probing or announcing one address.
@@ -103,7 +103,7 @@ extension Takeover {
                 // that one already answering for the host says so before this proxy would claim; asked a probe
                 // later, the IPv4 address was claimed a second after the IPv6 one, and ARP went unanswered for a
                 // second while mDNS already spoke for the host.
-                if sent + 1 == TakeoverRules.probeCount, host.handedOverBy == nil, case .v4(let v4) = address,
+                if sent + 1 == TakeoverRules.probeCount, !host.probesQuickly, case .v4(let v4) = address,
                     !self.peers(on: context.name).isEmpty, let check = self.whoHas(v4, on: context)
                 {
                     state.peerChecked = true
@@ -115,7 +115,7 @@ extension Takeover {
             // became known since): ask for the address by broadcast once, so that one already answering for the
             // host says so and this proxy stands by instead of claiming second. Not for a host handed over: the
             // proxy answering for it is the one that handed it over, and lets it go.
-            if !state.peerChecked, host.handedOverBy == nil, case .v4(let v4) = address,
+            if !state.peerChecked, !host.probesQuickly, case .v4(let v4) = address,
                 !self.peers(on: context.name).isEmpty,
                 let check = self.whoHas(v4, on: context)
             {

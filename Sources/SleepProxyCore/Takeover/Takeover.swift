@@ -108,6 +108,9 @@ public struct Takeover: Sendable {
         /// The proxy that handed the host to us (`release-all --transfer` there): it is leaving, and its last
         /// answers for the host are no reason to stand by for it.
         var handedOverBy: IPAddress?
+        /// Handed over asleep and not seen since: its addresses are probed quickly, without the check for another
+        /// proxy (`Takeover.probeInterval`). Once the host shows itself it is a host like any other again.
+        var probesQuickly = false
 
         var macs: [MACAddress] {
             self.wakeMAC == self.key.primaryMAC ? [self.wakeMAC] : [self.wakeMAC, self.key.primaryMAC]
@@ -242,6 +245,7 @@ public struct Takeover: Sendable {
             // Which proxy answers for the host is settled afresh for the new epoch (docs/coexistence.md).
             host.standby = nil
             host.handedOverBy = nil
+            host.probesQuickly = false
         } else if isNew {
             // A host whose lease had ended and that was being woken registers again: it is up, so the wake
             // worked.
@@ -250,6 +254,7 @@ public struct Takeover: Sendable {
             host.registered = true
             host.standby = nil
             host.handedOverBy = nil
+            host.probesQuickly = false
         }
         let oldAddresses = host.addresses
         host.hostName = registration.hostName?.description
