@@ -187,9 +187,9 @@ public final class PacketLinks: @unchecked Sendable {
     /// family is watched whole: its frames all pass the filter, and for IPv6 the link joins every multicast group
     /// at once (PACKET_MR_ALLMULTI) instead of one group per address, which the kernel keeps in a list it walks
     /// on each change. Nothing is done when nothing changed: with thousands of hosts the list stays "whole".
-    public func watch(v4: [IPv4Address]?, v6: [IPv6Address]?, interfaceIndex: Int) {
+    public func watch(v4: [IPv4Address]?, v6: [IPv6Address]?, macs: [MACAddress] = [], interfaceIndex: Int) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
-        let program = CaptureFilter.program(v4: v4, v6: v6)
+        let program = CaptureFilter.program(v4: v4, v6: v6, macs: macs)
         if program != link.program {
             do {
                 try Self.attach(program, to: link.receiveFD)

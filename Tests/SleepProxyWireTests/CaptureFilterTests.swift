@@ -36,6 +36,9 @@ struct CaptureFilterTests {
             case F.jeq:
                 pc += 1 + Int(accumulator == instruction.k ? instruction.jt : instruction.jf)
                 continue
+            case F.ja:
+                pc += 1 + k
+                continue
             case F.ret:
                 return instruction.k
             default:
@@ -96,6 +99,30 @@ struct CaptureFilterTests {
         #expect(
             Self.run(pastLimit, Self.ip(Self.v6(n + 500))) == F.snapLength,
             "N+1 IPv6 addresses: the family passes whole")
+    }
+
+    /// Adopted hosts (docs/adoption.md): every frame whose Ethernet source is one of their MACs passes, up to
+    /// `maximumMACs`; other sources' frames to unwatched addresses still do not.
+    @Test(arguments: [1, F.maximumMACs])
+    func everyFrameFromAnAdoptedMACPasses(count: Int) {
+        let macs = (0..<UInt64(count)).map { MACAddress(rawValue: 0x0253_5001_0000 + $0) }
+        let program = F.program(v4: [IPv4Address(192, 0, 2, 2)], v6: [], macs: macs)
+        #expect(program.count < 4_096)
+        func frame(from mac: MACAddress) -> [UInt8] {
+            var bytes = Self.ip(IPAddress("192.0.2.99")!, proto: .udp)
+            bytes.replaceSubrange(6..<12, with: mac.bytes)
+            return bytes
+        }
+        for mac in macs { #expect(Self.run(program, frame(from: mac)) == F.snapLength) }
+        // Same first four bytes, other last two; and another MAC altogether.
+        #expect(Self.run(program, frame(from: MACAddress(rawValue: 0x0253_5001_0000 + UInt64(count)))) == 0)
+        #expect(Self.run(program, frame(from: Self.mac)) == 0)
+        #expect(Self.run(program, Self.ip(IPAddress("192.0.2.2")!)) == F.snapLength)
+        // One more than the filter holds: the extra MAC is left out, the program still well formed.
+        let tooMany = macs + (0...UInt64(F.maximumMACs - count)).map { MACAddress(rawValue: 0x0253_5002_0000 + $0) }
+        let capped = F.program(v4: [], v6: [], macs: tooMany)
+        #expect(Self.run(capped, frame(from: macs[0])) == F.snapLength)
+        #expect(tooMany.count == F.maximumMACs + 1)
     }
 
     @Test func whatMustPassAndWhatMustNot() {

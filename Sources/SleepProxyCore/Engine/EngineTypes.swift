@@ -109,6 +109,8 @@ public enum HandBackSignal: String, CaseIterable, Hashable, Sendable {
     case ownNameProbe = "own-name-probe"
     /// Its SSDP (docs/ssdp.md).
     case ssdp
+    /// An adopted host's own traffic other than ARP and neighbour discovery, seen by its MAC (docs/adoption.md §3).
+    case ownTraffic = "own-traffic"
 }
 
 /// Why a host's registration ends. The one place that ends it is `ProxyEngine.removeHost`.

@@ -99,6 +99,9 @@ public struct HostPresence: Hashable, Sendable {
     public private(set) var spokeFor = false
     /// The latest sign that the host was up, in this registration.
     public private(set) var lastAwake: AwakeSignal?
+    /// Held by adoption (docs/adoption.md): its NIC may answer ARP and neighbour solicitations while it sleeps, so
+    /// only what a NIC cannot send (its mDNS, its SSDP, any other IP) shows it awake, and any such sign lets it go.
+    public private(set) var adopted = false
 
     /// Whether the proxy speaks for the host (answers, announces and defends it): only while it is asleep. The
     /// responder's and SSDP's own marks follow from the orders and must always agree with this.
@@ -111,9 +114,10 @@ public struct HostPresence: Hashable, Sendable {
     /// A host enters (or, registering anew, starts over from `previous`): it is awake now, so it starts silent,
     /// probed by address or, with none to probe, by name from `EngineRules.quietStartDelay` on.
     public static func enter(
-        _ entry: Entry, previous: HostPresence? = nil, probesAddresses: Bool, now: Timestamp
+        _ entry: Entry, previous: HostPresence? = nil, probesAddresses: Bool, adopted: Bool = false, now: Timestamp
     ) -> (HostPresence, Transition) {
         var presence = HostPresence(state: .starting)
+        presence.adopted = adopted
         var check: Timestamp? = nil
         if !probesAddresses {
             check = now + EngineRules.quietStartDelay
@@ -127,6 +131,18 @@ public struct HostPresence: Hashable, Sendable {
         }
         let transition = Transition(
             from: previous?.state, to: .starting, orders: [.silence, .checkAt(check)], event: event)
+        return (presence, transition)
+    }
+
+    /// An adopted host fell quiet: its questions went unanswered (`Adoption`), so it is asleep from the start and
+    /// spoken for at once; its addresses are claimed as nobody answers them.
+    public static func adoptQuiet(previous: HostPresence? = nil) -> (HostPresence, Transition) {
+        var presence = HostPresence(state: .asleep)
+        presence.adopted = true
+        presence.spokeFor = true
+        let transition = Transition(
+            from: previous?.state, to: .asleep, orders: [.silence, .checkAt(nil), .speak],
+            event: Event(.asleep, .noNameAnswer, detail: "adopted"))
         return (presence, transition)
     }
 
@@ -150,7 +166,9 @@ public struct HostPresence: Hashable, Sendable {
     /// it, the host woke: hand-back. Before, it is still going to sleep: its name probes start over.
     public mutating func signOfLife(_ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp) -> Transition {
         self.lastAwake = signal
-        if self.spokeFor {
+        // An adopted host is held only while it is shown quiet: a word of its own, even before the proxy spoke
+        // for it (restored from the journal and still being asked), means it is up.
+        if self.spokeFor || self.adopted {
             return Transition(
                 from: self.state, to: self.state, orders: [.handBack(kind, what: signal.what)], event: nil)
         }
@@ -178,7 +196,8 @@ public struct HostPresence: Hashable, Sendable {
     /// for another of them. Asleep and answered for nowhere, it is awake: silent, its records kept.
     public mutating func ownerSeen(_ signal: AwakeSignal, answeringAny: Bool) -> Transition {
         self.lastAwake = signal
-        guard self.state == .asleep, !answeringAny else { return .none(self.state) }
+        // An adopted host's NIC answers for it in sleep (docs/adoption.md §4): not a sign that it woke.
+        guard self.state == .asleep, !answeringAny, !self.adopted else { return .none(self.state) }
         return self.move(to: .awake, .answersItself, detail: signal.what, orders: [.silence])
     }
 
@@ -291,6 +310,7 @@ public enum HostStateReason: String, CaseIterable, Codable, Hashable, Sendable {
     case mdns
     case ownNameProbe = "own-name-probe"
     case ssdp
+    case ownTraffic = "own-traffic"
     case leaseEnded = "lease ended"
     case awakeAtExpiry = "awake at expiry"
     case forgotten
@@ -304,6 +324,7 @@ public enum HostStateReason: String, CaseIterable, Codable, Hashable, Sendable {
         case .mdns: self = .mdns
         case .ownNameProbe: self = .ownNameProbe
         case .ssdp: self = .ssdp
+        case .ownTraffic: self = .ownTraffic
         }
     }
 }

@@ -15,6 +15,7 @@ extension ProxyEngine {
         }
         actions += self.withTakeover(now: now) { $0.tick(now: now, limit: slice ?? TakeoverRules.maximumHostsPerTick) }
         actions += self.runQuietChecks(now: now)
+        actions += self.runAdoption(now: now)
         let store = self.registrar.store
         actions += self.withResponder(now: now) {
             $0.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick)
@@ -112,6 +113,8 @@ extension ProxyEngine {
         if case .handBack(_, let signal) = removal { self.handBacks[signal, default: 0] += 1 }
         let waking = self.takeover?.isWaking(key) ?? false
         let transition = HostPresence.end(presence, removal, waking: waking, now: now)
+        // An adopted host is watched again: it sleeps next time it goes quiet.
+        if registration.isAdopted { self.adoption.released(key.primaryMAC, now: now) }
         return self.carryOut(transition, for: registration, now: now)
     }
 
@@ -133,6 +136,11 @@ extension ProxyEngine {
             )
         case (.asleep, .noProbeAnswer):
             return .log(.info, "\(name) is asleep (\(detail) did not answer its probes); the proxy answers for it now")
+        case (.asleep, .noNameAnswer) where event.detail == "adopted":
+            return .log(
+                .info,
+                "\(name) is asleep (adopted: it answered none of \(AdoptionRules.checkQuestions) questions for its name); the proxy answers for it now"
+            )
         case (.asleep, .noNameAnswer):
             return .log(
                 .info,

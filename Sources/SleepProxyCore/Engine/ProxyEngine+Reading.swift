@@ -117,6 +117,14 @@ extension ProxyEngine {
     public var upnpRevision: Int? { self.ssdp?.revision }
     public var upnpLearned: [OwnerKey: [SSDPEntry]] { self.ssdp?.learnedByHost ?? [:] }
 
+    /// The adopted hosts' MACs, whose frames the capture filter passes whole (docs/adoption.md).
+    public var adoptedMACs: [MACAddress] { self.adoption.macs.sorted { $0.rawValue < $1.rawValue } }
+
+    /// The adopted hosts with what the proxy learned of each.
+    public var adoptedHosts: [AdoptedHost] {
+        self.adoption.hosts.values.sorted { $0.mac.rawValue < $1.mac.rawValue }
+    }
+
     /// The addresses to capture for on an interface (`Takeover.watchList`); nil lists without the packet side.
     public func watchList(interfaceIndex: Int) -> (v4: [IPv4Address]?, v6: [IPv6Address]?)? {
         self.takeover?.watchList(interfaceIndex: interfaceIndex)

@@ -38,6 +38,10 @@ public struct ProxyEngine: Sendable {
     public internal(set) var handBacks: [HandBackSignal: Int] = [:]
     /// A restart's hosts still to speak for again, a slice a tick (`resumeSpeaking`).
     var resuming: Resuming?
+    /// The hosts a person adopted by MAC (docs/adoption.md) and what their frames taught.
+    public internal(set) var adoption = Adoption()
+    /// The Owner sequence of the next adopted host held: each hold is a new sleep for the takeover.
+    var adoptionSequence: UInt8 = 0
 
     public init(registrar: Registrar, responder: Responder? = nil, takeover: Takeover? = nil, ssdp: SSDPProxy? = nil) {
         self.registrar = registrar
@@ -60,7 +64,7 @@ public struct ProxyEngine: Sendable {
         var deadline = self.registrar.nextDeadline()
         for candidate in [
             self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline(),
-            self.quietChecks.nextDeadline(), self.resuming?.due,
+            self.quietChecks.nextDeadline(), self.resuming?.due, self.adoption.nextDeadline(),
         ] {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
@@ -75,6 +79,7 @@ public struct ProxyEngine: Sendable {
         var actions: [EngineAction] = []
         for registration in registrations {
             self.registrar.restore(registration)
+            if registration.isAdopted { self.adoption.restoreHeld(registration) }
             actions += self.enter(registration, .restored, now: now)
             actions += self.ssdpRegistered(registration, search: false, now: now)
         }
@@ -245,9 +250,11 @@ public struct ProxyEngine: Sendable {
         _ registration: OwnerRegistration, _ entry: HostPresence.Entry, previous: OwnerRegistration? = nil,
         now: Timestamp
     ) -> [EngineAction] {
-        let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty
+        // An adopted host is asked for its name even with addresses: its NIC may answer them while it sleeps.
+        let probesAddresses = self.takeover != nil && !registration.addresses.isEmpty && !registration.isAdopted
         let (presence, transition) = HostPresence.enter(
-            entry, previous: self.presence[registration.key], probesAddresses: probesAddresses, now: now)
+            entry, previous: self.presence[registration.key], probesAddresses: probesAddresses,
+            adopted: registration.isAdopted, now: now)
         self.presence[registration.key] = presence
         var actions = self.carryOut(transition, for: registration, now: now)
         self.responder?.registered(registration, previous: previous, now: now)
@@ -325,9 +332,18 @@ public struct ProxyEngine: Sendable {
     public mutating func receiveFrame(_ bytes: [UInt8], interfaceIndex: Int, outgoing: Bool, now: Timestamp)
         -> [EngineAction]
     {
-        self.withTakeover(now: now) {
-            $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now)
+        var actions: [EngineAction] = []
+        // An adopted host's own frames (its MAC the Ethernet source) teach what it publishes (docs/adoption.md).
+        if !outgoing, !self.adoption.isEmpty, bytes.count >= 14,
+            let mac = MACAddress(bytes: bytes[6..<12]), self.adoption.isAdopted(mac),
+            let context = self.interfaces[interfaceIndex]
+        {
+            actions += self.adoptionFrame(bytes, context: context, now: now)
         }
+        return actions
+            + self.withTakeover(now: now) {
+                $0.receive(frame: bytes, interfaceIndex: interfaceIndex, outgoing: outgoing, now: now)
+            }
     }
 
     // MARK: - Helpers

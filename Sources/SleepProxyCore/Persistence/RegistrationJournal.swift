@@ -24,6 +24,8 @@ public enum RegistrationJournal {
     static let magic: [UInt8] = Array("SPJ1".utf8)
     static let headerLength = 12
     static let formatVersion: UInt8 = 1
+    /// Marks the trailer of an adopted host's entry (its own addresses).
+    static let adoptedMarker: UInt8 = 0xAD
     /// A payload larger than this marks a damaged length. One entry is one whole host, merged from every part it
     /// registered: at most 400 records (`defaultMaximumRecordsPerHost`), each from a message of at most 9000
     /// bytes (RFC 6762 §17), so 3.6 MB; 16 MiB leaves room for hosts allowed more records.
@@ -78,6 +80,23 @@ public enum RegistrationJournal {
             payload += message
             append(UInt16(registration.records.count), to: &payload)
             for record in registration.records { append(record.registeredAt.nanoseconds, to: &payload) }
+            // An adopted host's own addresses (docs/adoption.md), after everything a registration has: a
+            // journal without them reads as before, and the reader before this one stops at the record times.
+            if let adopted = registration.adoptedAddresses {
+                payload.append(adoptedMarker)
+                payload.append(UInt8(min(adopted.count, Int(UInt8.max))))
+                for address in adopted.prefix(Int(UInt8.max)) {
+                    switch address {
+                    case .v4(let v4):
+                        payload.append(4)
+                        append(v4.rawValue, to: &payload)
+                    case .v6(let v6):
+                        payload.append(6)
+                        append(v6.high, to: &payload)
+                        append(v6.low, to: &payload)
+                    }
+                }
+            }
         case .remove(let key):
             payload.append(2)
             payload.append(formatVersion)
@@ -336,6 +355,21 @@ public enum RegistrationJournal {
                 let sinceWritten = wall &- writtenWall
                 return Timestamp(nanoseconds: timeBase.now.nanoseconds &+ min(sinceNow, sinceWritten))
             }
+            var adopted: [IPAddress]? = nil
+            if cursor < payload.count {
+                guard try integer(UInt8.self) == adoptedMarker else { throw DecodeError(description: "bad trailer") }
+                var addresses: [IPAddress] = []
+                for _ in 0..<Int(try integer(UInt8.self)) {
+                    switch try integer(UInt8.self) {
+                    case 4: addresses.append(.v4(IPv4Address(rawValue: try integer(UInt32.self))))
+                    case 6:
+                        addresses.append(
+                            .v6(IPv6Address(high: try integer(UInt64.self), low: try integer(UInt64.self))))
+                    default: throw DecodeError(description: "bad address family")
+                    }
+                }
+                adopted = addresses
+            }
             let registeredAt = rebase(boot: times[1].boot, wall: times[1].wall)
             let records = zip(message.updates, recordTimes).map { record, boot in
                 ProxiedRecord(record: record, registeredAt: sameBoot ? Timestamp(nanoseconds: boot) : registeredAt)
@@ -346,7 +380,7 @@ public enum RegistrationJournal {
                     registeredAt: registeredAt,
                     updatedAt: rebase(boot: times[2].boot, wall: times[2].wall),
                     leaseExpiry: rebase(boot: times[0].boot, wall: times[0].wall),
-                    grantedLease: granted, lastMessageID: messageID
+                    grantedLease: granted, lastMessageID: messageID, adoptedAddresses: adopted
                 ))
         default:
             throw DecodeError(description: "entry kind \(kind)")

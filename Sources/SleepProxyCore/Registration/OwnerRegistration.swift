@@ -56,8 +56,17 @@ public struct OwnerRegistration: Hashable, Sendable {
     public var owner: OwnerOption
     /// Changing the records recomputes `addresses` and `hostName`.
     public var records: [ProxiedRecord] {
-        didSet { (self.hostName, self.addresses) = OwnerSummary.claims(of: self.records.map(\.record)) }
+        didSet { self.deriveClaims() }
     }
+    /// Set for a host the proxy adopted instead of one that registered (docs/adoption.md): the addresses its own
+    /// frames gave, claimed besides those its reverse mappings name (a Windows PC publishes none). Nil for a
+    /// registration, whose addresses its records alone name (docs/protocol.md §4.3).
+    public var adoptedAddresses: [IPAddress]? {
+        didSet { self.deriveClaims() }
+    }
+
+    /// Whether the proxy adopted the host rather than the host registering.
+    public var isAdopted: Bool { self.adoptedAddresses != nil }
     /// When the first part of this sleep epoch arrived; hand-back after 60 s counts from here (docs/protocol.md §5.1).
     public var registeredAt: Timestamp
     /// When the latest part arrived.
@@ -75,12 +84,14 @@ public struct OwnerRegistration: Hashable, Sendable {
     public init(
         key: OwnerKey, owner: OwnerOption, records: [ProxiedRecord], registeredAt: Timestamp, updatedAt: Timestamp,
         leaseExpiry: Timestamp, grantedLease: UInt32, lastMessageID: UInt16,
-        claims: (hostName: DNSName?, addresses: [IPAddress])? = nil
+        claims: (hostName: DNSName?, addresses: [IPAddress])? = nil, adoptedAddresses: [IPAddress]? = nil
     ) {
         self.key = key
         self.owner = owner
         self.records = records
+        self.adoptedAddresses = adoptedAddresses
         (self.hostName, self.addresses) = claims ?? OwnerSummary.claims(of: records.map(\.record))
+        if let adoptedAddresses { self.addresses = Self.merged(self.addresses, adoptedAddresses) }
         self.registeredAt = registeredAt
         self.updatedAt = updatedAt
         self.leaseExpiry = leaseExpiry
@@ -94,12 +105,22 @@ public struct OwnerRegistration: Hashable, Sendable {
     public private(set) var hostName: DNSName?
     public private(set) var addresses: [IPAddress]
 
+    private mutating func deriveClaims() {
+        (self.hostName, self.addresses) = OwnerSummary.claims(of: self.records.map(\.record))
+        if let adopted = self.adoptedAddresses { self.addresses = Self.merged(self.addresses, adopted) }
+    }
+
+    /// The addresses named by records and those an adopted host's frames gave, once each, sorted.
+    static func merged(_ named: [IPAddress], _ adopted: [IPAddress]) -> [IPAddress] {
+        Array(Set(named + adopted)).sorted()
+    }
+
     public static func == (lhs: OwnerRegistration, rhs: OwnerRegistration) -> Bool {
         lhs.key == rhs.key && lhs.owner == rhs.owner && lhs.records == rhs.records
             && lhs.registeredAt == rhs.registeredAt
             && lhs.updatedAt == rhs.updatedAt && lhs.leaseExpiry == rhs.leaseExpiry
             && lhs.grantedLease == rhs.grantedLease
-            && lhs.lastMessageID == rhs.lastMessageID
+            && lhs.lastMessageID == rhs.lastMessageID && lhs.adoptedAddresses == rhs.adoptedAddresses
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -142,6 +142,20 @@ extension Takeover {
         self.hosts[key] = host
     }
 
+    /// An adopted host fell quiet (docs/adoption.md): its name went unanswered, so it sleeps already, and its
+    /// addresses are probed from now instead of a second from now; a second apart and with the check for another
+    /// proxy as for any host, since a second box of ours may have adopted it too.
+    public mutating func probeAtOnce(_ key: OwnerKey, now: Timestamp) {
+        guard var host = self.hosts[key] else { return }
+        for address in host.addresses {
+            guard var state = host.states[address], state.phase == .waiting else { continue }
+            state.next = min(state.next ?? now, now)
+            host.states[address] = state
+        }
+        host.refreshNext()
+        self.hosts[key] = host
+    }
+
     /// Whether `address` is a known proxy's on the interface: it may hand a host over (`Registrar.handle`).
     public func isPeer(_ address: IPAddress, on interface: String) -> Bool {
         self.peers[InterfaceAddressKey(interface: interface, address: address)] != nil

@@ -33,6 +33,11 @@ public enum CaptureFilter {
     /// The classic BPF opcodes the program uses (linux/filter.h): absolute loads of a word, half-word and byte,
     /// jump-if-equal to a constant, return a constant.
     public static let ld: UInt16 = 0x20, ldh: UInt16 = 0x28, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
+    /// Unconditional jump by `k` (`BPF_JMP | BPF_JA`).
+    public static let ja: UInt16 = 0x05
+    /// Source MACs passed whole at most: four instructions each, and the first one's jump to the accept past the
+    /// others must fit the 8-bit offset (docs/adoption.md §2).
+    public static let maximumMACs = 63
 
     public static func program(addresses: [IPAddress]) -> [Instruction] {
         let (v4, v6) = self.byFamily(addresses)
@@ -54,7 +59,9 @@ public enum CaptureFilter {
 
     /// The program for the addresses of each family; nil passes the whole family (more addresses than the
     /// filter holds, known without listing them).
-    public static func program(v4 v4Addresses: [IPv4Address]?, v6 v6Addresses: [IPv6Address]?) -> [Instruction] {
+    public static func program(
+        v4 v4Addresses: [IPv4Address]?, v6 v6Addresses: [IPv6Address]?, macs: [MACAddress] = []
+    ) -> [Instruction] {
         let v4 = v4Addresses.map { Array(Set($0.map(\.rawValue))).sorted() }
         let v6 = v6Addresses.map { Array(Set($0.map { UInt32(truncatingIfNeeded: $0.low) })).sorted() }
         // Each block: match its addresses, ending in "reject, accept".
@@ -91,6 +98,20 @@ public enum CaptureFilter {
             ins(jeq, 0, 1, 58),
             ins(ret, 0, 0, 0),
         ]
+        // Every frame an adopted host sends (its MAC the Ethernet source: docs/adoption.md): its mDNS, its
+        // addresses, its signs of life. The MAC's first four bytes at offset 6, its last two at 10.
+        let sources = Array(Set(macs.map(\.rawValue))).sorted().prefix(maximumMACs)
+        if !sources.isEmpty {
+            for (i, mac) in sources.enumerated() {
+                let remaining = sources.count - 1 - i
+                program.append(ins(ld, 0, 0, 6))
+                program.append(ins(jeq, 0, 2, UInt32(truncatingIfNeeded: mac >> 16)))
+                program.append(ins(ldh, 0, 0, 10))
+                program.append(ins(jeq, UInt8(remaining * 4 + 1), 0, UInt32(mac & 0xFFFF)))
+            }
+            program.append(ins(ja, 0, 0, 1))
+            program.append(ins(ret, 0, 0, snapLength))
+        }
         program.append(ins(ldh, 0, 0, 12))
         program.append(ins(jeq, 0, 1, 0x0806))
         program.append(ins(ret, 0, 0, snapLength))

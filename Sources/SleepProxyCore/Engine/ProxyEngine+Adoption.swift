@@ -1,0 +1,123 @@
+import NIOCore
+import SleepProxyWire
+
+/// Adoption (docs/adoption.md): hosts a person named by MAC, which cannot register, kept present while they sleep.
+/// The engine ties `Adoption` (what their frames taught, and whether they went quiet) to the path every held host
+/// takes: a quiet adopted host enters as a registration does, held by the same presence, responder, takeover and
+/// SSDP, and leaves by the one way out.
+extension ProxyEngine {
+    /// Why an adopted set was refused.
+    public enum AdoptionError: Error, Hashable, Sendable, CustomStringConvertible {
+        case tooMany(Int)
+
+        public var description: String {
+            switch self {
+            case .tooMany(let count):
+                return "\(count) hosts adopted; at most \(AdoptionRules.maximumAdopted) can be"
+            }
+        }
+    }
+
+    /// The adopted hosts become `macs` (the configuration's and `sleepproxyctl adopt`'s together). A host no longer
+    /// adopted that the proxy holds is let go with goodbyes (a person no longer wants it present); a newly
+    /// adopted one is asked what it publishes, on every served interface, since nobody knows yet where it is.
+    /// Nothing changes when the set is refused.
+    public mutating func setAdopted(_ macs: Set<MACAddress>, now: Timestamp) throws(AdoptionError) -> [EngineAction] {
+        guard macs.count <= AdoptionRules.maximumAdopted else { throw .tooMany(macs.count) }
+        let new = macs.subtracting(self.adoption.macs)
+        _ = self.adoption.setAdopted(macs)
+        var actions: [EngineAction] = []
+        for (key, registration) in self.registrar.store.owners.sorted(by: { $0.key < $1.key })
+        where registration.isAdopted {
+            if macs.contains(key.primaryMAC) {
+                if new.contains(key.primaryMAC) { self.adoption.restoreHeld(registration) }
+            } else {
+                actions += self.removeHost(key, .forgotten(goodbyes: true), now: now)
+            }
+        }
+        if !new.isEmpty {
+            for context in self.servedInterfaces {
+                actions += self.adoptionQuestion(
+                    DNSQuestion(name: Adoption.servicesName, type: .ptr, unicastResponse: true), on: context, now: now)
+            }
+        }
+        // The capture filter passes the adopted MACs' frames.
+        actions += self.servedInterfaces.map { .packet(.watchChanged(interfaceIndex: $0.index)) }
+        return actions
+    }
+
+    /// A frame from an adopted host's MAC: what it teaches, and whether it shows a held host awake.
+    mutating func adoptionFrame(_ bytes: [UInt8], context: InterfaceContext, now: Timestamp) -> [EngineAction] {
+        guard let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)),
+            let heard = self.adoption.heard(frame, on: context.name, now: now)
+        else { return [] }
+        var actions: [EngineAction] = []
+        let key = OwnerKey(interface: context.name, primaryMAC: heard.mac)
+        if heard.signOfLife, self.registrar.store[key]?.isAdopted == true {
+            actions += self.ownerSpoke(
+                key, AwakeSignal(what: "its own traffic (\(frame.etherType))", at: now), .ownTraffic, now: now)
+        }
+        for type in heard.newTypes {
+            actions += self.adoptionQuestion(
+                DNSQuestion(name: type, type: .ptr, unicastResponse: true), on: context, now: now)
+        }
+        return actions
+    }
+
+    /// The adopted hosts' checks that came due: a question for a quiet host's name, or, none answered, the host
+    /// held as asleep.
+    mutating func runAdoption(now: Timestamp) -> [EngineAction] {
+        guard !self.adoption.isEmpty else { return [] }
+        let store = self.registrar.store
+        var actions: [EngineAction] = []
+        for step in self.adoption.due(now: now, isHeld: { store[$0] != nil }) {
+            switch step {
+            case .askName(_, let name, let interface):
+                guard let context = self.servedInterfaces.first(where: { $0.name == interface }) else { continue }
+                // Unicast replies (RFC 6762 §5.4): only the proxy needs the answer, nobody else's cache.
+                actions += self.adoptionQuestion(
+                    DNSQuestion(name: name, type: .a, unicastResponse: true), on: context, now: now,
+                    also: DNSQuestion(name: name, type: .aaaa, unicastResponse: true))
+            case .fellQuiet(let mac):
+                actions += self.holdAdopted(mac, now: now)
+            }
+        }
+        return actions
+    }
+
+    /// An adopted host answered none of the questions: it enters as a sleeping host, spoken for at once (its
+    /// responder is silent), its addresses probed from now and claimed where nobody answers.
+    private mutating func holdAdopted(_ mac: MACAddress, now: Timestamp) -> [EngineAction] {
+        self.adoptionSequence &+= 1
+        guard let registration = self.adoption.registration(of: mac, sequence: self.adoptionSequence, now: now)
+        else { return [] }
+        let key = registration.key
+        self.registrar.restore(registration)
+        let (presence, transition) = HostPresence.adoptQuiet(previous: self.presence[key])
+        self.presence[key] = presence
+        var actions: [EngineAction] = [.journal(.put(registration))]
+        actions += self.carryOut(transition, for: registration, now: now)
+        actions += self.withTakeover(now: now) { $0.registered(registration, restart: true, now: now) }
+        self.takeover?.probeAtOnce(key, now: now)
+        actions += self.ssdpRegistered(registration, search: false, now: now)
+        return actions
+    }
+
+    /// A question on one interface's mDNS groups; its copies looped back are known as ours.
+    private mutating func adoptionQuestion(
+        _ question: DNSQuestion, on context: InterfaceContext, now: Timestamp, also: DNSQuestion? = nil
+    ) -> [EngineAction] {
+        let query = DNSMessage(questions: [question] + (also.map { [$0] } ?? []))
+        let bytes = query.encoded(options: .mdns)
+        var actions: [EngineAction] = []
+        for family in Responder.families(of: context) {
+            self.echoes.remember(bytes, now: now)
+            actions.append(
+                .transmit(
+                    MDNSTransmission(
+                        destination: .multicast(interfaceIndex: context.index, family: family), message: query,
+                        bytes: bytes)))
+        }
+        return actions
+    }
+}

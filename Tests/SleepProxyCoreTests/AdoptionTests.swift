@@ -1,0 +1,290 @@
+import NIOCore
+import SleepProxyTestSupport
+import Testing
+
+@testable import SleepProxyCore
+@testable import SleepProxyWire
+
+/// Adoption (docs/adoption.md): what an adopted host's own frames teach, how it is found asleep without being
+/// fought, and how it is let go when it shows itself.
+@Suite("Adoption: hosts kept present by MAC")
+struct AdoptionTests {
+    typealias H = EngineHarness
+    static let mac = MACAddress("02:53:50:00:00:30")!
+    static let other = MACAddress("02:53:50:00:00:31")!
+    static let v4 = IPAddress("192.0.2.30")!
+    static let v6 = IPAddress("fe80::53:50ff:fe00:30")!
+    static let name: DNSName = "pc.local."
+    static let instance: DNSName = "PC._smb._tcp.local."
+    static let type: DNSName = "_smb._tcp.local."
+
+    /// What the host's responder announces: its address, a service with TXT strings in its own order, the
+    /// service type; cache-flush on its unique records, TTLs as avahi gives them.
+    static func announcement(txt: [[UInt8]] = [Array("b=2".utf8), Array("a=1".utf8)], address: IPv4Address? = nil)
+        -> DNSMessage
+    {
+        DNSMessage(
+            flags: DNSHeaderFlags(response: true, authoritative: true),
+            answers: [
+                DNSResourceRecord(
+                    name: name, cacheFlush: true, ttl: 120,
+                    rdata: .a(ARecord(address: address ?? IPv4Address(192, 0, 2, 30)))),
+                DNSResourceRecord(name: type, ttl: 4500, rdata: .ptr(PTRRecord(target: instance))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 120,
+                    rdata: .srv(SRVRecord(priority: 0, weight: 0, port: 445, target: name))),
+                DNSResourceRecord(
+                    name: instance, cacheFlush: true, ttl: 4500, rdata: .txt(TXTRecord(uncheckedStrings: txt))),
+                DNSResourceRecord(name: Adoption.servicesName, ttl: 4500, rdata: .ptr(PTRRecord(target: type))),
+            ])
+    }
+
+    /// An mDNS datagram from `mac` at `source`, to the group.
+    static func mdnsFrame(_ message: DNSMessage, from mac: MACAddress = mac, source: IPAddress = v4) -> [UInt8] {
+        TestFrames.udp(
+            from: mac, to: MACAddress("01:00:5e:00:00:fb")!, source: source, destination: .v4(.mdnsGroup),
+            sourcePort: 5353, port: 5353, payload: message.encoded(options: .mdns))
+    }
+
+    /// A harness with `mac` adopted.
+    static func adopted() throws -> H {
+        var h = H()
+        h.record(try h.engine.setAdopted([mac], now: h.now))
+        return h
+    }
+
+    static func learned(_ h: H) -> [DNSResourceRecord] {
+        h.engine.adoption.hosts[mac]?.records.map(\.record) ?? []
+    }
+
+    // MARK: - Learning
+
+    @Test func recordsAreLearnedExactlyAsTheHostSentThemAndOnlyFromItsOwnMAC() throws {
+        var h = try Self.adopted()
+        // Someone else sends the same response from the host's address: nothing is learned.
+        h.frame(Self.mdnsFrame(Self.announcement(), from: Self.other))
+        #expect(Self.learned(h).isEmpty)
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        #expect(Self.learned(h) == Self.announcement().answers)
+        #expect(h.engine.adoption.hosts[Self.mac]?.addresses == [Self.v4])
+        #expect(h.engine.adoption.hosts[Self.mac]?.hostName == Self.name)
+        // A goodbye (TTL 0) drops exactly that record.
+        var goodbye = Self.announcement()
+        goodbye.answers = [DNSResourceRecord(name: Self.type, ttl: 0, rdata: .ptr(PTRRecord(target: Self.instance)))]
+        h.frame(Self.mdnsFrame(goodbye))
+        #expect(!Self.learned(h).contains { $0.name == Self.type })
+        #expect(Self.learned(h).count == 4)
+    }
+
+    @Test func aCacheFlushRecordReplacesOlderDataOfItsNameAndTypeOnly() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        // Within a second: another address of the same name is part of the same announcement (RFC 6762 §10.2).
+        h.now = h.now + .milliseconds(500)
+        h.frame(Self.mdnsFrame(Self.announcement(address: IPv4Address(192, 0, 2, 31))))
+        #expect(Self.learned(h).filter { $0.type == .a }.count == 2)
+        // Later: the new data replaces the old.
+        h.now = h.now + .seconds(3)
+        h.frame(Self.mdnsFrame(Self.announcement(address: IPv4Address(192, 0, 2, 32))))
+        #expect(
+            Self.learned(h).filter { $0.type == .a }.map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 32)))])
+        // TXT strings keep the host's order; the SRV and TXT of the instance are untouched.
+        #expect(
+            Self.learned(h).contains {
+                $0.rdata == .txt(TXTRecord(uncheckedStrings: [Array("b=2".utf8), Array("a=1".utf8)]))
+            })
+    }
+
+    @Test func boundsHoldAtTheirLimitAndRefuseOneMore() throws {
+        var h = try Self.adopted()
+        let limit = AdoptionRules.maximumRecords
+        func txts(_ range: Range<Int>) -> DNSMessage {
+            DNSMessage(
+                flags: DNSHeaderFlags(response: true, authoritative: true),
+                answers: range.map {
+                    DNSResourceRecord(
+                        name: "x.local.", ttl: 120, rdata: .txt(TXTRecord(uncheckedStrings: [Array("\($0)".utf8)])))
+                })
+        }
+        for start in stride(from: 0, to: limit, by: 50) { h.frame(Self.mdnsFrame(txts(start..<start + 50))) }
+        #expect(Self.learned(h).count == limit)
+        h.frame(Self.mdnsFrame(txts(limit..<limit + 1)))
+        #expect(Self.learned(h).count == limit)
+        #expect(h.engine.adoption.hosts[Self.mac]?.refused == 1)
+        // Addresses: the newest eight.
+        for n in 0...AdoptionRules.maximumAddresses {
+            h.frame(TestFrames.arpAnnouncement(from: Self.mac, for: IPv4Address(192, 0, 2, UInt8(100 + n))))
+        }
+        let addresses = h.engine.adoption.hosts[Self.mac]?.addresses ?? []
+        #expect(addresses.count == AdoptionRules.maximumAddresses)
+        #expect(addresses.first == IPAddress("192.0.2.\(100 + AdoptionRules.maximumAddresses)"))
+        // Adopted hosts: the limit, and one more refused with nothing changed.
+        let macs = Set((0..<UInt64(AdoptionRules.maximumAdopted)).map { MACAddress(rawValue: 0x0253_5001_0000 + $0) })
+        _ = try h.engine.setAdopted(macs, now: h.now)
+        #expect(h.engine.adoptedMACs.count == AdoptionRules.maximumAdopted)
+        #expect(throws: ProxyEngine.AdoptionError.tooMany(AdoptionRules.maximumAdopted + 1)) {
+            try h.engine.setAdopted(macs.union([Self.mac]), now: h.now)
+        }
+        #expect(Set(h.engine.adoptedMACs) == macs)
+    }
+
+    @Test func recordBytesAreBoundedPerHost() throws {
+        var h = try Self.adopted()
+        // TXT records of about 1 KB: the 64 KiB bound is reached well before the record count.
+        let big = [UInt8](repeating: 0x61, count: 250)
+        for n in 0..<80 {
+            h.frame(
+                Self.mdnsFrame(
+                    DNSMessage(
+                        flags: DNSHeaderFlags(response: true, authoritative: true),
+                        answers: [
+                            DNSResourceRecord(
+                                name: try DNSName(parsing: "t\(n).local."), ttl: 120,
+                                rdata: .txt(TXTRecord(uncheckedStrings: [big, big, big, big])))
+                        ])))
+        }
+        let host = try #require(h.engine.adoption.hosts[Self.mac])
+        #expect(host.recordBytes <= AdoptionRules.maximumRecordBytes)
+        #expect(host.recordBytes > AdoptionRules.maximumRecordBytes - 1_100)
+        #expect(host.refused > 0)
+    }
+
+    // MARK: - Asleep or awake
+
+    /// The host's responder answering each question the proxy asks for its name, by unicast to the proxy.
+    static func answersQuestions(_ actions: [EngineAction]) -> Bool {
+        H.transmissions(actions).contains { transmission in
+            transmission.message.questions.contains { $0.name == name && $0.type == .a && $0.unicastResponse }
+        }
+    }
+
+    @Test func anAwakeHostThatAnswersItsNameIsNeverSpokenFor() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        var asked = 0
+        let awake = h.run(for: .seconds(60)) { h, step in
+            guard Self.answersQuestions(step) else { return }
+            asked += 1
+            var answer = Self.announcement()
+            answer.answers = [answer.answers[0]]
+            h.frame(
+                TestFrames.udp(
+                    from: Self.mac, to: Lab.proxyMAC, source: Self.v4, destination: IPAddress("192.0.2.1")!,
+                    sourcePort: 5353, port: 5353, payload: answer.encoded(options: .mdns)))
+        }
+        #expect(asked >= 20 && asked <= 30, "one question about every 2 s of quiet: \(asked)")
+        let spoken = H.transmissions(awake).flatMap { $0.message.answers }.filter { $0.name == Self.name }
+        #expect(spoken.isEmpty, "the proxy answered for an awake host")
+        #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: Self.mac)) == nil)
+    }
+
+    @Test func aQuietHostIsAnsweredForWithinFiveSecondsAndHandedBackWhenItSpeaks() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        let lastWord = h.now
+        let key = OwnerKey(interface: "eth0", primaryMAC: Self.mac)
+        let asleep = h.run(for: .seconds(8))
+        let first = try #require(
+            asleep.first { H.transmissions([$0.1]).contains { $0.message.answers.contains { $0.name == Self.name } } })
+        #expect(first.0 - lastWord <= .seconds(5))
+        #expect(h.engine.state(of: key) == .asleep)
+        // What it announced is what the host published, byte for byte.
+        let announced = H.transmissions([first.1]).flatMap { $0.message.answers }
+        #expect(Set(announced) == Set(Self.announcement().answers))
+        #expect(h.ask(Self.instance, .srv).map(\.rdata) == [Self.announcement().answers[2].rdata])
+        // Its IPv4 address was claimed (nobody answered the probes): ARP for it is answered by the proxy.
+        let reply = H.frames(
+            h.frame(
+                TestFrames.arpRequest(
+                    from: H.querierMAC, senderIP: IPv4Address(192, 0, 2, 20), for: IPv4Address(192, 0, 2, 30))))
+        #expect(reply.contains { $0.etherType == .arp && $0.source == Lab.proxyMAC })
+        #expect(H.journal(asleep.map(\.1)).contains { if case .put(let r) = $0 { r.isAdopted } else { false } })
+        // It wakes: a NetBIOS broadcast of its own hands it back, silently (no goodbyes).
+        let back = h.frame(
+            TestFrames.udp(
+                from: Self.mac, to: .broadcast, source: Self.v4, destination: IPAddress("192.0.2.255")!,
+                sourcePort: 137, port: 137))
+        #expect(h.engine.state(of: key) == nil)
+        #expect(H.transmissions(back).flatMap { $0.message.answers }.allSatisfy { $0.ttl > 0 })
+        #expect(h.engine.handBacks[.ownTraffic] == 1)
+        #expect(h.engine.adoption.hosts[Self.mac]?.phase == .watching)
+    }
+
+    @Test func aNICThatAnswersARPInSleepIsNotFoughtAndTheHostStaysAnsweredFor() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        let key = OwnerKey(interface: "eth0", primaryMAC: Self.mac)
+        // The NIC answers every ARP probe for the host's address; nothing else of the host speaks.
+        let run = h.run(for: .seconds(30)) { h, step in
+            for frame in H.frames(step) where frame.destination == Self.mac && frame.etherType == .arp {
+                guard let arp = try? ARPPacket(decoding: frame.payload), arp.targetIP == IPv4Address(192, 0, 2, 30)
+                else { continue }
+                h.frame(
+                    ARPPacket(
+                        operation: .reply, senderMAC: Self.mac, senderIP: arp.targetIP, targetMAC: Lab.proxyMAC,
+                        targetIP: .any
+                    ).frame(destination: Lab.proxyMAC, source: Self.mac).bytes)
+            }
+        }
+        #expect(h.engine.state(of: key) == .asleep)
+        #expect(h.ask(Self.name, .a).map(\.rdata) == [.a(ARecord(address: IPv4Address(192, 0, 2, 30)))])
+        // Never claimed: no announcement of the address as the proxy's, no neighbour entry.
+        #expect(!H.frames(run.map(\.1)).contains { $0.source == Lab.proxyMAC && Self.isAnnouncement($0) })
+        let states = h.engine.addressStates(of: key)?.map(\.1) ?? []
+        #expect(states == [.ownerSeen] || states == [.stopped])
+    }
+
+    static func isAnnouncement(_ frame: EthernetFrame) -> Bool {
+        guard frame.etherType == .arp, let arp = try? ARPPacket(decoding: frame.payload) else { return false }
+        return arp.senderIP == IPv4Address(192, 0, 2, 30) && arp.senderMAC == Lab.proxyMAC
+    }
+
+    @Test func aHostThatSaidGoodbyeToItsNameIsNotHeld() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        // A clean shutdown: avahi's goodbyes for everything.
+        var goodbyes = Self.announcement()
+        goodbyes.answers = goodbyes.answers.map {
+            var r = $0; r.ttl = 0; return r
+        }
+        h.frame(Self.mdnsFrame(goodbyes))
+        h.run(for: .seconds(30))
+        #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: Self.mac)) == nil)
+    }
+
+    @Test func unadoptingAHeldHostSaysGoodbye() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        h.run(for: .seconds(8))
+        let actions = try h.engine.setAdopted([], now: h.now) + h.run(for: .seconds(1)).map(\.1)
+        #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: Self.mac)) == nil)
+        #expect(
+            H.transmissions(actions).flatMap { $0.message.answers }.contains { $0.name == Self.name && $0.ttl == 0 })
+        #expect(h.engine.adoptedMACs.isEmpty)
+    }
+
+    @Test func aHeldAdoptedHostSurvivesTheJournalAndARestart() throws {
+        var h = try Self.adopted()
+        h.frame(Self.mdnsFrame(Self.announcement()))
+        h.frame(TestFrames.arpAnnouncement(from: Self.mac, for: IPv4Address(192, 0, 2, 30)))
+        let run = h.run(for: .seconds(8))
+        guard case .put(let held)? = H.journal(run.map(\.1)).last else {
+            Issue.record("no journal entry")
+            return
+        }
+        let timeBase = TimeBase(bootID: Array(repeating: 7, count: 16), now: h.now, wallNanoseconds: 1_000_000_000_000)
+        let bytes = RegistrationJournal.encode(.put(held), timeBase: timeBase)
+        let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
+        let restored = try #require(replay.registrations.first)
+        #expect(restored.adoptedAddresses == [Self.v4])
+        #expect(restored.records.map(\.record) == held.records.map(\.record))
+        // A new engine: the host is held again and asked for its name; unanswered, it is spoken for.
+        var fresh = H()
+        fresh.record(fresh.engine.restore([restored], now: fresh.now))
+        fresh.record(try fresh.engine.setAdopted([Self.mac], now: fresh.now))
+        fresh.run(for: .seconds(6))
+        #expect(fresh.engine.state(of: held.key) == .asleep)
+        #expect(fresh.engine.adoption.hosts[Self.mac]?.phase == .held)
+        #expect(fresh.ask(Self.name, .a).count == 1)
+    }
+}
