@@ -116,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "sleepproxyd",
             dependencies: [
-                "SleepProxyIO", "SleepProxyCore", "SleepProxyControl", "SleepProxySystem",
+                "SleepProxyIO", "SleepProxyCore", "SleepProxyControl", "SleepProxySystem", "SleepProxyWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -10,6 +10,12 @@ public struct ControlRequest: Codable, Hashable, Sendable {
         case releaseAll = "release-all"
         /// The machines heard on the served links in the last day (docs/neighbours.md).
         case neighbours
+        /// Keep a host that cannot register present (`target`: its MAC; docs/adoption.md), kept across restarts.
+        case adopt
+        /// Stop keeping an adopted host present (`target`: its MAC); a held one is withdrawn with goodbyes.
+        case unadopt
+        /// The adopted hosts, with what the proxy learned of each.
+        case adopted
     }
 
     /// The most hosts one `hosts` page holds: what a status page or a dashboard asks for at a time, so that a
@@ -76,6 +82,8 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var refusal: Refusal?
     /// `neighbours`: the machines heard lately, by interface and MAC.
     public var neighbours: [NeighbourSummary]?
+    /// `adopt`, `unadopt`, `adopted`: every adopted host, afterwards.
+    public var adopted: [AdoptedSummary]?
 
     public enum Refusal: String, Codable, Hashable, Sendable {
         /// The request itself was wrong (a bad page, an unknown state): asking again the same way fails again.
@@ -163,11 +171,14 @@ public struct NeighbourSummary: Codable, Hashable, Sendable {
     public var lastHeard: Date
     /// It registered with this proxy (it is held now).
     public var registered: Bool
+    /// A person adopted it (docs/adoption.md); absent from older daemons.
+    public var adopted: Bool?
 
     public init(
         interface: String, mac: String, addresses: [String], names: [String], services: [String], lastHeard: Date,
-        registered: Bool
+        registered: Bool, adopted: Bool? = nil
     ) {
+        self.adopted = adopted
         self.interface = interface
         self.mac = mac
         self.addresses = addresses
@@ -175,6 +186,46 @@ public struct NeighbourSummary: Codable, Hashable, Sendable {
         self.services = services
         self.lastHeard = lastHeard
         self.registered = registered
+    }
+}
+
+/// A host a person adopted by MAC (`adopted`, docs/adoption.md), and what its own frames taught.
+public struct AdoptedSummary: Codable, Hashable, Sendable {
+    public var mac: String
+    /// Where it was heard; absent until it was.
+    public var interface: String?
+    /// `not heard yet`, `awake` (heard lately), `checking` (quiet: asked for its name), or, held as a sleeping
+    /// host, that host's state (`asleep`, `waking`, ...).
+    public var state: String
+    /// Adopted in the configuration file (`adopt = MAC`) rather than with `sleepproxyctl adopt`.
+    public var configured: Bool
+    public var addresses: [String]
+    public var names: [String]
+    /// Service instances it published (`Files._smb._tcp.local.`).
+    public var services: [String]
+    /// Records learned from its own mDNS, and those a bound refused.
+    public var records: Int
+    public var refused: Int
+    /// Seconds since a frame only a running host sends; absent until one came.
+    public var lastSignOfLifeSecondsAgo: Double?
+    /// Held asleep while its own NIC answers ARP or neighbour solicitations for it (docs/adoption.md §4).
+    public var nicAnswers: Bool
+
+    public init(
+        mac: String, interface: String?, state: String, configured: Bool, addresses: [String], names: [String],
+        services: [String], records: Int, refused: Int, lastSignOfLifeSecondsAgo: Double?, nicAnswers: Bool
+    ) {
+        self.mac = mac
+        self.interface = interface
+        self.state = state
+        self.configured = configured
+        self.addresses = addresses
+        self.names = names
+        self.services = services
+        self.records = records
+        self.refused = refused
+        self.lastSignOfLifeSecondsAgo = lastSignOfLifeSecondsAgo
+        self.nicAnswers = nicAnswers
     }
 }
 

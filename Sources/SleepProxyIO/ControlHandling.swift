@@ -70,9 +70,12 @@ extension EngineRunner {
                     addresses: neighbour.addresses.map(\.description), names: neighbour.names.map(\.description),
                     services: neighbour.services.map(\.description),
                     lastHeard: wall.addingTimeInterval(-Double((now - neighbour.lastHeard).nanosecondsClamped) / 1e9),
-                    registered: self.engine.state(of: neighbour.key) != nil)
+                    registered: self.engine.registration(neighbour.key).map { !$0.isAdopted } ?? false,
+                    adopted: self.engine.adoptedMACs.contains(neighbour.mac))
             }
             return response
+        case .adopt, .unadopt, .adopted:
+            return self.handleAdoption(request, now: now, actions: &actions)
         case .events:
             var events = self.wakeLog.recent
             if let since = request.since { events = events.filter { $0.time >= since } }
@@ -213,7 +216,7 @@ extension EngineRunner {
         let lastWake = lastWakes.map { $0[mac] } ?? self.wakeLog.recent.last { $0.mac == mac && $0.kind == .wake }
         return HostSummary(
             name: summary.hostName?.description, mac: mac, interface: registration.key.interface,
-            addresses: summary.addresses.map(\.description),
+            addresses: registration.addresses.map(\.description),
             services: summary.services.map { "\($0.type.labelStrings.prefix(2).joined(separator: ".")):\($0.port)" },
             leaseSeconds: Double((registration.leaseExpiry - now).nanosecondsClamped) / 1e9, state: state,
             lastWake: lastWake,

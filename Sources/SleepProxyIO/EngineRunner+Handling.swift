@@ -25,6 +25,8 @@ extension EngineRunner {
                 self.engine.reconfigure(
                     takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply),
                 into: &batch)
+        case .adopt(let macs):
+            self.configureAdoption(macs, now: now, into: &batch)
         case .control(let request, let reply) where request.command == .releaseAll && request.transfer == true:
             self.startTransfers(reply: reply, now: now)
         case .transfersDone(let taken, let reply):

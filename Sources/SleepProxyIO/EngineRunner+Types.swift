@@ -19,12 +19,16 @@ extension EngineRunner {
         public var takeover: TakeoverConfiguration?
         /// SSDP for sleeping UPnP/DLNA hosts (docs/ssdp.md); `--no-ssdp` turns it off.
         public var ssdp: Bool
+        /// Hosts adopted in the configuration file (`adopt = MAC`, docs/adoption.md).
+        public var adopted: Set<MACAddress> = []
 
         public init(
             registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [],
             stateDirectory: URL,
-            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil, ssdp: Bool = false
+            responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil, ssdp: Bool = false,
+            adopted: Set<MACAddress> = []
         ) {
+            self.adopted = adopted
             self.registration = registration
             self.interfaces = interfaces
             self.stateDirectory = stateDirectory
@@ -88,6 +92,8 @@ extension EngineRunner {
         case reconfigure(
             takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
             refusalReply: RegistrationConfiguration.RefusalReply)
+        /// The configuration file's adopted hosts (at start and on SIGHUP).
+        case adopt(Set<MACAddress>)
 
         /// Mailbox lanes: registrations and the admin side, mDNS, captured frames, SSDP. Each has its own bound, so
         /// a flood of one kind (an M-SEARCH storm) cannot keep the others out.
@@ -101,7 +107,7 @@ extension EngineRunner {
             case .frame: Self.framesLane
             case .mdns: Self.mdnsLane
             case .ssdp: Self.ssdpLane
-            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure, .transfersDone:
+            case .datagram, .linksChanged, .multicastSocketClosed, .control, .reconfigure, .transfersDone, .adopt:
                 0
             }
         }

@@ -69,6 +69,9 @@ public final class EngineRunner: @unchecked Sendable {
     var eventsSinceTrim = 0
     /// The SSDP revision last saved, and when (`SSDPStateFile`).
     var ssdpSavedRevision = 0
+    /// Hosts adopted in the configuration file, and with `sleepproxyctl adopt` (`AdoptionFile`).
+    var adoptedInConfiguration: Set<MACAddress> = []
+    var adoptedAtRunTime: Set<MACAddress> = []
     var ssdpSavedAt: Timestamp?
     let journal: JournalFile
     let statusLock = NIOLock()
@@ -196,6 +199,15 @@ public final class EngineRunner: @unchecked Sendable {
             }
             self.ssdpSavedRevision = self.engine.upnpRevision ?? 0
         }
+        do {
+            self.adoptedAtRunTime = try AdoptionFile.read(directory: configuration.stateDirectory)?.macs() ?? []
+        } catch {
+            logger.error(
+                "state: ignoring \(AdoptionFile.fileName) (\(error)); hosts adopted with sleepproxyctl adopt are not adopted until adopted again"
+            )
+        }
+        // The first thing the engine thread does: adopted hosts held when the proxy stopped are held again.
+        self.mailbox.post(.adopt(configuration.adopted))
         // Taken only once the journal's lock is ours: a start refused because another daemon holds the directory
         // must change nothing in it.
         if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
@@ -259,6 +271,11 @@ public final class EngineRunner: @unchecked Sendable {
     }
 
     /// A SIGHUP's outcome, for `sleepproxyctl status` and the API (a refused file is otherwise only in the log).
+    /// The configuration file's adopted hosts after a reload.
+    public func adopt(_ macs: Set<MACAddress>) {
+        self.mailbox.post(.adopt(macs))
+    }
+
     public func noteReload(succeeded: Bool, message: String) {
         let reload = DaemonStatus.Reload(time: Date(), succeeded: succeeded, message: message)
         self.statusLock.withLock { self.status.lastReload = reload }

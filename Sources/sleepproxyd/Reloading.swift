@@ -79,6 +79,7 @@ struct ReloadService: Service {
                     takeover: try fresh.takeoverConfiguration(),
                     expiryAction: fresh.expiryAction,
                     refusalReply: fresh.refusalReply)
+                self.engine.adopt(try fresh.adoptedMACs())
                 let restartOnly = fresh.restartSettings != self.original.restartSettings
                 self.engine.noteReload(
                     succeeded: true,

@@ -8,6 +8,7 @@ import SleepProxyControl
 import SleepProxyCore
 import SleepProxyIO
 import SleepProxySystem
+import SleepProxyWire
 import UnixSignals
 
 /// The configuration file and what the settings turn into: wake rules, source rules, the takeover's
@@ -22,7 +23,7 @@ extension SleepProxyDaemon {
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
         "wake-zero-password": .flag, "wake-ignore-source": .repeated, "wake-only-from": .repeated,
         "wake-from-routed": .flag, "wake-monitor-holdoff": .single, "wake-udp": .flag, "no-takeover": .flag,
-        "no-ssdp": .flag,
+        "no-ssdp": .flag, "adopt": .repeated,
         "control-socket": .single,
         "control-group": .single, "http-address": .single, "prometheus-address": .single,
     ]
@@ -85,6 +86,23 @@ extension SleepProxyDaemon {
             }
         }
         return policy
+    }
+
+    /// The hosts adopted by `--adopt` (`adopt = MAC` in the file), each a host's MAC, at most the bound.
+    func adoptedMACs() throws -> Set<MACAddress> {
+        var macs: Set<MACAddress> = []
+        for text in self.adopt {
+            guard let mac = MACAddress(text), mac != .zero, mac != .broadcast, mac.bytes[0] & 1 == 0 else {
+                throw ValidationError(
+                    "--adopt: \"\(text)\" is not a host's MAC address (six hex pairs such as 02:00:00:00:00:05)")
+            }
+            macs.insert(mac)
+        }
+        guard macs.count <= AdoptionRules.maximumAdopted else {
+            throw ValidationError(
+                "--adopt: \(macs.count) hosts; at most \(AdoptionRules.maximumAdopted) can be adopted")
+        }
+        return macs
     }
 
     func wakeSources() throws -> WakeSources {

@@ -145,6 +145,13 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     )
     var noSSDP = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Keep a host that cannot register (a Mac on macOS 15 or later, a Windows PC, a NAS) present while it sleeps, by its MAC: the proxy learns what it publishes while awake and answers for it once it is quiet. Repeat for several (at most \(AdoptionRules.maximumAdopted), with those adopted by sleepproxyctl adopt).",
+            valueName: "mac"))
+    var adopt: [String] = []
+
     @Option(name: .long, help: "The admin socket sleepproxyctl talks to (mode 0660).")
     var controlSocket: String = "/run/sleep-proxy/control.sock"
 
@@ -206,6 +213,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         _ = try self.advertisedName()
         _ = try self.wakePolicy()
         _ = try self.wakeSources()
+        _ = try self.adoptedMACs()
         guard (0...WakeRules.maximumMonitorHoldoffSeconds).contains(self.wakeMonitorHoldoff) else {
             throw ValidationError(
                 "--wake-monitor-holdoff must be 0 to \(WakeRules.maximumMonitorHoldoffSeconds) seconds, not \(self.wakeMonitorHoldoff)"
@@ -264,7 +272,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         registrationPort: UInt16(self.registrationPort),
                         seed: UInt64.random(in: .min ... .max)),
                     takeover: try self.takeoverConfiguration(),
-                    ssdp: !self.noSSDP
+                    ssdp: !self.noSSDP, adopted: try self.adoptedMACs()
                 ),
                 logger: logger
             )

@@ -56,6 +56,12 @@ struct LabRequirement: Sendable {
     static let nmap = LabRequirement(need: "nmap (scripts/test installs it)") {
         FileManager.default.isExecutableFile(atPath: "/usr/bin/nmap")
     }
+    /// A sleeping PC's or NAS's servers and the clients that want them (adoption lab tests).
+    static let fileServers = LabRequirement(need: "samba, smbclient, nftables and curl (scripts/test installs them)") {
+        ["/usr/sbin/smbd", "/usr/bin/smbclient", "/usr/sbin/nft", "/usr/bin/curl"].allSatisfy {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
+    }
     static let mediaServer = LabRequirement(need: "minidlna and gupnp-tools (scripts/test installs them)") {
         MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover
     }

@@ -36,14 +36,19 @@ extension ProxyEngine {
             }
         }
         if !new.isEmpty {
-            for context in self.servedInterfaces {
-                actions += self.adoptionQuestion(
-                    DNSQuestion(name: Adoption.servicesName, type: .ptr, unicastResponse: true), on: context, now: now)
-            }
+            for context in self.servedInterfaces { actions += self.askAdoptedServices(on: context, now: now) }
         }
         // The capture filter passes the adopted MACs' frames.
         actions += self.servedInterfaces.map { .packet(.watchChanged(interfaceIndex: $0.index)) }
         return actions
+    }
+
+    /// The service types on a link (RFC 6763 §9), asked so that adopted hosts say what they publish without
+    /// waiting for someone to browse; only their own answers are learned.
+    mutating func askAdoptedServices(on context: InterfaceContext, now: Timestamp) -> [EngineAction] {
+        guard !self.adoption.isEmpty else { return [] }
+        return self.adoptionQuestion(
+            DNSQuestion(name: Adoption.servicesName, type: .ptr, unicastResponse: true), on: context, now: now)
     }
 
     /// A frame from an adopted host's MAC: what it teaches, and whether it shows a held host awake.

@@ -160,12 +160,17 @@ public struct ProxyEngine: Sendable {
 
     /// The served interfaces, already chosen (tests and benchmarks set them directly).
     public mutating func setInterfaces(_ contexts: [InterfaceContext], now: Timestamp) -> [EngineAction] {
+        let before = self.interfaces
         self.servedInterfaces = contexts
         self.interfaces = Dictionary(contexts.map { ($0.index, $0) }, uniquingKeysWith: { first, _ in first })
         var actions: [EngineAction] = []
         actions += self.withTakeover(now: now) { $0.setInterfaces(contexts) }
         actions += self.withResponder(now: now) { $0.setInterfaces(contexts, now: now) }
         self.ssdp?.setInterfaces(contexts)
+        // Adopted hosts are asked what they publish on a link served anew (docs/adoption.md).
+        for context in contexts where before[context.index] == nil {
+            actions += self.askAdoptedServices(on: context, now: now)
+        }
         return actions
     }
 

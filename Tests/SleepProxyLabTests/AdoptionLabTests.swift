@@ -1,0 +1,218 @@
+import Foundation
+import SleepProxyControl
+import SleepProxyTestSupport
+import SleepProxyWire
+import Testing
+
+/// Adoption against real software (docs/adoption.md): an avahi-daemon host with a real Samba share and web
+/// server, which never registers, is adopted by its MAC; it sleeps as a Linux host does (its responder frozen,
+/// its addresses gone) and is resolved by python-zeroconf, avahi-browse and dig, ignored by nmap, woken by
+/// smbclient and curl, and handed back; and the same host with a NIC that keeps answering ARP is never fought.
+@Suite("Adopted hosts against real software", .lab(.namespaces, .avahi, .nmap, .fileServers))
+final class AdoptionLabTests: ThreeHostSuite {
+    let setup: ThreeHostLab
+    var querier: LabHost { self.setup.third }
+
+    init() throws {
+        self.setup = try ThreeHostLab(thirdName: "querier")
+    }
+
+    static let ctl = Daemon.sibling("sleepproxyctl")
+    static let mac = ThreeHostLab.sleeperMAC.description
+
+    func ctl(_ arguments: [String]) throws -> ControlResponse {
+        let result = try self.proxy.run(
+            [Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
+        let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return try decoder.decode(ControlResponse.self, from: Data(line))
+    }
+
+    /// The adopted host as `sleepproxyctl adopted` shows it.
+    func adopted() throws -> AdoptedSummary? {
+        try self.ctl(["adopted"]).adopted?.first { $0.mac == Self.mac }
+    }
+
+    /// Polls (bounded) until the adopted host is in `state`; returns what was seen last.
+    @discardableResult
+    func waitForAdopted(_ state: String, timeout: Double = 20, also: (AdoptedSummary) -> Bool = { _ in true }) throws
+        -> AdoptedSummary?
+    {
+        var last: AdoptedSummary?
+        _ = try waitUntil(timeout: timeout, interval: 0.2) {
+            last = try self.adopted()
+            return last.map { $0.state == state && also($0) } ?? false
+        }
+        return last
+    }
+
+    /// avahi-daemon on the sleeper, publishing the two real servers.
+    func startAvahi() throws -> AvahiDaemon {
+        let avahi = try AvahiDaemon(in: self.sleeper.host, hostName: "sleeper", directory: self.lab.directory)
+        try avahi.publish(name: "Sleeper Files", type: "_smb._tcp", port: 445, logName: "publish-smb")
+        try avahi.publish(
+            name: "Sleeper Web", type: "_http._tcp", port: FileServers.httpPort, txt: ["path=/hello.txt"],
+            logName: "publish-web")
+        return avahi
+    }
+
+    /// Suspends the host as Linux does: the responder frozen mid-flight, the addresses gone, the link up.
+    func suspend(_ avahi: AvahiDaemon) throws {
+        _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
+        try self.sleeper.sleep()
+    }
+
+    /// Resumes it: the addresses back and announced, avahi-daemon started afresh (a frozen one would answer the
+    /// questions queued while it slept, which a real host does not).
+    func resume(_ avahi: inout AvahiDaemon) throws {
+        avahi.process.stop(signal: SIGKILL)
+        avahi.stop()
+        try self.sleeper.wake()
+        avahi = try self.startAvahi()
+    }
+
+    @Test func anAdoptedHostIsKeptPresentAsleepWokenByPeopleOnlyAndHandedBack() throws {
+        let servers = try FileServers(in: self.sleeper.host, directory: self.lab.directory)
+        defer { servers.stop() }
+        var avahi = try self.startAvahi()
+        defer { avahi.stop() }
+        let watcher = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
+        defer { watcher.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--adopt", Self.mac])
+        defer { daemon.stop() }
+
+        // 1. Awake: the proxy learns what the host publishes (it asks the link what it serves) and keeps asking
+        // its name whenever it is quiet; it never answers for it, and avahi keeps its names.
+        let learned = try self.waitForAdopted("awake") { $0.services.count == 2 && !$0.names.isEmpty }
+        #expect(
+            Set(learned?.services ?? []) == ["Sleeper Files._smb._tcp.local.", "Sleeper Web._http._tcp.local."],
+            "\(String(describing: learned))\n\(daemon.output)")
+        #expect(learned?.configured == true && learned?.names == ["sleeper.local."])
+        let awakeSince = Date()
+        var states: Set<String> = []
+        while Date().timeIntervalSince(awakeSince) < 12 {
+            states.insert(try self.adopted()?.state ?? "?")
+            _ = try Queriers.avahiBrowse(watcher, type: "_smb._tcp")
+        }
+        #expect(states.isSubset(of: ["awake", "checking"]), "held while awake: \(states)")
+        #expect(CoexistenceLabTests.fights(avahi.process.output).isEmpty, "\(avahi.process.output)")
+
+        // 2. It sleeps: spoken for within seconds of its last word, as itself.
+        try self.suspend(avahi)
+        let slept = Date()
+        let asleep = try self.waitForAdopted("asleep")
+        #expect(asleep?.state == "asleep", "\(String(describing: asleep))\n\(daemon.output)")
+        let tookOver = Date().timeIntervalSince(slept)
+        let found = try Queriers.zeroconf(in: self.querier, type: "_smb._tcp.local.")
+        #expect(
+            found.contains { $0.name == "Sleeper Files" && $0.port == 445 && $0.addresses.contains("192.0.2.2") },
+            "python-zeroconf did not resolve the sleeping host: \(found)")
+        let browsed = try Queriers.avahiBrowse(watcher, type: "_http._tcp") { found in
+            found.contains { $0.name == "Sleeper Web" }
+        }
+        #expect(
+            browsed.contains { $0.name == "Sleeper Web" && $0.port == 80 && $0.txt == ["path=/hello.txt"] },
+            "\(browsed)")
+        let dug = try Queriers.dig(in: self.querier, server: "192.0.2.2", name: "sleeper.local", type: "A")
+        #expect(dug.map(\.data) == ["192.0.2.2"], "\(dug)")
+
+        // 3. A scan in Home Assistant's profile, from its own box, wakes nothing.
+        let scanner = try self.lab.addHost(
+            "scanner", mac: MACAddress("02:53:50:00:00:40")!, ipv4: ["192.0.2.40/24"], ipv6: ["2001:db8::40/64"])
+        _ = try scanner.run(
+            ["/usr/bin/nmap", "-n", "--host-timeout", "5s", "-sS", "-F", "-T4", "192.0.2.2"], timeout: .seconds(60))
+        #expect(self.sleeper.magicPackets.isEmpty, "a scan woke the adopted host")
+
+        // 4. smbclient wants the share: the host is woken, and the listing completes once it is up.
+        let smb = try self.querier.spawn(
+            ["/usr/bin/smbclient", "//192.0.2.2/share", "-N", "-t", "60", "-c", "ls"], logName: "smbclient")
+        defer { smb.stop() }
+        #expect(!self.sleeper.waitForMagicPackets(1, timeout: 10).isEmpty, "no magic packet\n\(daemon.output)")
+        try self.resume(&avahi)
+        #expect(smb.waitForOutput("hello.txt", timeout: 30), "\(smb.output)\n\(daemon.output)")
+        let back = try self.waitForAdopted("awake")
+        #expect(back?.state == "awake", "not handed back: \(String(describing: back))")
+        #expect(CoexistenceLabTests.fights(avahi.process.output).isEmpty, "\(avahi.process.output)")
+
+        // 5. It sleeps again and curl, on someone else's laptop, wakes it: adoption holds across sleeps. (From
+        // the querier, whose smbclient tried ports 445 and 139 moments ago, a third port within 10 s would look
+        // like a scan: docs/waking.md.)
+        let laptop = try self.lab.addHost(
+            "laptop", mac: MACAddress("02:53:50:00:00:50")!, ipv4: ["192.0.2.50/24"], ipv6: ["2001:db8::50/64"])
+        let magicBefore = self.sleeper.magicPackets.count
+        try self.suspend(avahi)
+        #expect(try self.waitForAdopted("asleep")?.state == "asleep", "\(daemon.output)")
+        let curl = try laptop.spawn(
+            ["/usr/bin/curl", "-sS", "--max-time", "60", "http://192.0.2.2/hello.txt"], logName: "curl")
+        defer { curl.stop() }
+        #expect(
+            !self.sleeper.waitForMagicPackets(magicBefore + 1, timeout: 10).dropFirst(magicBefore).isEmpty,
+            "curl did not wake it\n\(daemon.output)")
+        try self.resume(&avahi)
+        #expect(curl.waitForOutput("awake", timeout: 30), "\(curl.output)")
+        #expect(CoexistenceLabTests.fights(avahi.process.output).isEmpty, "\(avahi.process.output)")
+        if ProcessInfo.processInfo.environment["SLEEPPROXY_LAB_VERBOSE"] != nil {
+            print("adoption: answered for \(String(format: "%.2f", tookOver)) s after the host slept (poll 0.2 s)")
+            print("=== sleepproxyd\n\(daemon.output)")
+        }
+    }
+
+    @Test func aHostWhoseNICAnswersARPInSleepIsNotFoughtAndStaysFound() throws {
+        let avahi = try self.startAvahi()
+        defer { avahi.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: [])
+        defer { daemon.stop() }
+        // Adopted at run time this time, as a person would from `sleepproxyctl neighbours`.
+        let adopt = try self.ctl(["adopt", Self.mac])
+        #expect(adopt.ok, "\(String(describing: adopt.error))")
+        #expect(try self.waitForAdopted("awake") { $0.services.count == 2 } != nil, "\(daemon.output)")
+
+        // Asleep with ARP offload: the kernel still answers ARP, everything else in and out is dropped.
+        _ = try Command.run(["kill", "-STOP", "\(avahi.process.pid)"])
+        let rules = """
+            table inet sleep {
+                chain in { type filter hook input priority -300; policy drop; }
+                chain out { type filter hook output priority -300; policy drop; }
+            }
+            """
+        let file = self.lab.directory.appendingPathComponent("sleep.nft")
+        try rules.write(to: file, atomically: true, encoding: .utf8)
+        let drop = try self.sleeper.host.run(["/usr/sbin/nft", "-f", file.path])
+        #expect(drop.succeeded, "\(drop)")
+        let asleep = try self.waitForAdopted("asleep") { $0.nicAnswers }
+        #expect(asleep?.nicAnswers == true, "\(String(describing: asleep))\n\(daemon.output)")
+        // Never claimed over ARP: the only answers for 192.0.2.2 come from the host's own MAC.
+        let arp = try self.querier.run(["/usr/bin/python3", "-c", Self.arpAnswers], timeout: .seconds(20))
+        #expect(arp.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == Self.mac, "\(arp)")
+        let found = try Queriers.zeroconf(in: self.querier, type: "_http._tcp.local.")
+        #expect(found.contains { $0.name == "Sleeper Web" }, "not found while its NIC answers: \(found)")
+        // Adopted at run time: kept across a restart.
+        daemon.stop()
+        let again = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: [])
+        defer { again.stop() }
+        #expect(try self.adopted()?.configured == false)
+    }
+
+    /// Asks for 192.0.2.2 by ARP three times and prints every MAC that answered.
+    static let arpAnswers = """
+        import socket, struct, time
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(0x0806))
+        s.bind(('eth0', 0)); s.settimeout(0.5)
+        mine = s.getsockname()[4]
+        request = b'\\xff' * 6 + mine + b'\\x08\\x06' + struct.pack('!HHBBH', 1, 0x0800, 6, 4, 1) + mine \\
+            + socket.inet_aton('192.0.2.20') + b'\\x00' * 6 + socket.inet_aton('192.0.2.2')
+        answers = set()
+        for _ in range(3):
+            s.send(request)
+            end = time.time() + 1
+            while time.time() < end:
+                try:
+                    frame = s.recv(100)
+                except socket.timeout:
+                    continue
+                if frame[20:22] == b'\\x00\\x02' and frame[28:32] == socket.inet_aton('192.0.2.2'):
+                    answers.add(':'.join('%02x' % b for b in frame[22:28]))
+        print(' '.join(sorted(answers)))
+        """
+}
