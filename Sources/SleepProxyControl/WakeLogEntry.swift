@@ -42,13 +42,15 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
 
     public struct Trigger: Codable, Hashable, Sendable {
         /// Why; the JSON keeps the words `connection`, `mdns-conflict`, `address-conflict`, `lease-expired`,
-        /// `administrator`.
+        /// `administrator`, `address-request`.
         public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
             case connection
             case mdnsConflict = "mdns-conflict"
             case addressConflict = "address-conflict"
             case leaseExpired = "lease-expired"
             case administrator
+            /// A machine that resolved the host asked for its address, which its sleeping NIC answers.
+            case addressRequest = "address-request"
         }
 
         public var type: Kind

@@ -80,6 +80,7 @@ extension EngineRunner {
                 case .unheard: state = "not heard yet"
                 case .checking: state = "checking"
                 case .watching, .held: state = "awake"
+                case .away: state = "off or away"
                 }
             }
             let summary = OwnerSummary(records: host.records.map(\.record))

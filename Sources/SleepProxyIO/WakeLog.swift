@@ -85,6 +85,7 @@ public final class WakeLog: @unchecked Sendable {
         case .addressConflict: .addressConflict
         case .leaseExpired: .leaseExpired
         case .administrator: .administrator
+        case .addressRequest: .addressRequest
         }
     }
 
@@ -111,6 +112,8 @@ public final class WakeLog: @unchecked Sendable {
             trigger = .init(type: .addressConflict, address: address.description, from: from.description)
         case .leaseExpired: trigger = .init(type: .leaseExpired)
         case .administrator: trigger = .init(type: .administrator)
+        case .addressRequest(let client, let address):
+            trigger = .init(type: .addressRequest, client: client.description, address: address.description)
         }
         return WakeLogEntry(
             kind: Self.kind(event.kind), time: time, mac: event.host.primaryMAC.description,

@@ -161,6 +161,7 @@ public enum Timeline {
         case .addressConflict: what = "address conflict for \(trigger.address ?? "?") from \(trigger.from ?? "?")"
         case .leaseExpired: what = "lease ended"
         case .administrator: what = "sleepproxyctl wake"
+        case .addressRequest: what = "\(trigger.client ?? "?") asked for \(trigger.address ?? "?") after resolving it"
         }
         let rule = event.rule.map { " (\($0))" } ?? ""
         switch event.kind {

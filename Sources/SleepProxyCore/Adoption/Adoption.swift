@@ -30,6 +30,10 @@ public enum AdoptionRules {
     /// The lease an adopted host is held with while it sleeps: it never asked for one, and it is let go sooner
     /// when it shows itself or stays unreachable; after a month without a word it ends as any lease does.
     public static let heldLease: UInt32 = 30 * 86_400
+    /// Wakes in a row that the host answered none of (no sign within the wake's 30 s each) before it is taken for
+    /// off or away (a laptop that left the house, a PC switched off at the wall): one may be a Wi-Fi hiccup, two
+    /// in a row are not (docs/adoption.md §5).
+    public static let wakesBeforeAway = 2
 }
 
 /// A record learned from an adopted host's own mDNS, as it sent it (name, class, cache-flush bit, TTL, rdata).
@@ -49,6 +53,9 @@ public struct AdoptedHost: Hashable, Sendable {
         case checking
         /// It answered none: the engine holds it as a sleeping host.
         case held
+        /// It answered none of `AdoptionRules.wakesBeforeAway` wakes in a row: off or away, not answered for until
+        /// it is seen again.
+        case away
     }
 
     public var mac: MACAddress
@@ -72,6 +79,8 @@ public struct AdoptedHost: Hashable, Sendable {
     public var recordBytes = 0
     /// Records refused by a bound, for the status and the log.
     public var refused = 0
+    /// Wakes in a row it answered none of.
+    public var failedWakes = 0
     /// The service types already asked for in this run (`_http._tcp.local.` ...).
     var typesAsked: Set<DNSName> = []
 
@@ -140,10 +149,24 @@ public struct Adoption: Sendable {
     public mutating func released(_ mac: MACAddress, now: Timestamp) {
         guard var host = self.hosts[mac], host.phase == .held else { return }
         host.phase = .watching
+        host.failedWakes = 0
         host.asked = 0
         host.lastSignOfLife = max(host.lastSignOfLife ?? now, now)
         host.due = now + AdoptionRules.quietBeforeCheck
         self.hosts[mac] = host
+    }
+
+    /// A wake of the held host ended without a sign of it. True when that makes it off or away: it is then let go
+    /// and not held again until a sign of life of its own.
+    public mutating func wakeFailed(_ mac: MACAddress) -> Bool {
+        guard var host = self.hosts[mac], host.phase == .held else { return false }
+        host.failedWakes += 1
+        if host.failedWakes >= AdoptionRules.wakesBeforeAway {
+            host.phase = .away
+            host.due = nil
+        }
+        self.hosts[mac] = host
+        return host.phase == .away
     }
 
     // MARK: - Frames
@@ -188,6 +211,11 @@ public struct Adoption: Sendable {
         if result.signOfLife {
             host.lastSignOfLife = now
             if host.phase == .checking { host.phase = .watching }
+            if host.phase == .away {
+                // Seen again: answered for again the next time it sleeps.
+                host.phase = .watching
+                host.failedWakes = 0
+            }
             if host.phase != .held {
                 host.asked = 0
                 host.due = now + AdoptionRules.quietBeforeCheck
@@ -289,7 +317,7 @@ public struct Adoption: Sendable {
         for mac in self.hosts.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
             guard var host = self.hosts[mac], let due = host.due, due <= now else { continue }
             defer { self.hosts[mac] = host }
-            guard let interface = host.interface, host.phase != .held else {
+            guard let interface = host.interface, host.phase != .held, host.phase != .away else {
                 host.due = nil
                 continue
             }

@@ -128,6 +128,9 @@ public enum HostRemoval: Hashable, Sendable {
     /// The journal does not hold it (a failed append was undone, `ProxyEngine.reload`): dropped silently, and
     /// nothing written (the journal already says so).
     case reloaded
+    /// An adopted host answered none of its last wakes (`AdoptionRules.wakesBeforeAway`): off or away, withdrawn
+    /// with goodbyes so that browsers stop listing it (docs/adoption.md §5).
+    case unreachable
 }
 
 /// Rules of the composed engine that are ours, beyond Apple's, each with its reason.

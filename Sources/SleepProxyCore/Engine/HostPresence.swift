@@ -250,6 +250,9 @@ public struct HostPresence: Hashable, Sendable {
             (to, reason, detail) = (.gone, .released, nil)
         case .transferred(let peer):
             (to, reason, detail) = (.gone, .transferred, peer)
+        case .unreachable:
+            (to, reason, detail) = (.gone, .offOrAway, "\(AdoptionRules.wakesBeforeAway) wakes unanswered")
+            ending.farewell = speaks
         case .reloaded:
             (to, reason, detail) = (.gone, .reloaded, nil)
             ending.endsWake = true
@@ -311,6 +314,7 @@ public enum HostStateReason: String, CaseIterable, Codable, Hashable, Sendable {
     case ownNameProbe = "own-name-probe"
     case ssdp
     case ownTraffic = "own-traffic"
+    case offOrAway = "off or away"
     case leaseEnded = "lease ended"
     case awakeAtExpiry = "awake at expiry"
     case forgotten

@@ -66,6 +66,13 @@ extension ProxyEngine {
             case .watchChanged(let index): result.append(.packet(.watchChanged(interfaceIndex: index)))
             case .unicastQuery(let query):
                 result += self.answer(query, now: now)
+            case .addressRequested(let key, let address, let client):
+                // Only for an adopted host held asleep whose NIC answers for it: a registered host's address the
+                // proxy does not answer is one the host itself is up on.
+                guard let presence = self.presence[key], presence.adopted, presence.state == .asleep else { continue }
+                result += self.withTakeover(now: now) {
+                    $0.wake(key, trigger: .addressRequest(client: client, address: address), now: now)
+                }
             case .peerClaim(let key, let peer, let kept):
                 guard let registration = self.registrar.store[key], self.presence[key] != nil else { continue }
                 if kept {
@@ -87,6 +94,11 @@ extension ProxyEngine {
                 // wakes and their outcomes are what a user looks for.
                 let quiet = event.kind == .ignored || event.kind == .declined
                 result.append(.log(quiet ? .info : .notice, "wake: \(event.summary)"))
+                if event.kind == .noResponse, self.registrar.store[event.host]?.isAdopted == true,
+                    self.adoption.wakeFailed(event.host.primaryMAC)
+                {
+                    result += self.removeHost(event.host, .unreachable, now: now)
+                }
             case .claimed(let key, let address):
                 guard let registration = self.registrar.store[key] else { continue }
                 result.append(

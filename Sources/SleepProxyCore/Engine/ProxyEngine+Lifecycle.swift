@@ -176,6 +176,11 @@ extension ProxyEngine {
             return .log(.notice, "admin: forgot \(name) (\(detail))")
         case (.gone, .transferred):
             return .log(.notice, "admin: transferred \(name) to \(detail); dropped silently, no wake")
+        case (.gone, .offOrAway):
+            return .log(
+                .notice,
+                "\(name) is off or away (\(detail)): the proxy stopped answering for it, with goodbyes, until it is seen again"
+            )
         case (.gone, .reloaded):
             return .log(.notice, "state: \(name) is not in the journal after a reload; dropped silently")
         case (.gone, _), (.waking, _):

@@ -80,6 +80,9 @@ extension Takeover {
         if arp.senderIP != .any, arp.senderMAC == frame.source {
             self.neighbours.heard(arp.senderMAC, at: .v4(arp.senderIP), on: context.name, now: now)
         }
+        if arp.operation == .request, arp.senderIP != .any, arp.senderIP != arp.targetIP {
+            self.noteRequest(from: .v4(arp.senderIP), for: .v4(arp.targetIP), now: now)
+        }
         // Pass 1: a request for a proxied address.
         if arp.operation == .request, arp.senderIP != arp.targetIP,
             let key = self.owner(of: .v4(arp.targetIP), on: context), let host = self.hosts[key]
@@ -94,6 +97,9 @@ extension Takeover {
                     .sendFrame(
                         reply.frame(destination: arp.senderMAC, source: context.macAddress).bytes,
                         interfaceIndex: context.index))
+            } else if arp.senderIP != .any {
+                self.addressRequested(
+                    key, address: .v4(arp.targetIP), client: .v4(arp.senderIP), clientMAC: arp.senderMAC, now: now)
             }
         }
         // Pass 2: anyone asserting a proxied address as its own.
@@ -140,6 +146,7 @@ extension Takeover {
         var handled: OwnerKey? = nil
         switch message.kind {
         case .solicitation:
+            if !source.isUnspecified { self.noteRequest(from: .v6(source), for: target, now: now) }
             guard let key = self.owner(of: target, on: context), let host = self.hosts[key] else { break }
             handled = key
             if senderMACs.contains(where: host.macs.contains) {
@@ -172,6 +179,11 @@ extension Takeover {
                             ethernetSource: context.macAddress, ethernetDestination: destinationMAC,
                             source: message.target, destination: source
                         ).bytes, interfaceIndex: context.index))
+            } else {
+                self.addressRequested(
+                    key, address: target, client: .v6(source),
+                    clientMAC: message.sourceLinkLayerAddress ?? frame.source,
+                    now: now)
             }
             // Pass 2 for an NS: its source address.
             if !source.isUnspecified, let key = self.owner(of: .v6(source), on: context), let host = self.hosts[key],

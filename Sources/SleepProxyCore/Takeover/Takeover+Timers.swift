@@ -7,7 +7,9 @@ extension Takeover {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.hosts.nextDeadline()
-        for candidate in [self.gate.nextDeadline(), self.pendingClaims.map(\.until).min()] {
+        for candidate in [
+            self.gate.nextDeadline(), self.pendingClaims.map(\.until).min(), self.heldRequests.map(\.due).min(),
+        ] {
             if let candidate { deadline = deadline.map { min($0, candidate) } ?? candidate }
         }
         return deadline
@@ -24,6 +26,7 @@ extension Takeover {
     public mutating func tick(now: Timestamp, limit: Int = TakeoverRules.maximumHostsPerTick) -> [TakeoverAction] {
         var actions: [TakeoverAction] = []
         actions += self.settlePendingClaims(now: now)
+        actions += self.settleHeldRequests(now: now)
         // Held packets first: a wake they start is stepped with the host below.
         for (candidate, decision) in self.gate.due(now: now) {
             guard let host = self.hosts[candidate.host], host.isAnsweringAny || host.wake != nil else { continue }

@@ -22,6 +22,9 @@ public struct Takeover: Sendable {
     /// Proxies that said goodbye lately, with when (`PeerRules.departedPeerMemory`): a restart comes back.
     var departedPeers: [InterfaceAddressKey: (peer: ProxyPeer, at: Timestamp)] = [:]
     var pendingClaims: [PendingClaim] = []
+    /// Address requests for hosts whose NIC answers for them, held and judged (`Takeover+AddressRequests.swift`).
+    var heldRequests: [HeldRequest] = []
+    var recentRequests: [RecentRequest] = []
     /// The metric this proxy advertises (AABBCC), to settle which of two proxies keeps a host.
     public var ownMetric = SleepProxyName.unrankable
 

@@ -27,6 +27,9 @@ public enum TakeoverAction: Hashable, Sendable {
     /// An mDNS question sent to a sleeping host's own address (docs/waking.md §7): for the responder to answer
     /// from the host's address, never a reason to wake. The engine consumes it.
     case unicastQuery(UnicastQuery)
+    /// A machine that resolved the host lately, and is not sweeping, asked for one of its addresses that the proxy
+    /// does not answer (its NIC does): the engine wakes the host if it holds it asleep (docs/adoption.md §4).
+    case addressRequested(OwnerKey, address: IPAddress, client: IPAddress)
 }
 
 /// A datagram to port 5353 of an address the proxy answers for, as captured.

@@ -14,6 +14,9 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
     case leaseExpired
     /// An administrator asked for it.
     case administrator
+    /// A machine that had just resolved the host asked for its address (ARP or neighbour solicitation), which the
+    /// host's own sleeping NIC answers: the one sign of a connection the proxy can see (docs/adoption.md §4).
+    case addressRequest(client: IPAddress, address: IPAddress)
 
     public var description: String {
         switch self {
@@ -23,6 +26,8 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
         case .addressConflict(let address, let from): return "address \(address) claimed by \(from)"
         case .leaseExpired: return "lease expired"
         case .administrator: return "administrator"
+        case .addressRequest(let client, let address):
+            return "\(client) asked for \(address) after resolving the host"
         }
     }
 }

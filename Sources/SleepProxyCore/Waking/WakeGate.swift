@@ -308,6 +308,15 @@ public struct WakeGate: Sendable {
         return .new
     }
 
+    /// Whether `source` (or the machine with `mac`) resolved `host` within `WakeRules.resolveWindow`.
+    public func resolvedRecently(by source: IPAddress, mac: MACAddress, host: OwnerKey, now: Timestamp) -> Bool {
+        func recent(_ table: [OwnerKey: Timestamp]?) -> Bool {
+            guard let at = table?[host] else { return false }
+            return now - at < WakeRules.resolveWindow
+        }
+        return recent(self.resolvedBy[source]) || recent(self.resolvedByMAC[mac])
+    }
+
     func hasResolved(_ candidate: WakeCandidate, now: Timestamp) -> Bool {
         func recent(_ table: [OwnerKey: Timestamp]?) -> Bool {
             guard let at = table?[candidate.host] else { return false }
