@@ -23,7 +23,10 @@ final class AdoptionLabTests: ThreeHostSuite {
     func ctl(_ arguments: [String]) throws -> ControlResponse {
         let result = try self.proxy.run(
             [Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
-        let line = result.stdout.split(separator: "\n").first.map { Array($0.utf8) } ?? []
+        // A refusal prints its sentence on stderr and nothing on stdout.
+        guard let line = result.stdout.split(separator: "\n").first.map({ Array($0.utf8) }) else {
+            return .failure(result.stderr)
+        }
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         return try decoder.decode(ControlResponse.self, from: Data(line))
@@ -211,6 +214,50 @@ final class AdoptionLabTests: ThreeHostSuite {
         let again = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: [])
         defer { again.stop() }
         #expect(try self.adopted()?.configured == false)
+    }
+
+    @Test func aHostThatNeverWakesIsWithdrawnUntilItIsSeenAgain() throws {
+        var avahi = try self.startAvahi()
+        defer { avahi.stop() }
+        let watcher = try AvahiDaemon(in: self.querier, hostName: "querier", directory: self.lab.directory)
+        defer { watcher.stop() }
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--adopt", Self.mac])
+        defer { daemon.stop() }
+        #expect(try self.waitForAdopted("awake") { $0.services.count == 2 } != nil, "\(daemon.output)")
+        try self.suspend(avahi)
+        #expect(try self.waitForAdopted("asleep")?.state == "asleep", "\(daemon.output)")
+        let browsed = try Queriers.avahiBrowse(watcher, type: "_smb._tcp") {
+            $0.contains { $0.name == "Sleeper Files" }
+        }
+        #expect(browsed.contains { $0.name == "Sleeper Files" }, "\(browsed)")
+
+        // A laptop that left the house: it answers no wake. One unanswered wake keeps it; the second withdraws it.
+        for round in 1...2 {
+            // The next wake may start 10 s after the last gave up (`TakeoverRules.wakeHoldoff`).
+            var woken = ControlResponse.failure("not asked")
+            _ = try waitUntil(timeout: 15, interval: 0.5) {
+                woken = try self.ctl(["wake", Self.mac])
+                return woken.ok
+            }
+            #expect(woken.ok, "round \(round): \(String(describing: woken.error))\n\(daemon.output)")
+            // Each wake runs 30 s (15 bursts 2 s apart).
+            try waitUntil(timeout: 45, interval: 0.5) {
+                (try self.ctl(["events", Self.mac]).events ?? []).filter { $0.kind == .noResponse }.count >= round
+            }
+            let expected = round == 1 ? "asleep" : "off or away"
+            let state = try self.waitForAdopted(expected, timeout: 15)
+            #expect(state?.state == expected, "round \(round): \(String(describing: state))\n\(daemon.output)")
+        }
+        // Withdrawn with goodbyes: browsers no longer list it.
+        let gone = try Queriers.avahiBrowse(watcher, type: "_smb._tcp") { !$0.contains { $0.name == "Sleeper Files" } }
+        #expect(!gone.contains { $0.name == "Sleeper Files" }, "still listed: \(gone)")
+        #expect(try self.ctl(["hosts"]).hosts?.isEmpty == true)
+        // Back home: seen again, and answered for again when it next sleeps.
+        try self.resume(&avahi)
+        #expect(try self.waitForAdopted("awake")?.state == "awake", "\(daemon.output)")
+        try self.suspend(avahi)
+        #expect(try self.waitForAdopted("asleep")?.state == "asleep", "\(daemon.output)")
+        if ProcessInfo.processInfo.environment["SLEEPPROXY_LAB_VERBOSE"] != nil { print(daemon.output) }
     }
 
     /// Asks for 192.0.2.2 by ARP three times and prints every MAC that answered.
