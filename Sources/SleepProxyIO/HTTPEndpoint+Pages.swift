@@ -65,8 +65,18 @@ extension HTTPEndpoint {
                                 StatusPage.problem("Unavailable", response.error ?? "the daemon gave no answer")))
                         return
                     }
-                    let now = Date()
-                    respond(.page(.ok, StatusPage.neighbours(neighbours, now: now, time: LocalTime.current(at: now))))
+                    // The adopted hosts come with it (docs/adoption.md); without them the list still shows.
+                    self.engine.control(ControlRequest(command: .adopted)) { adoptedResponse in
+                        loop.execute {
+                            let now = Date()
+                            respond(
+                                .page(
+                                    .ok,
+                                    StatusPage.neighbours(
+                                        neighbours, adopted: adoptedResponse.adopted ?? [], now: now,
+                                        time: LocalTime.current(at: now))))
+                        }
+                    }
                 }
             }
         case .host(let target):

@@ -131,7 +131,9 @@ public enum StatusPage {
 
     /// The machines heard on the served links in the last day, registered or not: what each said of itself, to
     /// choose which to keep present (docs/neighbours.md). Every name and service came from the network.
-    public static func neighbours(_ neighbours: [NeighbourSummary], now: Date, time: LocalTime) -> String {
+    public static func neighbours(
+        _ neighbours: [NeighbourSummary], adopted: [AdoptedSummary] = [], now: Date, time: LocalTime
+    ) -> String {
         let rows = neighbours.map { neighbour -> HTML in
             let name: HTML =
                 neighbour.registered
@@ -141,7 +143,7 @@ public enum StatusPage {
             return """
                 <tr><td>\(name)</td><td class="mono">\(neighbour.mac)</td>\
                 <td class="mono">\(neighbour.addresses.joined(separator: ", "))</td><td>\(services)</td>\
-                <td>\(neighbour.registered ? "registered" : "")</td>\
+                <td>\(neighbour.registered ? "registered" : neighbour.adopted == true ? "adopted" : "")</td>\
                 <td>\(HumanDuration.format(now.timeIntervalSince(neighbour.lastHeard))) ago</td></tr>
                 """
         }
@@ -152,12 +154,29 @@ public enum StatusPage {
             <div class="table"><table><thead><tr><th>Name</th><th>MAC</th><th>Addresses</th><th>Services</th>\
             <th>Held</th><th>Heard</th></tr></thead><tbody>\(rows)</tbody></table></div>
             """
+        let adoptedRows = adopted.map { host -> HTML in
+            let services = host.services.map { service -> HTML in "<div>\(service)</div>" }
+            let state = host.nicAnswers ? "\(host.state); its NIC answers for it" : host.state
+            return """
+                <tr><td>\(host.names.first ?? "")</td><td class="mono">\(host.mac)</td><td>\(state)</td>\
+                <td class="mono">\(host.addresses.joined(separator: ", "))</td><td>\(services)</td>\
+                <td>\(host.records)</td></tr>
+                """
+        }
+        let adoptedSection: HTML =
+            adopted.isEmpty
+            ? ""
+            : """
+            <h2>Adopted hosts</h2><div class="table"><table><thead><tr><th>Name</th><th>MAC</th><th>State</th>\
+            <th>Addresses</th><th>Services</th><th>Records</th></tr></thead><tbody>\(adoptedRows)</tbody></table>\
+            </div><h2>Heard on the link</h2>
+            """
         let header: HTML = """
             <header><h1><a href="/">sleep-proxy</a> › machines on the link</h1><span class="muted">\
             heard in the last 24 hours, with the names and services each publishes</span></header>
             """
         return Self.document(
-            title: "machines on the link · sleep-proxy", header: header, live: body,
+            title: "machines on the link · sleep-proxy", header: header, live: "\(adoptedSection)\(body)",
             footer: Self.footer(nil, time: time))
     }
 

@@ -140,6 +140,8 @@ public enum StatusRoute: Hashable, Sendable {
             return .api(ControlRequest(command: .history, target: path[1]))
         case ("neighbours", 1):
             return .api(ControlRequest(command: .neighbours))
+        case ("adopted", 1):
+            return .api(ControlRequest(command: .adopted))
         case ("events", 1):
             var request = ControlRequest(command: .events, target: query["host"].flatMap { $0.isEmpty ? nil : $0 })
             if let since = query["since"] {

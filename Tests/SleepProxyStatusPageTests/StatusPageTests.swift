@@ -227,4 +227,27 @@ extension StatusPageTests {
             status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(), now: Self.now, time: Self.utc)
         #expect(overview.contains("<a href=\"/neighbours\">machines on the link</a>"))
     }
+
+    /// Adopted hosts head the machines page, their learned names and services as text, a NIC that answers for a
+    /// sleeping one said in words; the API has them too.
+    @Test func adoptedHostsAreListedWithWhereTheyStand() {
+        let adopted = [
+            AdoptedSummary(
+                mac: "02:53:50:00:00:44", interface: "eth0", state: "asleep", configured: true,
+                addresses: ["192.0.2.44"], names: [Self.hostile], services: [Self.hostile + "._smb._tcp.local."],
+                records: 7, refused: 0, lastSignOfLifeSecondsAgo: 30, nicAnswers: true)
+        ]
+        let neighbours = [
+            NeighbourSummary(
+                interface: "eth0", mac: "02:53:50:00:00:44", addresses: ["192.0.2.44"], names: [], services: [],
+                lastHeard: Self.now, registered: false, adopted: true)
+        ]
+        let page = StatusPage.neighbours(neighbours, adopted: adopted, now: Self.now, time: Self.utc)
+        #expect(!page.contains("<script>alert") && page.contains("&lt;script&gt;alert"))
+        #expect(Self.tags(page).subtracting(Self.ourTags).isEmpty, "\(Self.tags(page).subtracting(Self.ourTags))")
+        #expect(page.contains("<h2>Adopted hosts</h2>") && page.contains("asleep; its NIC answers for it"))
+        #expect(page.contains("<td>adopted</td>"))
+        #expect(!StatusPage.neighbours(neighbours, now: Self.now, time: Self.utc).contains("Adopted hosts"))
+        #expect(StatusRoute(method: "GET", uri: "/api/v1/adopted") == .api(ControlRequest(command: .adopted)))
+    }
 }
