@@ -408,3 +408,63 @@ struct AdoptionWakeTests {
         #expect(h.engine.state(of: key) == .asleep)
     }
 }
+
+/// A host that publishes nothing over mDNS (a Windows PC): checked by address, woken on its wake rule's port.
+@Suite("Adoption: a host that publishes nothing")
+struct AdoptionWithoutNameTests {
+    typealias H = EngineHarness
+    typealias A = AdoptionTests
+    static let pcV4 = IPv4Address(192, 0, 2, 30)
+
+    /// A NetBIOS name broadcast: traffic of its own, and its address.
+    static func netbios(_ h: inout H) {
+        h.frame(
+            TestFrames.udp(
+                from: A.mac, to: .broadcast, source: .v4(Self.pcV4), destination: IPAddress("192.0.2.255")!,
+                sourcePort: 137, port: 137))
+    }
+
+    static func answersProbes(_ h: inout H, _ step: [EngineAction]) {
+        for frame in H.frames(step) where frame.destination == A.mac && frame.etherType == .arp {
+            guard let arp = try? ARPPacket(decoding: frame.payload), arp.targetIP == Self.pcV4 else { continue }
+            h.frame(
+                ARPPacket(
+                    operation: .reply, senderMAC: A.mac, senderIP: Self.pcV4, targetMAC: arp.senderMAC, targetIP: .any
+                ).frame(destination: arp.senderMAC, source: A.mac).bytes)
+        }
+    }
+
+    @Test func itIsCheckedByAddressAndWokenOnlyOnItsWakeRulesPort() throws {
+        var h = try A.adopted()
+        var policy = WakePolicy()
+        try policy.add(rule: "\(A.mac)@tcp/3389")
+        h.record(
+            h.engine.reconfigure(
+                takeover: TakeoverConfiguration(policy: policy), expiryAction: .wake, refusalReply: .refused))
+        let key = OwnerKey(interface: "eth0", primaryMAC: A.mac)
+        Self.netbios(&h)
+        // Awake: it answers the ARP probes the proxy sends after each quiet spell, and is never held.
+        var probes = 0
+        h.run(for: .seconds(30)) { h, step in
+            probes += H.frames(step).filter { $0.destination == A.mac && $0.etherType == .arp }.count
+            Self.answersProbes(&h, step)
+        }
+        #expect(probes >= 10)
+        #expect(h.engine.state(of: key) == nil)
+        // Asleep, nothing answering: held, its address claimed, and a connection to RDP wakes it.
+        Self.netbios(&h)
+        h.run(for: .seconds(12))
+        #expect(h.engine.state(of: key) == .asleep)
+        #expect(h.engine.addressStates(of: key)?.map(\.1) == [.answering])
+        let syn = TestFrames.tcp(
+            from: Self.laptop, to: Lab.proxyMAC, source: IPAddress("192.0.2.50")!, destination: .v4(Self.pcV4),
+            port: 3389, options: TestFrames.kernelSYNOptions)
+        h.frame(syn)
+        h.now = h.now + .seconds(1)
+        h.frame(syn)
+        let woken = h.run(for: .seconds(2)).map(\.1)
+        #expect(H.frames(woken).contains(where: H.isMagic), "\(H.wakeEvents(woken))")
+    }
+
+    static let laptop = MACAddress("02:53:50:00:00:50")!
+}

@@ -81,6 +81,9 @@ public struct AdoptedHost: Hashable, Sendable {
     public var refused = 0
     /// Wakes in a row it answered none of.
     public var failedWakes = 0
+    /// It published mDNS records at some time: one that said goodbye to its name since (a clean shutdown) is not
+    /// checked by address as a host that never published any is.
+    public var hasPublished = false
     /// The service types already asked for in this run (`_http._tcp.local.` ...).
     var typesAsked: Set<DNSName> = []
 
@@ -106,6 +109,10 @@ public struct AdoptionHeard: Hashable, Sendable {
 public enum AdoptionStep: Hashable, Sendable {
     /// Ask the host's name (a check), on its interface.
     case askName(MACAddress, DNSName, interface: String)
+    /// A host that never said its name (a Windows PC that publishes nothing): ask for its IPv4 address by ARP,
+    /// unicast to its MAC, as the takeover's probes do. Its NIC may answer that in sleep, so such a host is held
+    /// only when nothing does (docs/adoption.md §4).
+    case probeAddress(MACAddress, IPv4Address, interface: String)
     /// It answered none of the questions: it sleeps.
     case fellQuiet(MACAddress)
 }
@@ -139,6 +146,7 @@ public struct Adoption: Sendable {
         host.records = registration.records.map { LearnedRecord(record: $0.record, learnedAt: $0.registeredAt) }
         host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
         host.addresses = registration.adoptedAddresses ?? registration.addresses
+        host.hasPublished = !host.records.isEmpty
         host.phase = .held
         host.due = nil
         self.hosts[registration.key.primaryMAC] = host
@@ -185,6 +193,13 @@ public struct Adoption: Sendable {
             // A sleeping NIC answers ARP itself (docs/adoption.md §4): its address, never a sign of life.
             guard let arp = try? ARPPacket(decoding: frame.payload) else { return nil }
             if arp.senderMAC == frame.source, arp.senderIP != .any { Self.note(.v4(arp.senderIP), in: &host) }
+            // For a host checked by address, its ARP reply is the check's answer (not a sign of life: a sleeping
+            // NIC gives it too, and such a host is then never taken for asleep).
+            if arp.operation == .reply, host.phase == .checking, host.hostName == nil {
+                host.phase = .watching
+                host.asked = 0
+                host.due = now + AdoptionRules.quietBeforeCheck
+            }
         case .ipv4:
             guard let packet = try? IPv4Packet(decoding: frame.payload) else { return nil }
             let source = packet.header.source
@@ -284,6 +299,7 @@ public struct Adoption: Sendable {
                 continue
             }
             host.records.append(LearnedRecord(record: record, learnedAt: now))
+            host.hasPublished = true
             host.recordBytes += size
             result.recordsChanged = true
             // `_services._dns-sd._udp.local. PTR _http._tcp.local.`: a type to ask it for, so that its instances
@@ -328,9 +344,13 @@ public struct Adoption: Sendable {
                 host.due = now + AdoptionRules.quietBeforeCheck
                 continue
             }
-            // A host that never said its name cannot be asked for it: the packet side alone (its addresses
-            // unanswered) would tell, and a NIC answering them makes it look awake (docs/adoption.md §4).
-            guard let name = host.hostName, !host.records.isEmpty else {
+            // A host that never said its name is asked for its IPv4 address instead; one with neither cannot be
+            // checked (docs/adoption.md §4), and one that said goodbye to its name (a clean shutdown) is off.
+            let name = host.hostName
+            let v4 =
+                host.hasPublished
+                ? nil : host.addresses.lazy.compactMap { if case .v4(let a) = $0 { a } else { nil } }.first
+            guard name != nil || v4 != nil else {
                 host.due = nil
                 continue
             }
@@ -338,7 +358,11 @@ public struct Adoption: Sendable {
                 host.phase = .checking
                 host.asked += 1
                 host.due = now + AdoptionRules.checkInterval
-                steps.append(.askName(mac, name, interface: interface))
+                if let name {
+                    steps.append(.askName(mac, name, interface: interface))
+                } else {
+                    steps.append(.probeAddress(mac, v4!, interface: interface))
+                }
             } else {
                 host.phase = .held
                 host.asked = 0

@@ -83,6 +83,15 @@ extension ProxyEngine {
                 actions += self.adoptionQuestion(
                     DNSQuestion(name: name, type: .a, unicastResponse: true), on: context, now: now,
                     also: DNSQuestion(name: name, type: .aaaa, unicastResponse: true))
+            case .probeAddress(let mac, let address, let interface):
+                guard let context = self.servedInterfaces.first(where: { $0.name == interface }) else { continue }
+                // RFC 5227 §2.1.1's probe (sender 0.0.0.0), unicast to the host's MAC: nobody else's cache changes.
+                let probe = ARPPacket.probe(from: context.macAddress, for: address)
+                actions.append(
+                    .packet(
+                        .sendFrame(
+                            probe.frame(destination: mac, source: context.macAddress).bytes,
+                            interfaceIndex: context.index)))
             case .fellQuiet(let mac):
                 actions += self.holdAdopted(mac, now: now)
             }
