@@ -14,6 +14,8 @@ struct AdoptionFile: Codable, Equatable {
 
     var adopted: [String]
 
+    init(adopted: [String]) { self.adopted = adopted }
+
     init(_ macs: Set<MACAddress>) {
         self.adopted = macs.sorted { $0.rawValue < $1.rawValue }.map(\.description)
     }

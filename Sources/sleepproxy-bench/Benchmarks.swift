@@ -69,6 +69,8 @@ enum Benchmarks {
                 WakeBenchmarks.run()
             case "neighbours":
                 NeighbourBenchmarks.run()
+            case "adoption":
+                try AdoptionBenchmarks.run()
             case "status-local":
                 try StatusBenchmarks.run()
             case "status-sample":
@@ -89,7 +91,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

@@ -128,11 +128,32 @@ struct AdoptionTests {
         #expect(Set(h.engine.adoptedMACs) == macs)
     }
 
+    /// RFC 6762 §6 lets a responder multicast a record once a second: more than `maximumLearnedPerSecond`
+    /// responses in a second are a flood (a forged MAC), and only that many are learned; all still show it awake.
+    @Test func responsesLearnedASecondAreBounded() throws {
+        var h = try Self.adopted()
+        func txt(_ n: Int) -> DNSMessage {
+            DNSMessage(
+                flags: DNSHeaderFlags(response: true, authoritative: true),
+                answers: [
+                    DNSResourceRecord(
+                        name: "x.local.", ttl: 120, rdata: .txt(TXTRecord(uncheckedStrings: [Array("\(n)".utf8)])))
+                ])
+        }
+        for n in 0...AdoptionRules.maximumLearnedPerSecond { h.frame(Self.mdnsFrame(txt(n))) }
+        #expect(Self.learned(h).count == AdoptionRules.maximumLearnedPerSecond)
+        #expect(h.engine.adoption.hosts[Self.mac]?.lastSignOfLife == h.now)
+        h.now = h.now + .seconds(1)
+        h.frame(Self.mdnsFrame(txt(99)))
+        #expect(Self.learned(h).count == AdoptionRules.maximumLearnedPerSecond + 1)
+    }
+
     @Test func recordBytesAreBoundedPerHost() throws {
         var h = try Self.adopted()
         // TXT records of about 1 KB: the 64 KiB bound is reached well before the record count.
         let big = [UInt8](repeating: 0x61, count: 250)
         for n in 0..<80 {
+            h.now = h.now + .milliseconds(200)
             h.frame(
                 Self.mdnsFrame(
                     DNSMessage(

@@ -34,6 +34,10 @@ public enum AdoptionRules {
     /// off or away (a laptop that left the house, a PC switched off at the wall): one may be a Wi-Fi hiccup, two
     /// in a row are not (docs/adoption.md §5).
     public static let wakesBeforeAway = 2
+    /// mDNS responses learned from one host a second at most; the rest still show it awake. RFC 6762 §6 lets a
+    /// responder multicast a record once a second, so a real host needs a handful; a forged MAC flooding large
+    /// announcements costs at most this many learning passes (`sleepproxy-bench adoption`).
+    public static let maximumLearnedPerSecond = 10
 }
 
 /// A record learned from an adopted host's own mDNS, as it sent it (name, class, cache-flush bit, TTL, rdata).
@@ -86,6 +90,12 @@ public struct AdoptedHost: Hashable, Sendable {
     public var hasPublished = false
     /// The service types already asked for in this run (`_http._tcp.local.` ...).
     var typesAsked: Set<DNSName> = []
+    /// The last response learned, as a hash of its bytes: a response repeated word for word (an answer to the
+    /// same question from another querier) teaches nothing new.
+    var lastResponse: Int?
+    /// Responses learned in the current second, and when that second began (`maximumLearnedPerSecond`).
+    var learnedThisSecond = 0
+    var secondStarted: Timestamp?
 
     public init(mac: MACAddress) { self.mac = mac }
 
@@ -121,7 +131,11 @@ public enum AdoptionStep: Hashable, Sendable {
 /// Ethernet source is the host's MAC, so that nobody else can add to what the proxy answers for it. Pure: time
 /// comes in as `now`.
 public struct Adoption: Sendable {
-    public private(set) var hosts: [MACAddress: AdoptedHost] = [:]
+    public private(set) var hosts: [MACAddress: AdoptedHost] = [:] {
+        didSet { self.rawMACs = Set(self.hosts.keys.map(\.rawValue)) }
+    }
+    /// The adopted MACs as numbers: every frame on the link is checked against them.
+    private var rawMACs: Set<UInt64> = []
 
     public init() {}
 
@@ -180,7 +194,16 @@ public struct Adoption: Sendable {
     // MARK: - Frames
 
     /// Whether frames from `mac` are ours to read.
-    public func isAdopted(_ mac: MACAddress) -> Bool { self.hosts[mac] != nil }
+    public func isAdopted(_ mac: MACAddress) -> Bool { self.rawMACs.contains(mac.rawValue) }
+
+    /// Whether the frame's Ethernet source is an adopted MAC, read straight from its bytes (every frame of the link
+    /// comes through here).
+    public func isFromAdopted(_ frame: [UInt8]) -> Bool {
+        guard !self.rawMACs.isEmpty, frame.count >= 14 else { return false }
+        var raw: UInt64 = 0
+        for index in 6..<12 { raw = raw << 8 | UInt64(frame[index]) }
+        return self.rawMACs.contains(raw)
+    }
 
     /// One frame whose Ethernet source is an adopted host's MAC (the caller checked `isAdopted`), not sent by
     /// this machine. Nil for a frame that could not be read.
@@ -259,34 +282,55 @@ public struct Adoption: Sendable {
     private mutating func learn(
         udp payload: ByteBuffer, into host: inout AdoptedHost, result: inout AdoptionHeard, now: Timestamp
     ) {
-        guard let datagram = try? UDPDatagram(decoding: payload), datagram.sourcePort == MDNSRules.port,
-            let message = try? DNSMessage(decoding: datagram.payload), message.flags.isResponse
-        else { return }
+        guard let datagram = try? UDPDatagram(decoding: payload), datagram.sourcePort == MDNSRules.port else { return }
+        let digest = datagram.payload.withUnsafeReadableBytes { bytes -> Int in
+            var hasher = Hasher()
+            hasher.combine(bytes: bytes)
+            return hasher.finalize()
+        }
+        guard digest != host.lastResponse else { return }
+        if let started = host.secondStarted, now - started < .seconds(1) {
+            guard host.learnedThisSecond < AdoptionRules.maximumLearnedPerSecond else { return }
+            host.learnedThisSecond += 1
+        } else {
+            host.secondStarted = now
+            host.learnedThisSecond = 1
+        }
+        guard let message = try? DNSMessage(decoding: datagram.payload), message.flags.isResponse else { return }
+        host.lastResponse = digest
         // Answers and additionals are what it publishes; a response's authority section is empty (RFC 6762
         // §6), and NSEC is the responder's to make for whatever the learned names lack.
-        for record in message.answers + message.additionals {
-            guard record.rrclass == .in, record.type != .opt, record.type != .nsec else { continue }
-            if record.ttl == 0 {
-                // Its goodbye (RFC 6762 §10.1): the record is gone.
-                if let index = host.records.firstIndex(where: { Self.identical($0.record, record) }) {
-                    host.recordBytes -= host.records[index].record.uncompressedWireLength
-                    host.records.remove(at: index)
-                    result.recordsChanged = true
-                }
-                continue
-            }
-            if record.cacheFlush {
-                let before = host.records.count
-                host.records.removeAll {
-                    $0.record.name == record.name && $0.record.type == record.type
-                        && !Self.identical($0.record, record) && now - $0.learnedAt > AdoptionRules.cacheFlushGrace
-                }
-                if host.records.count != before {
-                    host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
-                    result.recordsChanged = true
-                }
-            }
-            if let index = host.records.firstIndex(where: { Self.identical($0.record, record) }) {
+        let records = (message.answers + message.additionals).filter {
+            $0.rrclass == .in && $0.type != .opt && $0.type != .nsec
+        }
+        guard !records.isEmpty else { return }
+        // Three passes over what it taught, however many records the packet holds (a forged MAC may repeat the
+        // largest packet there is): goodbyes, then what cache-flush records replace, then each record found or
+        // added through an index.
+        let goodbyes = Set(records.filter { $0.ttl == 0 }.map(RecordIdentity.init))
+        let fresh = records.filter { $0.ttl > 0 }
+        let flushed = Set(fresh.filter(\.cacheFlush).map { NameAndType(name: $0.name, type: $0.type) })
+        let kept = Set(fresh.map(RecordIdentity.init))
+        let before = host.records.count
+        host.records.removeAll { learned in
+            let identity = RecordIdentity(learned.record)
+            if goodbyes.contains(identity) { return true }
+            // RFC 6762 §10.2: a cache-flush record replaces its name and type's records received more than a
+            // second before it (those within the second are parts of the same announcement).
+            return !flushed.isEmpty
+                && flushed.contains(NameAndType(name: learned.record.name, type: learned.record.type))
+                && !kept.contains(identity) && now - learned.learnedAt > AdoptionRules.cacheFlushGrace
+        }
+        if host.records.count != before {
+            host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
+            result.recordsChanged = true
+        }
+        var positions: [RecordIdentity: Int] = [:]
+        positions.reserveCapacity(host.records.count + fresh.count)
+        for (index, learned) in host.records.enumerated() { positions[RecordIdentity(learned.record)] = index }
+        for record in fresh {
+            let identity = RecordIdentity(record)
+            if let index = positions[identity] {
                 if host.records[index].record != record { result.recordsChanged = true }
                 host.records[index] = LearnedRecord(record: record, learnedAt: now)
                 continue
@@ -298,6 +342,7 @@ public struct Adoption: Sendable {
                 host.refused += 1
                 continue
             }
+            positions[identity] = host.records.count
             host.records.append(LearnedRecord(record: record, learnedAt: now))
             host.hasPublished = true
             host.recordBytes += size
@@ -313,13 +358,14 @@ public struct Adoption: Sendable {
         }
     }
 
+    /// A record's name and type, for what a cache-flush record replaces.
+    struct NameAndType: Hashable {
+        var name: DNSName
+        var type: DNSRecordType
+    }
+
     /// `_services._dns-sd._udp.local.` (RFC 6763 §9).
     public static let servicesName: DNSName = "_services._dns-sd._udp.local."
-
-    /// RFC 6762 §8.1 "identical": name, class and rdata; the TTL and cache-flush bit aside.
-    static func identical(_ a: DNSResourceRecord, _ b: DNSResourceRecord) -> Bool {
-        a.name == b.name && a.rrclass == b.rrclass && a.rdata == b.rdata
-    }
 
     // MARK: - Time
 

@@ -339,10 +339,7 @@ public struct ProxyEngine: Sendable {
     {
         var actions: [EngineAction] = []
         // An adopted host's own frames (its MAC the Ethernet source) teach what it publishes (docs/adoption.md).
-        if !outgoing, !self.adoption.isEmpty, bytes.count >= 14,
-            let mac = MACAddress(bytes: bytes[6..<12]), self.adoption.isAdopted(mac),
-            let context = self.interfaces[interfaceIndex]
-        {
+        if !outgoing, self.adoption.isFromAdopted(bytes), let context = self.interfaces[interfaceIndex] {
             actions += self.adoptionFrame(bytes, context: context, now: now)
         }
         return actions
