@@ -131,10 +131,9 @@ public enum AdoptionStep: Hashable, Sendable {
 /// Ethernet source is the host's MAC, so that nobody else can add to what the proxy answers for it. Pure: time
 /// comes in as `now`.
 public struct Adoption: Sendable {
-    public private(set) var hosts: [MACAddress: AdoptedHost] = [:] {
-        didSet { self.rawMACs = Set(self.hosts.keys.map(\.rawValue)) }
-    }
-    /// The adopted MACs as numbers: every frame on the link is checked against them.
+    public private(set) var hosts: [MACAddress: AdoptedHost] = [:]
+    /// The adopted MACs as numbers: every frame on the link is checked against them. Kept with `hosts`' keys by
+    /// `setAdopted`, the only place that adds or removes a host.
     private var rawMACs: Set<UInt64> = []
 
     public init() {}
@@ -150,6 +149,7 @@ public struct Adoption: Sendable {
         let dropped = self.hosts.keys.filter { !macs.contains($0) }.sorted { $0.rawValue < $1.rawValue }
         for mac in dropped { self.hosts[mac] = nil }
         for mac in macs where self.hosts[mac] == nil { self.hosts[mac] = AdoptedHost(mac: mac) }
+        self.rawMACs = Set(macs.map(\.rawValue))
         return dropped
     }
 
