@@ -47,14 +47,6 @@ struct AdoptionFile: Codable, Equatable {
 
     /// The saved set, or nil when there is none.
     static func read(directory: URL) throws -> AdoptionFile? {
-        let url = directory.appendingPathComponent(self.fileName)
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        guard let size = regularFileSize(atPath: url.path) else {
-            throw EngineRunnerError(description: "\(url.path) is not a regular file")
-        }
-        guard size <= self.maximumBytes else {
-            throw EngineRunnerError(description: "\(url.path) is larger than \(self.maximumBytes) bytes")
-        }
-        return try JSONDecoder().decode(AdoptionFile.self, from: Data(contentsOf: url))
+        try readStateFile(directory.appendingPathComponent(self.fileName), maximumBytes: self.maximumBytes)
     }
 }

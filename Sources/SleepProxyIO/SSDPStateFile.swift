@@ -90,18 +90,23 @@ struct SSDPStateFile: Codable, Equatable {
 
     /// The saved copy, or nil when there is none; a file too large or not ours is reported and ignored.
     static func read(directory: URL) throws -> SSDPStateFile? {
-        let url = directory.appendingPathComponent(self.fileName)
-        guard FileManager.default.fileExists(atPath: url.path) else { return nil }
-        guard let size = regularFileSize(atPath: url.path) else {
-            throw EngineRunnerError(description: "\(url.path) is not a regular file")
-        }
-        guard size <= self.maximumBytes else {
-            throw EngineRunnerError(description: "\(url.path) is larger than \(self.maximumBytes) bytes")
-        }
-        return try JSONDecoder().decode(SSDPStateFile.self, from: Data(contentsOf: url))
+        try readStateFile(directory.appendingPathComponent(self.fileName), maximumBytes: self.maximumBytes)
     }
 
     static func seconds(_ duration: Duration) -> Double {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
+}
+
+/// A JSON file of the state directory, or nil when there is none; one that is not a regular file, is larger than
+/// `maximumBytes` or does not decode is refused with a sentence (the caller reports it and goes on without it).
+func readStateFile<T: Decodable>(_ url: URL, maximumBytes: Int) throws -> T? {
+    guard FileManager.default.fileExists(atPath: url.path) else { return nil }
+    guard let size = regularFileSize(atPath: url.path) else {
+        throw EngineRunnerError(description: "\(url.path) is not a regular file")
+    }
+    guard size <= maximumBytes else {
+        throw EngineRunnerError(description: "\(url.path) is larger than \(maximumBytes) bytes")
+    }
+    return try JSONDecoder().decode(T.self, from: Data(contentsOf: url))
 }

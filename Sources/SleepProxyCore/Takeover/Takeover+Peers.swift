@@ -133,13 +133,8 @@ extension Takeover {
         guard var host = self.hosts[key] else { return }
         host.handedOverBy = address
         host.probesQuickly = true
-        for address in host.addresses {
-            guard var state = host.states[address], state.phase == .waiting else { continue }
-            state.next = min(state.next ?? now, now)
-            host.states[address] = state
-        }
-        host.refreshNext()
         self.hosts[key] = host
+        self.probeAtOnce(key, now: now)
     }
 
     /// An adopted host fell quiet (docs/adoption.md): its name went unanswered, so it sleeps already, and its
