@@ -31,6 +31,11 @@ extension EngineRunner {
         }
         var runTime = self.adoptedAtRunTime
         if request.command == .adopt {
+            guard self.engine.canWake else {
+                return .failure(
+                    "this daemon runs with --no-takeover: it reads no frames, and an adopted host is learned from its own"
+                )
+            }
             guard !self.adoptedInConfiguration.contains(mac), !runTime.contains(mac) else {
                 return self.adoptedResponse(now: now)
             }

@@ -137,6 +137,8 @@ extension EngineRunner {
         /// mDNS and SSDP sockets that closed under us and were opened again.
         public var multicastSocketsReopened = 0
         public var persistenceFailures = 0
+        /// Journal writes made durable with fdatasync (those no reply waited on are not: docs/state.md).
+        public var journalSyncs = 0
         public var batches = 0
         public var responder = ResponderStatistics()
         public var instanceLabel: String?

@@ -214,6 +214,10 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         _ = try self.wakePolicy()
         _ = try self.wakeSources()
         _ = try self.adoptedMACs()
+        if self.noTakeover, !self.adopt.isEmpty {
+            throw ValidationError(
+                "--adopt needs the packet side: adopted hosts are learned from their own frames; drop --no-takeover")
+        }
         guard (0...WakeRules.maximumMonitorHoldoffSeconds).contains(self.wakeMonitorHoldoff) else {
             throw ValidationError(
                 "--wake-monitor-holdoff must be 0 to \(WakeRules.maximumMonitorHoldoffSeconds) seconds, not \(self.wakeMonitorHoldoff)"

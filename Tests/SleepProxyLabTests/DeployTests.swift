@@ -109,6 +109,9 @@ struct DeployTests {
                 "metrics = ultimate\n",
                 "line 1: --metrics must be four two-digit numbers like 20-40-10-65, or dedicated or fallback"
             ),
+            // docs/adoption.md §1: a host's MAC, and the packet side to learn it from.
+            ("adopt = 01:00:5e:00:00:fb\n", "line 1: --adopt: \"01:00:5e:00:00:fb\" is not a host's MAC address"),
+            ("adopt = 02:53:50:00:00:02\nno-takeover = true\n", "--adopt needs the packet side"),
         ] {
             try text.write(to: file, atomically: true, encoding: .utf8)
             let bad = try Command.run(

@@ -100,6 +100,7 @@ final class MetricsLabTests: ThreeHostSuite {
                 "sleepproxy_registrations_total{outcome=\"malformed\"}",
                 "sleepproxy_registrations_total{outcome=\"refused\"}",
                 "sleepproxy_refusals_total{reason=\"sourceNotClaimed\"}", "sleepproxy_hosts", "sleepproxy_records",
+                "sleepproxy_journal_syncs_total",
             ], since: before)
         #expect(
             try self.scrape().keys.contains { $0.hasPrefix("sleepproxy_parse_errors_total{reason=\"registration_") })
@@ -167,5 +168,7 @@ final class MetricsLabTests: ThreeHostSuite {
         try self.expectGrowth(of: ["sleepproxy_hand_backs_total{signal=\"owner-option\"}"], since: before)
         #expect(try self.scrape()["sleepproxy_hand_backs_total{signal=\"mdns\"}"] == 0)
         #expect(try self.scrape()["sleepproxy_hosts"] == 0)
+        // No reply waited on the hand-back: its journal entry was written, not synced (docs/state.md).
+        #expect(try self.scrape()["sleepproxy_journal_syncs_total"] == before["sleepproxy_journal_syncs_total"])
     }
 }
