@@ -71,6 +71,10 @@ enum Benchmarks {
                 NeighbourBenchmarks.run()
             case "adoption":
                 try AdoptionBenchmarks.run()
+            case "wear":
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try WearBenchmark.runLab(daemon: daemon)
             case "status-local":
                 try StatusBenchmarks.run()
             case "status-sample":
@@ -91,7 +95,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }
