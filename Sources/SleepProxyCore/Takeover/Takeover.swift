@@ -369,31 +369,6 @@ public struct Takeover: Sendable {
         return actions
     }
 
-    /// After a clean stop a moment ago (`ProxyEngine.resumeSpeaking`): the host was asleep then, so its addresses
-    /// are answered for at once, announced as after a claim, instead of probed for four seconds first while the
-    /// responder already speaks for it (ARP went unanswered for 3-4 s after every restart). A host that woke in
-    /// the meantime shows itself on the wire and gets each address back as usual (`ownerSeen`).
-    public mutating func resume(_ key: OwnerKey, now: Timestamp) -> [TakeoverAction] {
-        guard var host = self.hosts[key], host.registered, let index = self.index(of: key.interface) else { return [] }
-        var actions: [TakeoverAction] = []
-        for address in host.addresses {
-            guard var state = host.states[address] else { continue }
-            switch state.phase {
-            case .waiting, .probing:
-                state.phase = .announcing(sent: 0, startedAt: now)
-                state.next = now
-                actions.append(.setNeighbour(interfaceIndex: index, address: address, mac: host.wakeMAC))
-                state.neighbourInstalled = true
-                host.states[address] = state
-            case .announcing, .claimed, .stopped:
-                continue
-            }
-        }
-        host.refreshNext()
-        self.hosts[key] = host
-        return actions
-    }
-
     /// Ports beyond the registered services whose connection requests wake the host, subject to the wake policy
     /// as those are: the TCP ports of its UPnP description URLs (docs/ssdp.md).
     public mutating func setOtherWakePorts(_ ports: Set<WakePolicy.Port>, for key: OwnerKey) {

@@ -1,0 +1,180 @@
+import NIOCore
+import SleepProxyWire
+
+/// What an adopted host's own frames teach (docs/adoption.md §2): its addresses, its records, and whether it is
+/// up.
+extension Adoption {
+    /// Whether frames from `mac` are ours to read.
+    public func isAdopted(_ mac: MACAddress) -> Bool { self.rawMACs.contains(mac.rawValue) }
+
+    /// Whether the frame's Ethernet source is an adopted MAC, read straight from its bytes (every frame of the link
+    /// comes through here).
+    public func isFromAdopted(_ frame: [UInt8]) -> Bool {
+        guard !self.rawMACs.isEmpty, frame.count >= 14 else { return false }
+        var raw: UInt64 = 0
+        for index in 6..<12 { raw = raw << 8 | UInt64(frame[index]) }
+        return self.rawMACs.contains(raw)
+    }
+
+    /// One frame whose Ethernet source is an adopted host's MAC (the caller checked `isAdopted`), not sent by
+    /// this machine. Nil for a frame that could not be read.
+    public mutating func heard(_ frame: EthernetFrame, on interface: String, now: Timestamp) -> AdoptionHeard? {
+        guard var host = self.hosts[frame.source] else { return nil }
+        var result = AdoptionHeard(
+            mac: frame.source, interface: interface, signOfLife: false, recordsChanged: false, newTypes: [])
+        switch frame.etherType {
+        case .arp:
+            // A sleeping NIC answers ARP itself (docs/adoption.md §4): its address, never a sign of life.
+            guard let arp = try? ARPPacket(decoding: frame.payload) else { return nil }
+            if arp.senderMAC == frame.source, arp.senderIP != .any { Self.note(.v4(arp.senderIP), in: &host) }
+            // For a host checked by address, its ARP reply is the check's answer (not a sign of life: a sleeping
+            // NIC gives it too, and such a host is then never taken for asleep).
+            if arp.operation == .reply, host.phase == .checking, host.hostName == nil {
+                host.phase = .watching
+                host.asked = 0
+                host.due = now + AdoptionRules.quietBeforeCheck
+            }
+        case .ipv4:
+            guard let packet = try? IPv4Packet(decoding: frame.payload) else { return nil }
+            let source = packet.header.source
+            if source.rawValue != 0, !source.isMulticast, source != .broadcast { Self.note(.v4(source), in: &host) }
+            // IGMP reports are a NIC's too (Intel's I210 offloads them with ARP).
+            result.signOfLife = packet.header.proto.rawValue != 2
+            if packet.header.proto == .udp, packet.header.isFirstFragment {
+                self.learn(udp: packet.payload, into: &host, result: &result, now: now)
+            }
+        case .ipv6:
+            guard let packet = try? IPv6Packet(decoding: frame.payload) else { return nil }
+            let source = packet.header.source
+            if !(source.high == 0 && source.low <= 1), !source.isMulticast { Self.note(.v6(source), in: &host) }
+            result.signOfLife = !(packet.upperLayerProtocol == .icmpv6 && Self.isOffloadable(icmpv6: packet.payload))
+            if packet.upperLayerProtocol == .udp {
+                self.learn(udp: packet.payload, into: &host, result: &result, now: now)
+            }
+        default:
+            result.signOfLife = true
+        }
+        host.interface = interface
+        host.lastHeard = now
+        if host.phase == .unheard { host.phase = .watching }
+        if result.signOfLife {
+            host.lastSignOfLife = now
+            if host.phase == .checking { host.phase = .watching }
+            if host.phase == .away {
+                // Seen again: answered for again the next time it sleeps.
+                host.phase = .watching
+                host.failedWakes = 0
+            }
+            if host.phase != .held {
+                host.asked = 0
+                host.due = now + AdoptionRules.quietBeforeCheck
+            }
+        } else if host.phase == .watching, host.due == nil {
+            host.due = now + AdoptionRules.quietBeforeCheck
+        }
+        self.hosts[frame.source] = host
+        return result
+    }
+
+    /// ICMPv6 a sleeping NIC may send itself: neighbour discovery (133-137) and MLD (130-132, 143).
+    static func isOffloadable(icmpv6 payload: ByteBuffer) -> Bool {
+        guard let type = payload.getInteger(at: payload.readerIndex, as: UInt8.self) else { return true }
+        return (130...137).contains(type) || type == 143
+    }
+
+    static func note(_ address: IPAddress, in host: inout AdoptedHost) {
+        guard host.addresses.first != address else { return }
+        host.addresses.removeAll { $0 == address }
+        host.addresses.insert(address, at: 0)
+        if host.addresses.count > AdoptionRules.maximumAddresses { host.addresses.removeLast() }
+    }
+
+    /// An mDNS response the host sent (from port 5353): its records, learned as a cache would (RFC 6762 §10).
+    private mutating func learn(
+        udp payload: ByteBuffer, into host: inout AdoptedHost, result: inout AdoptionHeard, now: Timestamp
+    ) {
+        guard let datagram = try? UDPDatagram(decoding: payload), datagram.sourcePort == MDNSRules.port else { return }
+        let digest = datagram.payload.withUnsafeReadableBytes { bytes -> Int in
+            var hasher = Hasher()
+            hasher.combine(bytes: bytes)
+            return hasher.finalize()
+        }
+        guard digest != host.lastResponse else { return }
+        if let started = host.secondStarted, now - started < .seconds(1) {
+            guard host.learnedThisSecond < AdoptionRules.maximumLearnedPerSecond else { return }
+            host.learnedThisSecond += 1
+        } else {
+            host.secondStarted = now
+            host.learnedThisSecond = 1
+        }
+        guard let message = try? DNSMessage(decoding: datagram.payload), message.flags.isResponse else { return }
+        host.lastResponse = digest
+        // Answers and additionals are what it publishes; a response's authority section is empty (RFC 6762
+        // §6), and NSEC is the responder's to make for whatever the learned names lack.
+        let records = (message.answers + message.additionals).filter {
+            $0.rrclass == .in && $0.type != .opt && $0.type != .nsec
+        }
+        guard !records.isEmpty else { return }
+        // Three passes over what it taught, however many records the packet holds (a forged MAC may repeat the
+        // largest packet there is): goodbyes, then what cache-flush records replace, then each record found or
+        // added through an index.
+        let goodbyes = Set(records.filter { $0.ttl == 0 }.map(RecordIdentity.init))
+        let fresh = records.filter { $0.ttl > 0 }
+        let flushed = Set(fresh.filter(\.cacheFlush).map { NameAndType(name: $0.name, type: $0.type) })
+        let kept = Set(fresh.map(RecordIdentity.init))
+        let before = host.records.count
+        host.records.removeAll { learned in
+            let identity = RecordIdentity(learned.record)
+            if goodbyes.contains(identity) { return true }
+            // RFC 6762 §10.2: a cache-flush record replaces its name and type's records received more than a
+            // second before it (those within the second are parts of the same announcement).
+            return !flushed.isEmpty
+                && flushed.contains(NameAndType(name: learned.record.name, type: learned.record.type))
+                && !kept.contains(identity) && now - learned.learnedAt > AdoptionRules.cacheFlushGrace
+        }
+        if host.records.count != before {
+            host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
+            result.recordsChanged = true
+        }
+        var positions: [RecordIdentity: Int] = [:]
+        positions.reserveCapacity(host.records.count + fresh.count)
+        for (index, learned) in host.records.enumerated() { positions[RecordIdentity(learned.record)] = index }
+        for record in fresh {
+            let identity = RecordIdentity(record)
+            if let index = positions[identity] {
+                if host.records[index].record != record { result.recordsChanged = true }
+                host.records[index] = LearnedRecord(record: record, learnedAt: now)
+                continue
+            }
+            let size = record.uncompressedWireLength
+            guard host.records.count < AdoptionRules.maximumRecords,
+                host.recordBytes + size <= AdoptionRules.maximumRecordBytes
+            else {
+                host.refused += 1
+                continue
+            }
+            positions[identity] = host.records.count
+            host.records.append(LearnedRecord(record: record, learnedAt: now))
+            host.hasPublished = true
+            host.recordBytes += size
+            result.recordsChanged = true
+            // `_services._dns-sd._udp.local. PTR _http._tcp.local.`: a type to ask it for, so that its instances
+            // (SRV, TXT) are learned without waiting for someone else to browse.
+            if case .ptr(let ptr) = record.rdata, record.name == Self.servicesName,
+                !host.typesAsked.contains(ptr.target)
+            {
+                host.typesAsked.insert(ptr.target)
+                result.newTypes.append(ptr.target)
+            }
+        }
+    }
+
+    /// A record's name and type, for what a cache-flush record replaces.
+    struct NameAndType: Hashable {
+        var name: DNSName
+        var type: DNSRecordType
+    }
+
+    /// `_services._dns-sd._udp.local.` (RFC 6763 §9).
+    public static let servicesName: DNSName = "_services._dns-sd._udp.local."
+}

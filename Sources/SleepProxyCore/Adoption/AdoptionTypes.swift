@@ -1,0 +1,127 @@
+import SleepProxyWire
+
+/// The numbers of adoption (docs/adoption.md), each with its reason.
+public enum AdoptionRules {
+    /// Hosts a person may adopt: a household has a few PCs, a NAS and a media server; each adopted MAC costs four
+    /// instructions of the capture filter, whose jumps reach 255 instructions (docs/adoption.md §2).
+    public static let maximumAdopted = 32
+    /// Addresses kept per host, the newest first: IPv4, link-local IPv6 and a few global ones (privacy addresses
+    /// rotate), as the neighbour book keeps them.
+    public static let maximumAddresses = 8
+    /// Records kept per host: what a registration may hold (`RegistrationConfiguration`'s default), since an
+    /// adopted host's records are handed to the engine as one.
+    public static let maximumRecords = 400
+    /// Bytes of records kept per host (uncompressed names and rdata): a NAS publishing a dozen services holds
+    /// about 5 KB; 64 KiB bounds what a host flooding its own announcements can make us keep.
+    public static let maximumRecordBytes = 64 * 1024
+    /// Quiet this long (no frame only a running host sends), the host is asked for its name: about as long as an
+    /// idle avahi or Windows host goes without a word of its own while awake is not knowable, so the check is
+    /// what tells, and 2 s + two questions a second apart keep the first answer within the 5 s users were
+    /// promised (docs/adoption.md §3).
+    public static let quietBeforeCheck: Duration = .seconds(2)
+    /// Questions for its name, a second apart (RFC 6762 §5.2: a querier waits at least a second before asking
+    /// the same again); all unanswered a second after the last, it sleeps.
+    public static let checkQuestions = 2
+    public static let checkInterval: Duration = .seconds(1)
+    /// RFC 6762 §10.2: a cache-flush record replaces the records of its name and type received more than a
+    /// second before it (those within the second are parts of the same announcement).
+    public static let cacheFlushGrace: Duration = .seconds(1)
+    /// The lease an adopted host is held with while it sleeps: it never asked for one, and it is let go sooner
+    /// when it shows itself or stays unreachable; after a month without a word it ends as any lease does.
+    public static let heldLease: UInt32 = 30 * 86_400
+    /// Wakes in a row that the host answered none of (no sign within the wake's 30 s each) before it is taken for
+    /// off or away (a laptop that left the house, a PC switched off at the wall): one may be a Wi-Fi hiccup, two
+    /// in a row are not (docs/adoption.md §5).
+    public static let wakesBeforeAway = 2
+    /// mDNS responses learned from one host a second at most; the rest still show it awake. RFC 6762 §6 lets a
+    /// responder multicast a record once a second, so a real host needs a handful; a forged MAC flooding large
+    /// announcements costs at most this many learning passes (`sleepproxy-bench adoption`).
+    public static let maximumLearnedPerSecond = 10
+}
+
+/// A record learned from an adopted host's own mDNS, as it sent it (name, class, cache-flush bit, TTL, rdata).
+public struct LearnedRecord: Hashable, Sendable {
+    public var record: DNSResourceRecord
+    public var learnedAt: Timestamp
+}
+
+/// One host a person adopted by its MAC (docs/adoption.md): what its own frames showed of it.
+public struct AdoptedHost: Hashable, Sendable {
+    public enum Phase: String, Hashable, Sendable {
+        /// Not heard yet since it was adopted (or since the proxy started).
+        case unheard
+        /// Heard lately; quiet checks run when it falls silent.
+        case watching
+        /// It fell silent: questions for its name are out (`asked` so far).
+        case checking
+        /// It answered none: the engine holds it as a sleeping host.
+        case held
+        /// It answered none of `AdoptionRules.wakesBeforeAway` wakes in a row: off or away, not answered for until
+        /// it is seen again.
+        case away
+    }
+
+    public var mac: MACAddress
+    /// The interface its frames came in on; nil until heard.
+    public var interface: String?
+    /// Its own addresses (IPv4 sources, ARP senders, IPv6 sources), the newest first.
+    public var addresses: [IPAddress] = []
+    /// What its responder published, in the order first learned (the order it answers in).
+    public var records: [LearnedRecord] = []
+    /// The last frame that only a running host sends (not ARP, neighbour discovery, MLD or IGMP, which a sleeping
+    /// NIC answers itself: docs/adoption.md §4).
+    public var lastSignOfLife: Timestamp?
+    /// The last frame of any kind from it.
+    public var lastHeard: Timestamp?
+    public var phase: Phase = .unheard
+    /// Questions for its name sent in the current check.
+    public var asked = 0
+    /// When the next check step is due; nil when none is.
+    public var due: Timestamp?
+    /// Bytes its records take (`AdoptionRules.maximumRecordBytes`).
+    public var recordBytes = 0
+    /// Records refused by a bound, for the status and the log.
+    public var refused = 0
+    /// Wakes in a row it answered none of.
+    public var failedWakes = 0
+    /// It published mDNS records at some time: one that said goodbye to its name since (a clean shutdown) is not
+    /// checked by address as a host that never published any is.
+    public var hasPublished = false
+    /// The service types already asked for in this run (`_http._tcp.local.` ...).
+    var typesAsked: Set<DNSName> = []
+    /// The last response learned, as a hash of its bytes: a response repeated word for word (an answer to the
+    /// same question from another querier) teaches nothing new.
+    var lastResponse: Int?
+    /// Responses learned in the current second, and when that second began (`maximumLearnedPerSecond`).
+    var learnedThisSecond = 0
+    var secondStarted: Timestamp?
+
+    public init(mac: MACAddress) { self.mac = mac }
+
+    /// The name its address records give (the name most of them carry).
+    public var hostName: DNSName? { OwnerSummary.claims(of: self.records.map(\.record)).hostName }
+}
+
+/// What a frame from an adopted host showed.
+public struct AdoptionHeard: Hashable, Sendable {
+    public var mac: MACAddress
+    public var interface: String
+    /// A frame only a running host sends.
+    public var signOfLife: Bool
+    /// Its records changed (learned, replaced or said goodbye to).
+    public var recordsChanged: Bool
+    /// Service types it publishes that have not been asked for yet.
+    public var newTypes: [DNSName]
+}
+
+/// What comes due for the adopted hosts at a time.
+public enum AdoptionStep: Hashable, Sendable {
+    /// Ask the host's name (a check), on its interface.
+    case askName(MACAddress, DNSName, interface: String)
+    /// A host that never said its name (a Windows PC that publishes nothing): ask for its IPv4 address by ARP,
+    /// unicast to its MAC, as the takeover's probes do. Its NIC may answer that in sleep, so such a host is held
+    /// only when nothing does (docs/adoption.md §4).
+    case probeAddress(MACAddress, IPv4Address, interface: String)
+    /// It answered none of the questions: it sleeps.
+    case fellQuiet(MACAddress)
+}
