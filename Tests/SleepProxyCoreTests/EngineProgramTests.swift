@@ -15,6 +15,7 @@ struct EngineProgramTests {
         var random = SplitMix64(seed: 0x5EED_2026)
         var steps = 0
         var asleep = 0
+        var adopted = 0
         for index in 0..<Self.programs {
             let bytes = (0..<Self.length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
             var program = EngineProgram(bytes)
@@ -24,9 +25,12 @@ struct EngineProgramTests {
             }
             steps += program.steps
             if program.reachedAsleep { asleep += 1 }
+            if program.reachedAdoptedAsleep { adopted += 1 }
         }
+        print("engine programs: \(asleep) of \(Self.programs) got a host asleep, \(adopted) an adopted one")
         #expect(steps > Self.programs * 60, "the programs ran their steps (\(steps))")
         #expect(asleep > Self.programs / 10, "only \(asleep) programs got a host asleep")
+        #expect(adopted > 0, "no program held an adopted host asleep")
     }
 
     /// A host asleep, then up on its only address (its gratuitous ARP), then asked for: the proxy must not answer.

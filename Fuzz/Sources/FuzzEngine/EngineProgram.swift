@@ -4,8 +4,8 @@ import SleepProxyWire
 
 /// The composed engine driven by an arbitrary program (docs/fuzzing.md): each step is a registration (well
 /// formed or raw bytes), an mDNS packet (a question, a host's own announcement or probe, an Owner option, raw
-/// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, raw bytes), an admin command or a
-/// step of time, read from the program's bytes. After every step the invariants below are checked; a violation
+/// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, an adopted host's own mDNS or
+/// traffic, raw bytes), an admin command (adopting a host among them) or a step of time, read from the program's bytes. After every step the invariants below are checked; a violation
 /// is returned as a sentence (the fuzz target traps on it, the test records it).
 ///
 /// Shared by the libFuzzer target in Fuzz/Sources/FuzzEngine and by SleepProxyCoreTests (a symbolic link), so the
@@ -36,6 +36,8 @@ public struct EngineProgram {
     /// Steps run, and whether a host was ever spoken for: programs that never get there test little.
     public private(set) var steps = 0
     public private(set) var reachedAsleep = false
+    /// Whether an adopted host was ever held asleep (docs/adoption.md).
+    public private(set) var reachedAdoptedAsleep = false
 
     public init(_ input: [UInt8]) {
         var configuration = RegistrationConfiguration(
@@ -80,6 +82,11 @@ public struct EngineProgram {
                 return "step \(self.steps) (operation \(operation % 12)): \(violation)"
             }
             if !self.reachedAsleep { self.reachedAsleep = !self.engine.hosts(in: .asleep).isEmpty }
+            if !self.reachedAdoptedAsleep {
+                self.reachedAdoptedAsleep = self.engine.hosts(in: .asleep).contains {
+                    self.engine.registration($0)?.isAdopted == true
+                }
+            }
         }
         return nil
     }
@@ -202,7 +209,7 @@ public struct EngineProgram {
     }
 
     mutating func frame(_ host: Int) -> [EngineAction] {
-        let kind = (self.byte() ?? 0) % 5
+        let kind = (self.byte() ?? 0) % 7
         let target = IPv4Address(192, 0, 2, UInt8(2 + host))
         let bytes: [UInt8]
         switch kind {
@@ -235,6 +242,46 @@ public struct EngineProgram {
                 EthernetFrame(
                     destination: Self.interface.macAddress, source: Self.strangerMAC, etherType: .ipv4, payload: packet
                 ).bytes
+        case 5:
+            // The host's own responder, seen on the wire from its MAC (what an adopted host is learned from): its
+            // name, a service on it, maybe a goodbye.
+            let ttl: UInt32 = (self.byte() ?? 0) & 3 == 0 ? 0 : 120
+            let instance = try! DNSName(labels: ["Files \(host)", "_smb", "_tcp", "local"])
+            let message = DNSMessage(
+                id: 0, flags: .init(response: true, authoritative: true),
+                answers: [
+                    DNSResourceRecord(
+                        name: Self.name(host), cacheFlush: true, ttl: ttl, rdata: .a(.init(address: target))),
+                    DNSResourceRecord(
+                        name: instance, cacheFlush: true, ttl: ttl,
+                        rdata: .srv(SRVRecord(priority: 0, weight: 0, port: 445, target: Self.name(host)))),
+                ])
+            var datagram = ByteBuffer()
+            UDPDatagram(
+                sourcePort: 5353, destinationPort: 5353, payload: ByteBuffer(bytes: message.encoded(options: .mdns))
+            )
+            .write(to: &datagram)
+            var packet = ByteBuffer()
+            IPv4Packet(
+                header: IPv4Header(source: target, destination: .mdnsGroup, proto: .udp), payload: datagram
+            ).write(to: &packet)
+            bytes =
+                EthernetFrame(
+                    destination: MACAddress("01:00:5e:00:00:fb")!, source: Self.mac(host), etherType: .ipv4,
+                    payload: packet
+                ).bytes
+        case 6:
+            // Other traffic of the host's own (a NetBIOS broadcast): an adopted host is up.
+            var datagram = ByteBuffer()
+            UDPDatagram(sourcePort: 137, destinationPort: 137, payload: ByteBuffer(bytes: [1, 2, 3])).write(
+                to: &datagram)
+            var packet = ByteBuffer()
+            IPv4Packet(
+                header: IPv4Header(source: target, destination: IPv4Address(192, 0, 2, 255), proto: .udp),
+                payload: datagram
+            ).write(to: &packet)
+            bytes =
+                EthernetFrame(destination: .broadcast, source: Self.mac(host), etherType: .ipv4, payload: packet).bytes
         default:
             // A neighbour advertisement from the host's MAC for its global address (it is up).
             guard case .v6(let address) = Self.v6(host) else { return [] }
@@ -252,7 +299,12 @@ public struct EngineProgram {
 
     mutating func admin(_ host: Int) -> [EngineAction] {
         let key = OwnerKey(interface: Self.interface.name, primaryMAC: Self.mac(host))
-        switch (self.byte() ?? 0) % 5 {
+        switch (self.byte() ?? 0) % 6 {
+        case 5:
+            // A person adopts the host, or unadopts it (docs/adoption.md).
+            var adopted = Set(self.engine.adoptedMACs)
+            if adopted.remove(key.primaryMAC) == nil { adopted.insert(key.primaryMAC) }
+            return (try? self.engine.setAdopted(adopted, now: self.now)) ?? []
         case 0: return self.engine.wake(key, trigger: .administrator, now: self.now)
         case 1: return self.engine.forget(key, goodbyes: true, now: self.now)
         case 2: return self.engine.forget(key, goodbyes: false, now: self.now)

@@ -107,13 +107,14 @@ extension ProxyEngine {
         else { return [] }
         let key = registration.key
         self.registrar.restore(registration)
+        var actions: [EngineAction] = [.journal(.put(registration))]
+        // SSDP knows the host before the transition tells it to speak (found by the engine programs).
+        actions += self.ssdpRegistered(registration, search: false, now: now)
         let (presence, transition) = HostPresence.adoptQuiet(previous: self.presence[key])
         self.presence[key] = presence
-        var actions: [EngineAction] = [.journal(.put(registration))]
         actions += self.carryOut(transition, for: registration, now: now)
         actions += self.withTakeover(now: now) { $0.registered(registration, restart: true, now: now) }
         self.takeover?.probeAtOnce(key, now: now)
-        actions += self.ssdpRegistered(registration, search: false, now: now)
         return actions
     }
 
