@@ -184,3 +184,42 @@ struct AdoptionWithoutNameTests {
 
     static let laptop = MACAddress("02:53:50:00:00:50")!
 }
+
+/// An adopted media server (docs/adoption.md, docs/ssdp.md): what it announced over SSDP while awake is answered
+/// for once it sleeps, and its description port wakes it, as for a registered one.
+@Suite("Adoption: a media server")
+struct AdoptionSSDPTests {
+    typealias H = EngineHarness
+
+    @Test func itsUPnPAnnouncementsAreAnsweredForAsleepAndItsDescriptionPortWakesIt() throws {
+        var h = H(ssdp: true)
+        h.record(try h.engine.setAdopted([Lab.hostMAC], now: h.now))
+        // Awake: its responder and its media server announce themselves.
+        let announcement = DNSMessage(
+            flags: DNSHeaderFlags(response: true, authoritative: true),
+            answers: [
+                DNSResourceRecord(
+                    name: "nas.local.", cacheFlush: true, ttl: 120,
+                    rdata: .a(ARecord(address: IPv4Address(192, 0, 2, 2))))
+            ])
+        h.frame(
+            TestFrames.udp(
+                from: Lab.hostMAC, to: MACAddress("01:00:5e:00:00:fb")!, source: Lab.hostV4,
+                destination: .v4(.mdnsGroup), sourcePort: 5353, port: 5353,
+                payload: announcement.encoded(options: .mdns)))
+        for type in MediaServer.types {
+            h.ssdpIn(MediaServer.alive(type), from: Lab.hostV4, destination: IPAddress("239.255.255.250")!)
+        }
+        let tv = IPAddress("192.0.2.30")!
+        let search = MediaServer.search("ssdp:all", mx: nil)
+        #expect(EngineSSDPTests.ssdp(h.ssdpIn(search, from: tv, port: 41000)).isEmpty, "answered while awake")
+        // Asleep: answered for, and opening it wakes it.
+        h.run(for: .seconds(8))
+        #expect(h.engine.state(of: h.key) == .asleep)
+        #expect(EngineSSDPTests.ssdp(h.ssdpIn(search, from: tv, port: 41000)).count == MediaServer.types.count)
+        let syn = TestFrames.tcp(
+            from: MACAddress("02:53:50:00:00:30")!, to: Lab.proxyMAC, source: tv, destination: Lab.hostV4,
+            sourcePort: 40100, port: 8200)
+        #expect(H.wakeEvents(h.deliver(syn)).map(\.kind) == [.wake])
+    }
+}

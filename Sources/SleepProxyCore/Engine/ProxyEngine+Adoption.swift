@@ -115,6 +115,8 @@ extension ProxyEngine {
         actions += self.carryOut(transition, for: registration, now: now)
         actions += self.withTakeover(now: now) { $0.registered(registration, restart: true, now: now) }
         self.takeover?.probeAtOnce(key, now: now)
+        // Its UPnP description ports wake it, now that the takeover knows it.
+        self.syncWakePorts(key)
         return actions
     }
 

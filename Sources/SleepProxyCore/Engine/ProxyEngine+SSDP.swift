@@ -59,7 +59,7 @@ extension ProxyEngine {
     }
 
     /// The TCP ports of a host's UPnP description URLs wake it, as its registered services do (docs/ssdp.md).
-    private mutating func syncWakePorts(_ key: OwnerKey) {
+    mutating func syncWakePorts(_ key: OwnerKey) {
         guard let ssdp = self.ssdp else { return }
         self.takeover?.setOtherWakePorts(Set(ssdp.wakePorts(of: key).map { WakePolicy.Port(.tcp, $0) }), for: key)
     }
