@@ -52,6 +52,16 @@ public struct Adoption: Sendable {
         self.hosts[mac] = host
     }
 
+    /// The engine could not hold the quiet host (it is full): watched again, and checked again only after
+    /// `AdoptionRules.refusedRetry`.
+    public mutating func holdRefused(_ mac: MACAddress, now: Timestamp) {
+        guard var host = self.hosts[mac], host.phase == .held else { return }
+        host.phase = .watching
+        host.asked = 0
+        host.due = now + AdoptionRules.refusedRetry
+        self.hosts[mac] = host
+    }
+
     /// A wake of the held host ended without a sign of it. True when that makes it off or away: it is then let go
     /// and not held again until a sign of life of its own.
     public mutating func wakeFailed(_ mac: MACAddress) -> Bool {

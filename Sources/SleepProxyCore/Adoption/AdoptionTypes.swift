@@ -37,6 +37,9 @@ public enum AdoptionRules {
     /// responder multicast a record once a second, so a real host needs a handful; a forged MAC flooding large
     /// announcements costs at most this many learning passes (`sleepproxy-bench adoption`).
     public static let maximumLearnedPerSecond = 10
+    /// A quiet host the proxy could not hold (it holds as many hosts or records as `max-hosts` and `max-records`
+    /// allow) is checked again after this long, not at every quiet spell: a full proxy stays full for a while.
+    public static let refusedRetry: Duration = .seconds(60)
 }
 
 /// A record learned from an adopted host's own mDNS, as it sent it (name, class, cache-flush bit, TTL, rdata).

@@ -106,6 +106,21 @@ extension ProxyEngine {
         guard let registration = self.adoption.registration(of: mac, sequence: self.adoptionSequence, now: now)
         else { return [] }
         let key = registration.key
+        // The same limits as for a host that registers (`max-hosts`, `max-records`): a full proxy holds no more.
+        let store = self.registrar.store
+        let limits = self.registrar.configuration
+        if store[key] == nil,
+            store.hostCount >= limits.maximumHosts
+                || store.recordCount + registration.records.count > limits.maximumRecords
+        {
+            self.adoption.holdRefused(mac, now: now)
+            return [
+                .log(
+                    .warning,
+                    "adopt: \(Self.name(registration)) is quiet, but the proxy holds as many hosts or records as max-hosts (\(limits.maximumHosts)) and max-records (\(limits.maximumRecords)) allow; it is not answered for"
+                )
+            ]
+        }
         self.registrar.restore(registration)
         var actions: [EngineAction] = [.journal(.put(registration))]
         // SSDP knows the host before the transition tells it to speak (found by the engine programs).
