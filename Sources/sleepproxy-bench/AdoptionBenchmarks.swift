@@ -44,13 +44,19 @@ enum AdoptionBenchmarks {
             sourcePort: 5353, port: 5353, payload: message.encoded(options: .mdns))
     }
 
+    /// The engine with the packet side only, serving the lab's interface.
+    static func engine() -> ProxyEngine {
+        var engine = ProxyEngine(
+            registrar: Registrar(), responder: nil, takeover: Takeover(configuration: TakeoverConfiguration()))
+        _ = engine.setInterfaces([Self.context], now: .seconds(1000))
+        return engine
+    }
+
     static func run() throws {
         print("Adoption (docs/adoption.md)")
         let macs = (0..<AdoptionRules.maximumAdopted).map { MACAddress(rawValue: 0x0253_5003_0000 + UInt64($0)) }
-        var engine = ProxyEngine(
-            registrar: Registrar(), responder: nil, takeover: Takeover(configuration: TakeoverConfiguration()))
+        var engine = Self.engine()
         var now = Timestamp.seconds(1000)
-        _ = engine.setInterfaces([Self.context], now: now)
         _ = try engine.setAdopted(Set(macs), now: now)
         // A NAS answering: the same response word for word (another querier's question), and one that differs
         // from the last (every record looked up among what it taught, and refreshed).
@@ -77,9 +83,7 @@ enum AdoptionBenchmarks {
             return engine.receiveFrame(netbios, interfaceIndex: 2, outgoing: false, now: now).count
         }
         // Everyone else's frames pay for the check of their source MAC: the same engine, before and after.
-        var plain = ProxyEngine(
-            registrar: Registrar(), responder: nil, takeover: Takeover(configuration: TakeoverConfiguration()))
-        _ = plain.setInterfaces([Self.context], now: now)
+        var plain = Self.engine()
         let stranger = ARPPacket(
             operation: .request, senderMAC: MACAddress("02:53:50:00:09:99")!, senderIP: IPv4Address(192, 0, 2, 99),
             targetMAC: .zero, targetIP: IPv4Address(192, 0, 2, 1)
@@ -92,9 +96,7 @@ enum AdoptionBenchmarks {
             }
         }
         // A forged MAC repeating the largest announcement a packet holds, against a host holding its 400 records.
-        var full = ProxyEngine(
-            registrar: Registrar(), responder: nil, takeover: Takeover(configuration: TakeoverConfiguration()))
-        _ = full.setInterfaces([Self.context], now: now)
+        var full = Self.engine()
         _ = try full.setAdopted([macs[1]], now: now)
         for part in 0..<4 {
             let message = Self.announcement(host: 1000 + part, services: 25)
@@ -115,9 +117,7 @@ enum AdoptionBenchmarks {
             "  a forged MAC flooding such announcements is learned \(AdoptionRules.maximumLearnedPerSecond) times a second at most"
         )
         // Memory: 32 NASes, each having published its 6 services.
-        var fresh = ProxyEngine(
-            registrar: Registrar(), responder: nil, takeover: Takeover(configuration: TakeoverConfiguration()))
-        _ = fresh.setInterfaces([Self.context], now: now)
+        var fresh = Self.engine()
         let frames = macs.enumerated().map {
             Self.frame(Self.announcement(host: $0.offset, services: 6), from: $0.element, host: $0.offset)
         }
