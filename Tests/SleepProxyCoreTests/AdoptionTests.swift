@@ -111,13 +111,23 @@ struct AdoptionTests {
         h.frame(Self.mdnsFrame(txts(limit..<limit + 1)))
         #expect(Self.learned(h).count == limit)
         #expect(h.engine.adoption.hosts[Self.mac]?.refused == 1)
-        // Addresses: the newest eight.
+        // Addresses: the newest eight; of IPv4 addresses the newest alone (DHCP may give the old one to another).
         for n in 0...AdoptionRules.maximumAddresses {
-            h.frame(TestFrames.arpAnnouncement(from: Self.mac, for: IPv4Address(192, 0, 2, UInt8(100 + n))))
+            h.frame(
+                TestFrames.udp(
+                    from: Self.mac, to: .broadcast, source: IPAddress("2001:db8::\(100 + n)")!,
+                    destination: IPAddress("ff02::1")!, sourcePort: 5000, port: 5000))
         }
         let addresses = h.engine.adoption.hosts[Self.mac]?.addresses ?? []
         #expect(addresses.count == AdoptionRules.maximumAddresses)
-        #expect(addresses.first == IPAddress("192.0.2.\(100 + AdoptionRules.maximumAddresses)"))
+        #expect(addresses.first == IPAddress("2001:db8::\(100 + AdoptionRules.maximumAddresses)"))
+        for n in 0...AdoptionRules.maximumIPv4Addresses {
+            h.frame(TestFrames.arpAnnouncement(from: Self.mac, for: IPv4Address(192, 0, 2, UInt8(100 + n))))
+        }
+        let v4 = (h.engine.adoption.hosts[Self.mac]?.addresses ?? []).filter {
+            if case .v4 = $0 { true } else { false }
+        }
+        #expect(v4 == [IPAddress("192.0.2.\(100 + AdoptionRules.maximumIPv4Addresses)")!])
         // Adopted hosts: the limit, and one more refused with nothing changed.
         let macs = Set((0..<UInt64(AdoptionRules.maximumAdopted)).map { MACAddress(rawValue: 0x0253_5001_0000 + $0) })
         _ = try h.engine.setAdopted(macs, now: h.now)

@@ -86,6 +86,14 @@ extension Adoption {
         guard host.addresses.first != address else { return }
         host.addresses.removeAll { $0 == address }
         host.addresses.insert(address, at: 0)
+        if case .v4 = address {
+            var kept = 0
+            host.addresses.removeAll { other in
+                guard case .v4 = other else { return false }
+                kept += 1
+                return kept > AdoptionRules.maximumIPv4Addresses
+            }
+        }
         if host.addresses.count > AdoptionRules.maximumAddresses { host.addresses.removeLast() }
     }
 

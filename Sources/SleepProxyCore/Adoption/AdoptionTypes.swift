@@ -5,9 +5,12 @@ public enum AdoptionRules {
     /// Hosts a person may adopt: a household has a few PCs, a NAS and a media server; each adopted MAC costs four
     /// instructions of the capture filter, whose jumps reach 255 instructions (docs/adoption.md §2).
     public static let maximumAdopted = 32
-    /// Addresses kept per host, the newest first: IPv4, link-local IPv6 and a few global ones (privacy addresses
-    /// rotate), as the neighbour book keeps them.
+    /// Addresses kept per host, the newest first: its IPv4 address, its link-local IPv6 and a few global ones
+    /// (privacy addresses rotate), as the neighbour book keeps them.
     public static let maximumAddresses = 8
+    /// IPv4 addresses kept per host: the newest only. A home's hosts have one, and DHCP may hand the one before to
+    /// another machine, which the proxy would then take for a thief of a sleeping host's address and wake it for.
+    public static let maximumIPv4Addresses = 1
     /// Records kept per host: what a registration may hold (`RegistrationConfiguration`'s default), since an
     /// adopted host's records are handed to the engine as one.
     public static let maximumRecords = 400
