@@ -50,6 +50,13 @@ extension EngineRunner {
                 return .failure("\(mac) is not adopted", .notFound)
             }
         }
+        // Within the bound before anything is written, so that a refusal leaves the file as it was.
+        let all = self.adoptedInConfiguration.union(runTime)
+        guard all.count <= AdoptionRules.maximumAdopted else {
+            return .failure(
+                "\(all.count) hosts would be adopted; at most \(AdoptionRules.maximumAdopted) can be; nothing changed",
+                .invalid)
+        }
         // Durable first: a set that cannot be kept across a restart is not taken.
         do {
             try AdoptionFile(runTime).write(directory: self.journal.directory)

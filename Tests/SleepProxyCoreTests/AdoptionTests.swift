@@ -319,3 +319,52 @@ struct AdoptionTests {
         #expect(fresh.ask(Self.name, .a).count == 1)
     }
 }
+
+/// What a sleeping NIC, or a forged MAC, can send, and what it must not do.
+@Suite("Adoption: frames that show nothing, and types asked within a bound")
+struct AdoptionNoiseTests {
+    typealias H = EngineHarness
+    typealias A = AdoptionTests
+
+    @Test func framesThatAreNotIPNeitherKeepAHostAwakeNorHandItBack() throws {
+        var h = try A.adopted()
+        h.frame(A.mdnsFrame(A.announcement()))
+        let key = OwnerKey(interface: "eth0", primaryMAC: A.mac)
+        // LLDP from the host's MAC every second (a NIC or a management controller sends it while the host sleeps).
+        var lldp = EthernetFrame(
+            destination: MACAddress("01:80:c2:00:00:0e")!, source: A.mac, etherType: EtherType(rawValue: 0x88CC),
+            payload: ByteBuffer(bytes: [UInt8](repeating: 0, count: 46))
+        ).bytes
+        for _ in 0..<8 {
+            h.run(for: .seconds(1))
+            h.frame(lldp)
+        }
+        #expect(h.engine.state(of: key) == .asleep, "LLDP kept the host looking awake")
+        lldp[20] = 1
+        h.frame(lldp)
+        #expect(h.engine.state(of: key) == .asleep, "LLDP handed the sleeping host back")
+    }
+
+    @Test func serviceTypesAskedPerHostAreBounded() throws {
+        var h = try A.adopted()
+        let limit = AdoptionRules.maximumTypesAsked
+        var asked = 0
+        // One new type a second, then its goodbye, so that the records stay few and only the types grow.
+        for n in 0...limit {
+            let type = try DNSName(parsing: "_t\(n)._tcp.local.")
+            let ptr = DNSResourceRecord(name: Adoption.servicesName, ttl: 4500, rdata: .ptr(PTRRecord(target: type)))
+            var goodbye = ptr
+            goodbye.ttl = 0
+            h.now = h.now + .seconds(1)
+            let actions = h.frame(
+                A.mdnsFrame(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [ptr])))
+            asked += H.transmissions(actions).filter { $0.message.questions.contains { $0.name == type } }.count
+            h.now = h.now + .seconds(1)
+            h.frame(
+                A.mdnsFrame(DNSMessage(flags: DNSHeaderFlags(response: true, authoritative: true), answers: [goodbye])))
+        }
+        // Each question goes out once per family the interface has (IPv4 and IPv6 here).
+        #expect(asked == 2 * limit)
+        #expect(A.learned(h).isEmpty)
+    }
+}

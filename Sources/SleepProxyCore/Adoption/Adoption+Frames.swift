@@ -52,7 +52,9 @@ extension Adoption {
                 self.learn(udp: packet.payload, into: &host, result: &result, now: now)
             }
         default:
-            result.signOfLife = true
+            // Not IP: LLDP, flow control, a management controller sharing the port. A NIC may send those while its
+            // host sleeps, so they show nothing.
+            result.signOfLife = false
         }
         host.interface = interface
         host.lastHeard = now
@@ -169,7 +171,7 @@ extension Adoption {
             // `_services._dns-sd._udp.local. PTR _http._tcp.local.`: a type to ask it for, so that its instances
             // (SRV, TXT) are learned without waiting for someone else to browse.
             if case .ptr(let ptr) = record.rdata, record.name == Self.servicesName,
-                !host.typesAsked.contains(ptr.target)
+                !host.typesAsked.contains(ptr.target), host.typesAsked.count < AdoptionRules.maximumTypesAsked
             {
                 host.typesAsked.insert(ptr.target)
                 result.newTypes.append(ptr.target)

@@ -40,6 +40,9 @@ public enum AdoptionRules {
     /// responder multicast a record once a second, so a real host needs a handful; a forged MAC flooding large
     /// announcements costs at most this many learning passes (`sleepproxy-bench adoption`).
     public static let maximumLearnedPerSecond = 10
+    /// Service types asked for per host (each one question on the link): a NAS publishes a dozen; a forged MAC
+    /// naming ever new types, and saying goodbye to them, makes the proxy ask no more than this many.
+    public static let maximumTypesAsked = 64
     /// A quiet host the proxy could not hold (it holds as many hosts or records as `max-hosts` and `max-records`
     /// allow) is checked again after this long, not at every quiet spell: a full proxy stays full for a while.
     public static let refusedRetry: Duration = .seconds(60)
