@@ -51,7 +51,8 @@ public enum Command {
         // without reaping (WNOWAIT), so Foundation still reaps it. The time limit bounds the child, never the
         // pipes: seen in CI, an `ip link add` that had long exited 0 was reported as timed out.
         let reaped = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
+        // A thread of its own: a child whose exit Foundation never learns would hold a pool thread for good.
+        Thread.detachNewThread {
             process.waitUntilExit()
             reaped.signal()
         }

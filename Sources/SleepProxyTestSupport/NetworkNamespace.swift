@@ -30,21 +30,35 @@ public final class NetworkNamespace: @unchecked Sendable {
         holder.standardOutput = stdout
         holder.standardError = FileHandle.nullDevice
         try Command.start(holder)
-        // Wait for "ready" (bounded), so the namespace exists and lo is up before anyone uses it.
-        let ready = DispatchSemaphore(value: 0)
-        let reader = stdout.fileHandleForReading
-        DispatchQueue.global().async {
-            _ = reader.availableData
-            ready.signal()
+        // Wait for "ready" (bounded), so the namespace exists and lo is up before anyone uses it. Polled on this
+        // thread, never on a shared pool: seen in CI, a pool whose threads all waited on other tests' children
+        // left the reader unscheduled and a namespace that was long ready reported as not started. A busy kernel
+        // tearing down other tests' namespaces can make `unshare` itself slow, hence the generous bound.
+        let fd = stdout.fileHandleForReading.fileDescriptor
+        let deadline = Date(timeIntervalSinceNow: Self.startTimeout)
+        var ready = false
+        while !ready, Date() < deadline {
+            var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let polled = poll(&entry, 1, 100)
+            if polled > 0 {
+                var byte: UInt8 = 0
+                ready = Glibc.read(fd, &byte, 1) == 1
+                if !ready { break }  // end of file: the holder ended before it was ready
+            } else if polled < 0, errno != EINTR {
+                break
+            }
         }
-        guard ready.wait(timeout: .now() + 10) == .success else {
+        guard ready else {
             holder.terminate()
-            throw CommandError("the namespace holder did not start")
+            throw CommandError("the namespace holder did not start within \(Int(Self.startTimeout)) s")
         }
         self.pid = holder.processIdentifier
         self.holder = holder
         self.stdin = stdin
     }
+
+    /// How long `unshare` may take to report a namespace ready.
+    static let startTimeout: TimeInterval = 60
 
     deinit { self.close() }
 
