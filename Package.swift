@@ -49,6 +49,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.1.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
     ],
     targets: [
         // Codecs: bytes in, values out, and back. NIOCore only (ByteBuffer); no sockets, no clocks.
@@ -88,9 +89,10 @@ let package = Package(
             name: "SleepProxyIO",
             dependencies: [
                 "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux", "CNetlink",
-                "SleepProxyControl", "SleepProxyStatusPage",
+                "SleepProxyControl", "SleepProxyStatusPage", "SleepProxyHomeAssistant",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -98,6 +100,13 @@ let package = Package(
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        // Home Assistant through MQTT discovery, pure: the MQTT client session's rules, and the retained topics
+        // that show the proxy and its hosts, built from the control protocol's values. No sockets, no clocks.
+        .target(
+            name: "SleepProxyHomeAssistant",
+            dependencies: ["SleepProxyWire", "SleepProxyCore", "SleepProxyControl"],
             swiftSettings: swiftSettings
         ),
         // Test-only: network namespaces, a bridged LAN, processes started and stopped by PID.
@@ -117,6 +126,7 @@ let package = Package(
             name: "sleepproxyd",
             dependencies: [
                 "SleepProxyIO", "SleepProxyCore", "SleepProxyControl", "SleepProxySystem", "SleepProxyWire",
+                "SleepProxyHomeAssistant",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -195,6 +205,11 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SleepProxyHomeAssistantTests",
+            dependencies: ["SleepProxyHomeAssistant", "SleepProxyControl", "SleepProxyCore", "SleepProxyWire"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -36,6 +36,36 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     /// forwards sends ICMP redirects to the clients of sleeping hosts, with the remedy), and a state directory it
     /// cannot write now (until a write succeeds); empty when there is nothing, absent from older daemons.
     public var warnings: [String]?
+    /// The Home Assistant link (docs/home-assistant.md); absent when `mqtt` is not set and from older daemons.
+    public var mqtt: MQTTLinkStatus?
+
+    /// Where the MQTT link stands, and what it carried.
+    public struct MQTTLinkStatus: Codable, Hashable, Sendable {
+        /// `mqtt://host:port` or `mqtts://...`.
+        public var broker: String
+        public var connected: Bool
+        /// Why it is not connected (or the last thing that went wrong), in a sentence.
+        public var problem: String?
+        /// Connections the broker accepted since the daemon started.
+        public var connects: Int
+        /// Retained messages written, and those replaced by a newer state before the broker took them.
+        public var published: Int
+        public var superseded: Int
+        /// Retained messages the proxy wants the broker to hold now.
+        public var retained: Int
+        /// Wake buttons pressed.
+        public var presses: Int
+
+        public init(broker: String) {
+            self.broker = broker
+            self.connected = false
+            self.connects = 0
+            self.published = 0
+            self.superseded = 0
+            self.retained = 0
+            self.presses = 0
+        }
+    }
 
     public struct Reload: Codable, Hashable, Sendable {
         public var time: Date
@@ -126,8 +156,9 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
         hostsByState: [PresenceState: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
         lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil,
-        warnings: [String]? = nil
+        warnings: [String]? = nil, mqtt: MQTTLinkStatus? = nil
     ) {
+        self.mqtt = mqtt
         self.lastReload = lastReload
         self.warnings = warnings
         self.lastDay = lastDay

@@ -306,7 +306,10 @@ extension EngineRunner {
             lastReload: self.statusLock.withLock { self.status.lastReload },
             warnings: self.statusLock.withLock {
                 self.status.warnings + (self.status.journalProblem.map { [$0] } ?? [])
-            })
+                    + (self.status.mqtt.flatMap { $0.connected ? nil : $0.problem }.map { ["Home Assistant: \($0)"] }
+                        ?? [])
+            },
+            mqtt: self.statusLock.withLock { self.status.mqtt })
     }
 }
 

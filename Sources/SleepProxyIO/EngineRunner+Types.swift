@@ -156,6 +156,8 @@ extension EngineRunner {
         /// SSDP entries learned for registered hosts, and heard from addresses not registered.
         public var ssdpEntries = 0
         public var ssdpUnclaimedEntries = 0
+        /// The Home Assistant link, when there is one (`HomeAssistantLink`).
+        public var mqtt: DaemonStatus.MQTTLinkStatus?
     }
 
     /// Cuts what the mailbox held into batches of at most `maximumBatch` registrations (one fdatasync each) and

@@ -76,6 +76,8 @@ public final class EngineRunner: @unchecked Sendable {
     let journal: JournalFile
     let statusLock = NIOLock()
     var status = Status()
+    /// `observeChanges`; guarded by `statusLock`.
+    var changeObserver: (@Sendable () -> Void)?
     /// The engine thread is running (its `finished` will be signalled).
     let started = NIOLockedFlag()
     let finished = DispatchSemaphore(value: 0)
@@ -287,6 +289,26 @@ public final class EngineRunner: @unchecked Sendable {
         if !self.mailbox.post(.control(request, reply: reply)) {
             reply(.failure("the daemon is busy or stopping; try again", .unavailable))
         }
+    }
+
+    /// Called on the engine thread after a batch that changed a host's presence or made a wake decision (what
+    /// the history records), so that the Home Assistant link reads the news within a second. Must return at once.
+    public func observeChanges(_ observer: @escaping @Sendable () -> Void) {
+        self.statusLock.withLock { self.changeObserver = observer }
+    }
+
+    /// The Home Assistant link's own counts and connection state, for `status`, the metrics and the warnings.
+    public func updateHomeAssistant(_ update: (inout DaemonStatus.MQTTLinkStatus) -> Void) {
+        self.statusLock.withLock {
+            guard var mqtt = self.status.mqtt else { return }
+            update(&mqtt)
+            self.status.mqtt = mqtt
+        }
+    }
+
+    /// Shows the link in `status` from the start (not connected yet).
+    public func noteHomeAssistant(broker: String) {
+        self.statusLock.withLock { self.status.mqtt = DaemonStatus.MQTTLinkStatus(broker: broker) }
     }
 
     /// When the counts by state were last taken: they cost a look at every host, so at most once a second.

@@ -165,6 +165,17 @@ public final class HTTPEndpoint: @unchecked Sendable {
             )
             .record(status.ssdpUnclaimedEntries)
         }
+        if let mqtt = status.mqtt {
+            // The Home Assistant link (docs/home-assistant.md); absent without `mqtt`.
+            CoreMetrics.Gauge(label: "sleepproxy_mqtt_connected", dimensions: [], factory: self.factory)
+                .record(mqtt.connected ? 1 : 0)
+            CoreMetrics.Gauge(label: "sleepproxy_mqtt_retained", dimensions: [], factory: self.factory)
+                .record(mqtt.retained)
+            self.count("sleepproxy_mqtt_connects_total", [:], mqtt.connects)
+            self.count("sleepproxy_mqtt_published_total", [:], mqtt.published)
+            self.count("sleepproxy_mqtt_superseded_total", [:], mqtt.superseded)
+            self.count("sleepproxy_mqtt_wake_presses_total", [:], mqtt.presses)
+        }
         return self.registry.emitToBuffer()
     }
 

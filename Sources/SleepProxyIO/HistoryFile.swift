@@ -265,6 +265,7 @@ extension EngineRunner {
     /// The batch's history lines to the writer: one hand-over a batch, not one a record.
     func flushHistory() {
         guard self.historyLineCount > 0 else { return }
+        self.statusLock.withLock { self.changeObserver }?()
         self.historyFile.write(self.historyBytes, lines: self.historyLineCount)
         self.historyBytes = []
         self.historyLineCount = 0

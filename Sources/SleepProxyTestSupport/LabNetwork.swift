@@ -73,7 +73,7 @@ public final class LabHost: Sendable {
     public let namespace: NetworkNamespace
     public let mac: MACAddress
     public let interface = "eth0"
-    private let labDirectory: URL
+    public let labDirectory: URL
 
     init(name: String, namespace: NetworkNamespace, mac: MACAddress, lab: LabNetwork) {
         self.name = name

@@ -87,6 +87,11 @@ struct Status: ParsableCommand {
             for (reason, count) in status.refusals.sorted(by: { $0.key < $1.key }) { print("  \(reason): \(count)") }
         }
         for warning in status.warnings ?? [] { print("warning:       \(warning)") }
+        if let mqtt = status.mqtt {
+            print(
+                "home assistant: \(mqtt.connected ? "connected to" : "not connected to") \(mqtt.broker), \(mqtt.retained) retained messages, \(mqtt.presses) wake presses"
+            )
+        }
         if let reload = status.lastReload {
             let ago = HumanDuration.format(max(0, Date().timeIntervalSince(reload.time)))
             print(

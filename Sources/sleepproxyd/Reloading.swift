@@ -85,7 +85,7 @@ struct ReloadService: Service {
                     succeeded: true,
                     message: "\(path)\(restartOnly ? "; some settings change only on restart" : "")")
                 self.logger.notice(
-                    "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits and the advertised name change only on restart" : "")"
+                    "SIGHUP: reloaded \(path)\(restartOnly ? "; interfaces, ports, state directory, limits, the advertised name and the mqtt settings change only on restart" : "")"
                 )
             } catch {
                 let reason = SleepProxyDaemon.message(for: error)

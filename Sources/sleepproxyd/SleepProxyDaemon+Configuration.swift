@@ -23,7 +23,8 @@ extension SleepProxyDaemon {
         "proxy-name": .single, "metrics": .single, "host-label": .single, "log-level": .single, "wake-rule": .repeated,
         "wake-zero-password": .flag, "wake-ignore-source": .repeated, "wake-only-from": .repeated,
         "wake-from-routed": .flag, "wake-monitor-holdoff": .single, "wake-udp": .flag, "no-takeover": .flag,
-        "no-ssdp": .flag, "adopt": .repeated,
+        "no-ssdp": .flag, "adopt": .repeated, "mqtt": .single, "mqtt-user": .single, "mqtt-password-file": .single,
+        "mqtt-ca-file": .single, "mqtt-discovery-prefix": .single, "mqtt-allow-wake": .flag,
         "control-socket": .single,
         "control-group": .single, "http-address": .single, "prometheus-address": .single,
     ]
@@ -133,6 +134,8 @@ extension SleepProxyDaemon {
             "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics,
             self.hostLabel ?? "",
             self.controlSocket, self.controlGroup ?? "", self.prometheusAddress,
+            self.mqtt ?? "", self.mqttUser ?? "", self.mqttPasswordFile ?? "", self.mqttCaFile ?? "",
+            self.mqttDiscoveryPrefix, "\(self.mqttAllowWake)",
         ]
     }
 
@@ -176,6 +179,7 @@ extension SleepProxyDaemon {
                 throw ValidationError("--interface \(name): no such interface on this machine (see `ip link`)")
             }
         }
+        _ = try self.homeAssistantConfiguration()
         print("sleepproxyd: \(source) is valid")
     }
 }

@@ -152,6 +152,37 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             valueName: "mac"))
     var adopt: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Show the proxy and its hosts in Home Assistant through this MQTT broker's discovery: mqtt://HOST[:PORT] or mqtts://HOST[:PORT] for TLS (default: off).",
+            valueName: "url"))
+    var mqtt: String?
+
+    @Option(name: .long, help: "User name for the MQTT broker.")
+    var mqttUser: String?
+
+    @Option(
+        name: .long,
+        help:
+            "File holding the MQTT password (its first line), readable by the daemon alone: a password is never taken on the command line."
+    )
+    var mqttPasswordFile: String?
+
+    @Option(
+        name: .long, help: "Certificates of the authority that signed an mqtts:// broker's (default: the system's).")
+    var mqttCaFile: String?
+
+    @Option(name: .long, help: "Home Assistant's MQTT discovery prefix.")
+    var mqttDiscoveryPrefix: String = "homeassistant"
+
+    @Flag(
+        name: .long,
+        help:
+            "Publish a wake button for each host; pressing it wakes the host as sleepproxyctl wake does. Who may press it is the broker's ACL's to decide."
+    )
+    var mqttAllowWake = false
+
     @Option(name: .long, help: "The admin socket sleepproxyctl talks to (mode 0660).")
     var controlSocket: String = "/run/sleep-proxy/control.sock"
 
@@ -214,6 +245,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         _ = try self.wakePolicy()
         _ = try self.wakeSources()
         _ = try self.adoptedMACs()
+        try self.validateHomeAssistant()
         if self.noTakeover, !self.adopt.isEmpty {
             throw ValidationError(
                 "--adopt needs the packet side: adopted hosts are learned from their own frames; drop --no-takeover")
@@ -314,6 +346,15 @@ struct SleepProxyDaemon: AsyncParsableCommand {
             .init(service: ControlService(server: control)),
         ]
         if let metrics { services.append(.init(service: MetricsService(endpoint: metrics))) }
+        do {
+            if let homeAssistant = try self.homeAssistantConfiguration() {
+                services.append(
+                    .init(service: try HomeAssistantLink(configuration: homeAssistant, engine: engine, logger: logger)))
+            }
+        } catch {
+            control.stop()
+            Self.fail(Self.message(for: error))
+        }
         // SIGHUP is trapped here, before anything says the daemon is up: a reload sent at once must not find the
         // default action (which ends the process) still in place.
         let hangups = await UnixSignalsSequence(trapping: .sighup)
