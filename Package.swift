@@ -158,7 +158,7 @@ let package = Package(
             name: "sleepproxy-bench",
             dependencies: [
                 "SleepProxyWire", "SleepProxyCore", "SleepProxyIO", "SleepProxyTestSupport", "CSleepProxyLinux",
-                "SleepProxyControl", "SleepProxyStatusPage", "SleepProxySystem",
+                "SleepProxyControl", "SleepProxyStatusPage", "SleepProxySystem", "SleepProxyHomeAssistant",
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings

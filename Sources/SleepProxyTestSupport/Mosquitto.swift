@@ -18,8 +18,12 @@ public final class Mosquitto {
     public private(set) var process: ManagedProcess?
     private var starts = 0
 
-    /// `acl`: the lines of Mosquitto's acl_file (`user NAME`, `topic read|write|readwrite FILTER`).
-    public init(in host: LabHost, address: String, port: Int = 1883, users: [String: String], acl: [String]) throws {
+    /// `acl`: the lines of Mosquitto's acl_file (`user NAME`, `topic read|write|readwrite FILTER`). `tlsPort`: a
+    /// second listener speaking TLS with a certificate for `address` signed by a lab authority (`authority`).
+    public init(
+        in host: LabHost, address: String, port: Int = 1883, tlsPort: Int? = nil, users: [String: String],
+        acl: [String]
+    ) throws {
         self.host = host
         self.address = address
         self.port = port
@@ -33,13 +37,44 @@ public final class Mosquitto {
         }
         try (acl.joined(separator: "\n") + "\n").write(
             to: self.directory.appendingPathComponent("acl"), atomically: true, encoding: .utf8)
-        let configuration = [
+        var configuration = [
             "user root", "persistence false", "listener \(port) \(address)", "allow_anonymous false",
             "password_file \(passwords.path)", "acl_file \(self.directory.appendingPathComponent("acl").path)",
             "log_dest stdout", "log_type error", "log_type warning", "log_type notice",
         ]
+        if let tlsPort {
+            try self.makeCertificates()
+            configuration += [
+                "listener \(tlsPort) \(address)", "cafile \(self.authority.path)",
+                "certfile \(self.directory.appendingPathComponent("server.pem").path)",
+                "keyfile \(self.directory.appendingPathComponent("server.key").path)",
+            ]
+        }
         try (configuration.joined(separator: "\n") + "\n").write(
             to: self.directory.appendingPathComponent("mosquitto.conf"), atomically: true, encoding: .utf8)
+    }
+
+    /// The lab authority's certificate, which signed the TLS listener's.
+    public var authority: URL { self.directory.appendingPathComponent("authority.pem") }
+
+    /// A lab certificate authority and a server certificate for `address` (as an IP entry) signed by it.
+    private func makeCertificates() throws {
+        let path = { (name: String) in self.directory.appendingPathComponent(name).path }
+        try Command.check([
+            "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=sleep-proxy lab CA",
+            "-keyout", path("authority.key"), "-out", path("authority.pem"),
+        ])
+        try Command.check([
+            "openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(self.address)", "-keyout",
+            path("server.key"), "-out", path("server.csr"),
+        ])
+        try "subjectAltName = IP:\(self.address)\n".write(
+            toFile: path("server.ext"), atomically: true, encoding: .utf8)
+        try Command.check([
+            "openssl", "x509", "-req", "-in", path("server.csr"), "-CA", path("authority.pem"), "-CAkey",
+            path("authority.key"), "-CAcreateserial", "-days", "2", "-extfile", path("server.ext"), "-out",
+            path("server.pem"),
+        ])
     }
 
     /// Starts the broker and waits (bounded) until a client of `user` can connect and publish.

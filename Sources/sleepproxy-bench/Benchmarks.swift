@@ -71,6 +71,8 @@ enum Benchmarks {
                 NeighbourBenchmarks.run()
             case "adoption":
                 try AdoptionBenchmarks.run()
+            case "home-assistant":
+                try HomeAssistantBenchmarks.run()
             case "wear":
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
@@ -95,7 +97,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

@@ -10,15 +10,10 @@ extension SleepProxyDaemon {
     /// The longest password MQTT carries (§3.1.3.5: two length bytes).
     static let maximumMQTTPasswordBytes = 65_535
 
+    /// What can be checked of one setting alone (each line of the configuration file is checked so, to name its
+    /// line); what ties them together is checked by `homeAssistantConfiguration`.
     func validateHomeAssistant() throws {
-        guard let url = self.mqtt else {
-            let set = [
-                ("mqtt-user", self.mqttUser != nil), ("mqtt-password-file", self.mqttPasswordFile != nil),
-                ("mqtt-ca-file", self.mqttCaFile != nil), ("mqtt-allow-wake", self.mqttAllowWake),
-            ].filter(\.1).map(\.0)
-            if let first = set.first { throw ValidationError("--\(first) needs --mqtt (the broker's URL)") }
-            return
-        }
+        guard let url = self.mqtt else { return }
         let broker: MQTTBroker
         do {
             broker = try MQTTBroker(url: url)
@@ -50,7 +45,14 @@ extension SleepProxyDaemon {
     /// The link's configuration, with the password read from its file; nil when `mqtt` is not set.
     func homeAssistantConfiguration() throws -> HomeAssistantConfiguration? {
         try self.validateHomeAssistant()
-        guard let url = self.mqtt else { return nil }
+        guard let url = self.mqtt else {
+            let set = [
+                ("mqtt-user", self.mqttUser != nil), ("mqtt-password-file", self.mqttPasswordFile != nil),
+                ("mqtt-ca-file", self.mqttCaFile != nil), ("mqtt-allow-wake", self.mqttAllowWake),
+            ].filter(\.1).map(\.0)
+            if let first = set.first { throw ValidationError("--\(first) needs --mqtt (the broker's URL)") }
+            return nil
+        }
         let broker = try MQTTBroker(url: url)
         var password: [UInt8]? = nil
         if let path = self.mqttPasswordFile {

@@ -112,6 +112,24 @@ struct DeployTests {
             // docs/adoption.md §1: a host's MAC, and the packet side to learn it from.
             ("adopt = 01:00:5e:00:00:fb\n", "line 1: --adopt: \"01:00:5e:00:00:fb\" is not a host's MAC address"),
             ("adopt = 02:53:50:00:00:02\nno-takeover = true\n", "--adopt needs the packet side"),
+            // docs/home-assistant.md §2: the broker's URL, credentials only from a file, settings that need it.
+            ("mqtt = http://192.0.2.20\n", "line 1: --mqtt: \"http://192.0.2.20\" is not an MQTT URL"),
+            ("mqtt = mqtt://ha:secret@192.0.2.20\n", "in the file mqtt-password-file names, not in the URL"),
+            ("mqtt-user = sleepproxy\n", "--mqtt-user needs --mqtt"),
+            (
+                "mqtt = mqtt://192.0.2.20\nmqtt-password-file = /etc/hostname\n",
+                "--mqtt-password-file needs --mqtt-user"
+            ),
+            (
+                "mqtt = mqtt://192.0.2.20\nmqtt-user = sp\nmqtt-password-file = /nonexistent/pw\n",
+                "--mqtt-password-file: cannot read /nonexistent/pw"
+            ),
+            ("mqtt = mqtt://192.0.2.20\nmqtt-ca-file = /etc/hostname\n", "--mqtt-ca-file is for an mqtts:// broker"),
+            (
+                "mqtt = mqtt://192.0.2.20\nmqtt-allow-wake = true\nno-takeover = true\n",
+                "--mqtt-allow-wake needs the packet side"
+            ),
+            ("mqtt = mqtt://192.0.2.20\nmqtt-discovery-prefix = home/#\n", "is not a topic prefix"),
         ] {
             try text.write(to: file, atomically: true, encoding: .utf8)
             let bad = try Command.run(

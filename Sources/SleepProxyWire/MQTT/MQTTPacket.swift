@@ -1,4 +1,4 @@
-/// The MQTT 3.1.1 control packets the proxy's Home Assistant link speaks (OASIS MQTT 3.1.1, docs/mqtt.md): CONNECT
+/// The MQTT 3.1.1 control packets the proxy's Home Assistant link speaks (OASIS MQTT 3.1.1, docs/home-assistant.md §5): CONNECT
 /// with a last will and credentials, PUBLISH at QoS 0 or 1, SUBSCRIBE, keep-alive pings and DISCONNECT, each one
 /// way and the other, so that a packet decodes from its own encoding.
 ///
