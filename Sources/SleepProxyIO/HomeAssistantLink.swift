@@ -53,6 +53,8 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     private var lastRefresh: NIODeadline?
     private var timers: [RepeatedTask] = []
     private var pendingRefresh: Scheduled<Void>?
+    /// Counts reads of the proxy's state, so that a late answer to an abandoned one is ignored.
+    private var generation = 0
     /// The failure last logged, so that a broker that stays down is one line, not one per attempt.
     private var lastFailure: String?
 
@@ -64,6 +66,9 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     /// Messages written before the link yields the event loop to others.
     static let writesPerTurn = 64
     static let connectTimeout: TimeAmount = .seconds(5)
+    /// How long a read of the proxy's state may wait for the engine before another is started: the engine
+    /// answers in milliseconds, and a control request waits at most 10 s (`HTTPEndpoint.replyTimeout`).
+    static let refreshTimeout: TimeAmount = .seconds(30)
 
     public init(
         configuration: HomeAssistantConfiguration, engine: EngineRunner, logger: Logger,
@@ -305,11 +310,16 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     /// Reads the proxy's state as `status`, `hosts` and `adopted` answer it, and wants it retained.
     private func refresh() {
         guard !self.stopping else { return }
-        if self.refreshing {
+        // An answer that never came (the engine refuses nothing silently, but a stopping one may drop a request)
+        // must not stop the refreshes for good: after `refreshTimeout` a new read starts, and the late one's
+        // answers are ignored by their generation.
+        if self.refreshing, let last = self.lastRefresh, NIODeadline.now() - last < Self.refreshTimeout {
             self.refreshAgain = true
             return
         }
         self.refreshing = true
+        self.generation &+= 1
+        let generation = self.generation
         self.lastRefresh = .now()
         let requests = [
             ControlRequest(command: .status),
@@ -321,7 +331,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
             self.engine.control(request) { [self] response in
                 self.loop.execute {
                     answers.value[index] = response
-                    guard answers.value.count == requests.count else { return }
+                    guard answers.value.count == requests.count, generation == self.generation else { return }
                     self.refreshed(answers.value)
                 }
             }
