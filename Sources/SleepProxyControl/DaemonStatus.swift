@@ -53,8 +53,9 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         public var superseded: Int
         /// Retained messages the proxy wants the broker to hold now.
         public var retained: Int
-        /// Wake buttons pressed.
+        /// Wake buttons pressed, and presses past the budget (dropped: a flood on the command topics).
         public var presses: Int
+        public var pressesDropped: Int
 
         public init(broker: String) {
             self.broker = broker
@@ -64,6 +65,7 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
             self.superseded = 0
             self.retained = 0
             self.presses = 0
+            self.pressesDropped = 0
         }
     }
 

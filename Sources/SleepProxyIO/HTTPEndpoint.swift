@@ -175,6 +175,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
             self.count("sleepproxy_mqtt_published_total", [:], mqtt.published)
             self.count("sleepproxy_mqtt_superseded_total", [:], mqtt.superseded)
             self.count("sleepproxy_mqtt_wake_presses_total", [:], mqtt.presses)
+            self.count("sleepproxy_mqtt_wake_presses_dropped_total", [:], mqtt.pressesDropped)
         }
         return self.registry.emitToBuffer()
     }

@@ -53,6 +53,8 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     private var lastRefresh: NIODeadline?
     private var timers: [RepeatedTask] = []
     private var pendingRefresh: Scheduled<Void>?
+    /// Presses acted on, at most a person's share (`PressBudget`).
+    private var pressBudget = PressBudget()
     /// Counts reads of the proxy's state, so that a late answer to an abandoned one is ignored.
     private var generation = 0
     /// The failure last logged, so that a broker that stays down is one line, not one per attempt.
@@ -255,6 +257,17 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     /// The wake button: the wake `sleepproxyctl wake` makes, so it shows in the host's history as an
     /// administrator's wake.
     private func press(_ mac: String) {
+        let verdict = self.pressBudget.press(now: SystemClock.now())
+        guard verdict == .act else {
+            let dropped = self.pressBudget.dropped
+            self.engine.updateHomeAssistant { $0.pressesDropped = dropped }
+            if verdict == .dropFirst {
+                self.logger.warning(
+                    "mqtt: more than \(PressBudget.maximumPresses) wake presses within \(PressBudget.window); the rest are dropped until it has passed"
+                )
+            }
+            return
+        }
         self.engine.updateHomeAssistant { $0.presses += 1 }
         let logger = self.logger
         self.engine.control(ControlRequest(command: .wake, target: mac)) { response in

@@ -92,8 +92,10 @@ public final class LabHost: Sendable {
     }
 
     @discardableResult
-    public func run(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
-        try self.namespace.run(arguments, timeout: timeout)
+    public func run(_ arguments: [String], timeout: Duration = .seconds(30), input: Data? = nil) throws
+        -> CommandResult
+    {
+        try self.namespace.run(arguments, timeout: timeout, input: input)
     }
 
     public func spawn(_ arguments: [String], logName: String) throws -> ManagedProcess {

@@ -128,6 +128,13 @@ public final class Mosquitto {
             timeout: .seconds(10))
     }
 
+    /// Publishes `count` copies of one message as fast as one client can (`mosquitto_pub -l`: a message a line).
+    public func flood(_ topic: String, _ payload: String, count: Int, user: String) throws -> CommandResult {
+        try self.host.run(
+            self.client("mosquitto_pub", user: user) + ["-t", topic, "-l"], timeout: .seconds(20),
+            input: Data(String(repeating: payload + "\n", count: count).utf8))
+    }
+
     /// A subscriber that logs every message under `filter` with the broker's delivery time (`%U`, seconds since
     /// the epoch with nanoseconds), its retain flag and topic, one line each, until stopped.
     public func watch(_ filter: String, user: String, logName: String) throws -> ManagedProcess {

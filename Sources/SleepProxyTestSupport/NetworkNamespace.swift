@@ -67,8 +67,10 @@ public final class NetworkNamespace: @unchecked Sendable {
     public var enter: [String] { ["nsenter", "-t", "\(self.pid)", "-n", "--", "setpriv", "--pdeathsig", "KILL", "--"] }
 
     @discardableResult
-    public func run(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
-        try Command.run(self.enter + arguments, timeout: timeout)
+    public func run(_ arguments: [String], timeout: Duration = .seconds(30), input: Data? = nil) throws
+        -> CommandResult
+    {
+        try Command.run(self.enter + arguments, timeout: timeout, input: input)
     }
 
     @discardableResult

@@ -121,6 +121,17 @@ final class HomeAssistantLabTests: ThreeHostSuite {
         #expect(!self.sleeper.waitForMagicPackets(1, timeout: 10).isEmpty, "the press did not wake: \(daemon.output)")
         let waking = self.hostState(node) { ($0["last_wake_details"] as? [String: Any])?["reason"] != nil }
         #expect((waking?["last_wake_details"] as? [String: Any])?["reason"] as? String == "administrator")
+        // A flood of presses: a person's share is acted on (20 a minute, this first press among them), the rest
+        // dropped and counted.
+        let flood = try self.broker.flood(
+            "sleepproxy/\(node)/host/\(Self.sleeperID)/wake", "PRESS", count: 24, user: "homeassistant")
+        #expect(flood.succeeded, "\(flood)")
+        var link: DaemonStatus.MQTTLinkStatus? = nil
+        waitUntil(timeout: 10, interval: 0.3) {
+            link = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.mqtt
+            return (link?.presses ?? 0) + (link?.pressesDropped ?? 0) == 25
+        }
+        #expect(link?.presses == 20 && link?.pressesDropped == 5, "\(String(describing: link))")
         try self.sleeper.wake()
         let back = self.hostState(node) { $0["asleep"] as? String == "OFF" }
         #expect(back?["state"] as? String != "asleep", "\(String(describing: back))")
