@@ -120,11 +120,12 @@ public final class Mosquitto {
         return messages
     }
 
-    /// Publishes one message as `user` (not retained unless asked).
+    /// Publishes one message as `user` (not retained unless asked); an empty one clears a retained message.
     public func publish(_ topic: String, _ payload: String, user: String, retain: Bool = false) throws -> CommandResult
     {
         try self.host.run(
-            self.client("mosquitto_pub", user: user) + ["-t", topic, "-m", payload] + (retain ? ["-r"] : []),
+            self.client("mosquitto_pub", user: user) + ["-t", topic] + (payload.isEmpty ? ["-n"] : ["-m", payload])
+                + (retain ? ["-r"] : []),
             timeout: .seconds(10))
     }
 

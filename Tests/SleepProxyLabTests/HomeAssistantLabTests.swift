@@ -180,6 +180,14 @@ final class HomeAssistantLabTests: ThreeHostSuite {
         }
         #expect(back, "not republished after the broker's restart: \(daemon.output)")
 
+        // Home Assistant started without a retained copy (someone cleared one): its birth message brings it back.
+        let stateConfig = "homeassistant/sensor/sleepproxy_\(node)/\(Self.sleeperID)_state/config"
+        #expect(try self.broker.publish(stateConfig, "", user: "homeassistant", retain: true).succeeded)
+        #expect(try self.configs(node)[stateConfig] == nil, "the copy was not cleared")
+        #expect(try self.broker.publish("homeassistant/status", "online", user: "homeassistant").succeeded)
+        let reborn = waitUntil(timeout: 10, interval: 0.3) { (try? self.configs(node))?[stateConfig] != nil }
+        #expect(reborn, "Home Assistant's birth message did not bring the configuration back")
+
         daemon.stop(signal: SIGKILL)
         let will = waitUntil(timeout: 10, interval: 0.3) {
             (try? self.broker.retained(availability, user: "viewer"))?[availability] == "offline"
