@@ -53,9 +53,11 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         public var superseded: Int
         /// Retained messages the proxy wants the broker to hold now.
         public var retained: Int
-        /// Wake buttons pressed, and presses past the budget (dropped: a flood on the command topics).
+        /// Wake buttons pressed, presses past the budget (dropped: a flood on the command topics), and messages
+        /// on a button's topic that are no press (replayed as retained, another payload).
         public var presses: Int
         public var pressesDropped: Int
+        public var pressesIgnored: Int
 
         public init(broker: String) {
             self.broker = broker
@@ -66,6 +68,7 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
             self.retained = 0
             self.presses = 0
             self.pressesDropped = 0
+            self.pressesIgnored = 0
         }
     }
 

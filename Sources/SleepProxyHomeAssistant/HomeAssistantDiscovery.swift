@@ -69,15 +69,14 @@ public struct HomeAssistantDiscovery: Sendable {
     public init(settings: HomeAssistantSettings) { self.settings = settings }
 
     /// The subscriptions: Home Assistant's birth message, our own retained configurations and host states (so
-    /// that those a previous run left for hosts since forgotten are cleared), and the wake buttons when allowed.
+    /// that those a previous run left for hosts since forgotten are cleared), and the buttons' topics, also
+    /// without `mqtt-allow-wake`: a press is then counted as ignored, so `status` shows that someone pressed.
     public var subscriptions: [MQTTSubscription] {
-        var filters = [
+        [
             self.settings.homeAssistantStatusTopic,
             "\(self.settings.discoveryPrefix)/+/\(self.settings.discoveryNode)/+/config",
-            "\(self.settings.baseTopic)/host/+/state",
-        ]
-        if self.settings.allowWake { filters.append("\(self.settings.baseTopic)/host/+/wake") }
-        return filters.map { MQTTSubscription(filter: $0, qos: 0) }
+            "\(self.settings.baseTopic)/host/+/state", "\(self.settings.baseTopic)/host/+/wake",
+        ].map { MQTTSubscription(filter: $0, qos: 0) }
     }
 
     /// Whether a message is ours to keep tidy (see `subscriptions`).
@@ -97,8 +96,13 @@ public struct HomeAssistantDiscovery: Sendable {
     public func wakeTarget(of message: MQTTPublish) -> String? {
         guard self.settings.allowWake, !message.retain, message.payload == Array(HomeAssistantRules.press.utf8)
         else { return nil }
-        let parts = message.topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 5, message.topic.hasPrefix(self.settings.baseTopic + "/host/"), parts[4] == "wake",
+        return self.buttonHost(of: message.topic)
+    }
+
+    /// The host whose button topic this is, whatever was published on it.
+    public func buttonHost(of topic: String) -> String? {
+        let parts = topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 5, topic.hasPrefix(self.settings.baseTopic + "/host/"), parts[4] == "wake",
             let mac = MACAddress(hexDigits: String(parts[3]))
         else { return nil }
         return mac.description
@@ -143,17 +147,24 @@ public struct HomeAssistantDiscovery: Sendable {
 }
 
 extension MACAddress {
-    /// Twelve hex digits (a topic's host part), with or without case.
+    /// Twelve ASCII hex digits (a topic's host part), with or without case; anything else is nil.
     init?(hexDigits text: String) {
-        guard text.utf8.count == 12, text.allSatisfy(\.isHexDigit) else { return nil }
+        let digits = Array(text.utf8)
+        guard digits.count == 12 else { return nil }
         var bytes: [UInt8] = []
-        var index = text.startIndex
-        while index < text.endIndex {
-            let next = text.index(index, offsetBy: 2)
-            guard let byte = UInt8(text[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
+        for pair in stride(from: 0, to: 12, by: 2) {
+            guard let high = Self.hexValue(digits[pair]), let low = Self.hexValue(digits[pair + 1]) else { return nil }
+            bytes.append(high << 4 | low)
         }
         self.init(bytes: bytes)
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 }

@@ -15,6 +15,16 @@ public struct RetainedTopics: Sendable {
     private var queued: Set<String> = []
     /// Payloads replaced by a newer one before the connection carried them.
     public private(set) var superseded = 0
+    /// Leftovers found but not cleared because `maximumStale` were waiting already; the next connection finds
+    /// them again.
+    public private(set) var staleLeftFor = 0
+
+    /// Leftovers of a previous run waiting to be cleared at most: what 128 hosts' entities and states come to
+    /// several times over. Anyone who may write our topics could leave millions retained; each is cleared as the
+    /// connection carries the removals, and no more than this wait at once.
+    public static let maximumStale = 4096
+    /// Leftovers found and not yet cleared.
+    private var stale: Set<String> = []
 
     public init() {}
 
@@ -26,7 +36,10 @@ public struct RetainedTopics: Sendable {
     /// What the broker should hold now: every topic with its payload. Topics wanted before and missing now are
     /// cleared.
     public mutating func want(_ topics: [String: [UInt8]]) {
-        for (topic, payload) in topics where !payload.isEmpty { self.set(topic, payload) }
+        for (topic, payload) in topics where !payload.isEmpty {
+            self.stale.remove(topic)
+            self.set(topic, payload)
+        }
         for (topic, payload) in self.desired where topics[topic] == nil && !payload.isEmpty { self.set(topic, []) }
     }
 
@@ -34,6 +47,11 @@ public struct RetainedTopics: Sendable {
     /// one we no longer want, from before a restart, is cleared; our own removals and echoes change nothing.
     public mutating func found(_ topic: String, _ payload: [UInt8]) {
         guard !payload.isEmpty, self.desired[topic] == nil else { return }
+        guard self.stale.count < Self.maximumStale else {
+            self.staleLeftFor += 1
+            return
+        }
+        self.stale.insert(topic)
         self.set(topic, [])
     }
 
@@ -58,6 +76,7 @@ public struct RetainedTopics: Sendable {
             if payload.isEmpty {
                 self.desired[topic] = nil
                 self.carried[topic] = nil
+                self.stale.remove(topic)
             } else {
                 self.carried[topic] = payload
             }

@@ -176,6 +176,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
             self.count("sleepproxy_mqtt_superseded_total", [:], mqtt.superseded)
             self.count("sleepproxy_mqtt_wake_presses_total", [:], mqtt.presses)
             self.count("sleepproxy_mqtt_wake_presses_dropped_total", [:], mqtt.pressesDropped)
+            self.count("sleepproxy_mqtt_wake_presses_ignored_total", [:], mqtt.pressesIgnored)
         }
         return self.registry.emitToBuffer()
     }

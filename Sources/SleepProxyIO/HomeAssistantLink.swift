@@ -44,7 +44,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     let loop: any EventLoop
     let discovery: HomeAssistantDiscovery
     private let sslContext: NIOSSLContext?
-    private var session: MQTTClientSession
+    private var client: MQTTClientStateMachine
     private var topics = RetainedTopics()
     private var channel: (any Channel)?
     private var stopping = false
@@ -86,7 +86,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
             clientID: "sleepproxy-\(settings.nodeID)", cleanSession: true, keepAlive: MQTTRules.keepAlive,
             will: .init(topic: settings.availabilityTopic, payload: Array("offline".utf8), qos: 1, retain: true),
             userName: configuration.userName, password: configuration.password)
-        self.session = MQTTClientSession(connect: connect, subscriptions: self.discovery.subscriptions)
+        self.client = MQTTClientStateMachine(connect: connect, subscriptions: self.discovery.subscriptions)
         if configuration.broker.tls {
             var tls = TLSConfiguration.makeClientConfiguration()
             if let caFile = configuration.caFile { tls.trustRoots = .file(caFile) }
@@ -116,7 +116,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
     private func start() {
         self.timers.append(
             self.loop.scheduleRepeatedTask(initialDelay: .seconds(1), delay: .seconds(1)) { [self] _ in
-                self.perform(self.session.tick(now: SystemClock.now()))
+                self.perform(self.client.tick(now: SystemClock.now()))
             })
         self.timers.append(
             self.loop.scheduleRepeatedTask(initialDelay: .zero, delay: Self.refreshInterval) { [self] _ in
@@ -155,16 +155,16 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
 
     func opened(_ channel: any Channel) {
         self.channel = channel
-        self.perform(self.session.opened(now: SystemClock.now()))
+        self.perform(self.client.opened(now: SystemClock.now()))
     }
 
     func received(_ packet: MQTTPacket) {
-        self.perform(self.session.received(packet, now: SystemClock.now()))
+        self.perform(self.client.received(packet, now: SystemClock.now()))
     }
 
     func failed(_ error: any Error) {
         if let error = error as? WireError {
-            self.perform(self.session.malformed(error))
+            self.perform(self.client.malformed(error))
         } else {
             self.note("connection to the broker at \(self.configuration.broker): \(Self.describe(error))")
         }
@@ -179,11 +179,11 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
 
     private func retry() {
         guard !self.stopping else { return }
-        let wait = self.session.closed(now: SystemClock.now())
+        let wait = self.client.closed(now: SystemClock.now())
         self.loop.scheduleTask(in: .nanoseconds(wait.nanosecondsClamped)) { [self] in self.connect() }
     }
 
-    private func perform(_ actions: [MQTTClientSession.Action]) {
+    private func perform(_ actions: [MQTTClientStateMachine.Action]) {
         guard let channel = self.channel else { return }
         for action in actions {
             switch action {
@@ -229,6 +229,10 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
             }
         } else if let mac = self.discovery.wakeTarget(of: message) {
             self.press(mac)
+        } else if self.discovery.buttonHost(of: message.topic) != nil {
+            // A replayed (retained) press, another payload, or presses without `mqtt-allow-wake`: counted, so
+            // that it shows a press was seen and not acted on.
+            self.engine.updateHomeAssistant { $0.pressesIgnored += 1 }
         } else if message.retain, self.discovery.isOwnRetained(message.topic) {
             self.topics.found(message.topic, message.payload)
             self.flush()
@@ -262,7 +266,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
 
     /// Writes what waits, as long as the connection takes it.
     func flush() {
-        guard let channel = self.channel, self.session.isConnected else { return }
+        guard let channel = self.channel, self.client.isConnected else { return }
         var wrote = 0
         while channel.isWritable {
             let batch = self.topics.next(Self.writesPerTurn)
@@ -275,7 +279,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
             channel.flush()
         }
         if wrote > 0 {
-            self.session.wrote(now: SystemClock.now())
+            self.client.wrote(now: SystemClock.now())
             let (superseded, held) = (self.topics.superseded, self.topics.held)
             self.engine.updateHomeAssistant {
                 $0.published += wrote
@@ -353,7 +357,7 @@ public final class HomeAssistantLink: Service, @unchecked Sendable {
         guard let channel = self.channel else { return self.loop.makeSucceededFuture(()) }
         // A clean stop says `offline` itself: DISCONNECT makes the broker drop the will (§3.14.4).
         let closed: EventLoopFuture<Void>
-        if self.session.isConnected {
+        if self.client.isConnected {
             channel.write(
                 MQTTPacket.publish(
                     MQTTPublish(

@@ -31,7 +31,7 @@ struct MQTTPacketEncoder: MessageToByteEncoder {
 }
 
 /// The link's end of one connection: hands what happens on the channel to `HomeAssistantLink`, which owns the
-/// session and drains its actions. Everything runs on the channel's event loop, which is the link's.
+/// client state machine and drains its actions. Everything runs on the channel's event loop, which is the link's.
 final class MQTTConnectionHandler: ChannelInboundHandler {
     typealias InboundIn = MQTTPacket
 

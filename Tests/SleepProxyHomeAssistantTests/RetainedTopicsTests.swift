@@ -54,3 +54,21 @@ struct RetainedTopicsTests {
         #expect(cleared.count == 1 && cleared[0].topic == "stale" && cleared[0].payload.isEmpty)
     }
 }
+
+extension RetainedTopicsTests {
+    /// Someone who may write our topics left more leftovers than the bound: as many as it allows wait to be
+    /// cleared, the rest are counted and found again at the next connection.
+    @Test func leftoversWaitingToBeClearedAreBounded() {
+        var topics = RetainedTopics()
+        for n in 0..<RetainedTopics.maximumStale {
+            topics.found("homeassistant/sensor/sleepproxy_pi/x\(n)/config", Array("{}".utf8))
+        }
+        #expect(topics.waiting == RetainedTopics.maximumStale && topics.staleLeftFor == 0)
+        topics.found("homeassistant/sensor/sleepproxy_pi/one-more/config", Array("{}".utf8))
+        #expect(topics.waiting == RetainedTopics.maximumStale && topics.staleLeftFor == 1)
+        // Clearing makes room again.
+        #expect(topics.next(1).count == 1)
+        topics.found("homeassistant/sensor/sleepproxy_pi/one-more/config", Array("{}".utf8))
+        #expect(topics.waiting == RetainedTopics.maximumStale && topics.staleLeftFor == 1)
+    }
+}

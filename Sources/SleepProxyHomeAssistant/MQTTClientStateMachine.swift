@@ -49,7 +49,7 @@ public enum MQTTFailure: Error, Hashable, Sendable, CustomStringConvertible {
 /// The client side of one MQTT 3.1.1 connection at a time, and the pauses between them: CONNECT with a last
 /// will, SUBSCRIBE once accepted, keep-alive pings, and what every packet from the broker means. Pure: the
 /// connection handler feeds it packets and time and carries out its actions (docs/home-assistant.md §5).
-public struct MQTTClientSession: Sendable {
+public struct MQTTClientStateMachine: Sendable {
     public enum Action: Hashable, Sendable {
         case send(MQTTPacket)
         /// End the connection (without DISCONNECT: the broker should publish the will only when we vanish, and
