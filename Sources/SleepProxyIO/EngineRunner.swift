@@ -94,17 +94,20 @@ public final class EngineRunner: @unchecked Sendable {
                     "unknown interface \(name): check `ip link` for its name, or leave --interface out to serve every interface"
             )
         }
-        // The history before the journal, its reading's buffers handed back before the hosts are restored
-        // (`HistoryFile.load`).
-        let historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
-        let history = historyFile.load()
-        if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
-        // What starting touched so far (arguments, configuration, the bootstraps, the history's reading) goes back
-        // before the hosts are restored, so that it is never resident beside them (docs/memory.md).
+        // What starting touched so far (arguments, configuration, the bootstraps) goes back before the hosts are
+        // restored, so that it is never resident beside them (docs/memory.md).
         MemoryTuning.trim()
         MemoryTuning.releaseStartupCode()
-        let (journal, replay) = try JournalFile.open(
-            directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
+        // The history is read on a thread of its own while this one replays the journal: the two share nothing,
+        // and the restart's first answer waits for both (docs/memory.md, "Restoring").
+        let historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
+        let historyRead = HistoryRead(historyFile)
+        let opened = Result {
+            try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
+        }
+        let history = historyRead.wait()
+        let (journal, replay) = try opened.get()
+        if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
         self.journal = journal
         for problem in replay.problems {
             logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")

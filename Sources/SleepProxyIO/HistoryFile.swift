@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Logging
 import SleepProxyControl
@@ -269,5 +270,24 @@ extension EngineRunner {
         self.historyFile.write(self.historyBytes, lines: self.historyLineCount)
         self.historyBytes = []
         self.historyLineCount = 0
+    }
+}
+
+/// `HistoryFile.load` on a thread of its own, for a start that replays the journal meanwhile.
+final class HistoryRead: @unchecked Sendable {
+    // @unchecked: `book` is written once by the reading thread before `done` is signalled, and read after.
+    private var book: HistoryBook?
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ file: HistoryFile) {
+        DispatchQueue.global().async {
+            self.book = file.load()
+            self.done.signal()
+        }
+    }
+
+    func wait() -> HistoryBook {
+        self.done.wait()
+        return self.book!
     }
 }

@@ -19,18 +19,6 @@ public final class JournalFile {
     public static let compactionRatio = 4
     /// …but never bother below this size.
     public static let compactionMinimumBytes = 1 << 20
-    /// A restart decodes the journal on several cores (`RegistrationJournal.replay(_:timeBase:parts:perform:)`),
-    /// one run of entries per this many bytes: about 1,000 hosts' worth, 25 ms of decoding on this project's
-    /// 2-core VM (docs/scale.md); below it a thread of its own would gain less than it costs to start.
-    public static let replayBytesPerPart = 1 << 20
-    /// …on at most this many cores: a small box has two to four.
-    public static let maximumReplayParts = 4
-
-    /// How many runs a journal of `size` bytes is decoded in, on a machine with `processors` cores.
-    public static func replayParts(size: Int, processors: Int) -> Int {
-        max(1, min(size / Self.replayBytesPerPart, processors, Self.maximumReplayParts))
-    }
-
     public let directory: URL
     private var fd: Int32
     private let lockFD: Int32
@@ -116,12 +104,10 @@ public final class JournalFile {
                     "cannot read \(path): \(error); the registrations in it are kept, fix the file or its disk and start again"
             )
         }
-        let replay = RegistrationJournal.replay(
-            bytes, timeBase: timeBase,
-            parts: Self.replayParts(size: bytes.count, processors: ProcessInfo.processInfo.activeProcessorCount)
-        ) { count, body in
-            DispatchQueue.concurrentPerform(iterations: count, execute: body)
-        }
+        // One run on this thread: decoded in runs side by side (as 0.6.0 did, on up to four cores), the restored
+        // hosts kept 6 MB more at 10,000 hosts (each run's tables leave their holes between the hosts kept), and a
+        // restart needed more memory than registering the same hosts live (docs/memory.md, "Restoring").
+        let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
         if replay.intactLength < bytes.count, replay.problems.last?.reason.contains("torn") == true {
             // Only a torn tail is cut; damage in the middle stays for an operator to inspect until compaction.
             _ = ftruncate(fd, off_t(replay.intactLength))
