@@ -230,11 +230,22 @@ public struct HistoryBook: Sendable {
         guard let (slot, host) = self.host(mac) else { return nil }
         var stateAtStart = host.before
         var inside: [HistoryRecord] = []
-        for kept in self.records[max(host.oldest, self.start)...] where kept.host == slot {
+        // A wall clock stepped back (NTP correcting a clock that ran ahead: a Raspberry Pi has no clock of its own
+        // while off) leaves records dated after the ones that came after them. The order they came in is the truth:
+        // a record counts as no later than the next one, so a day is never drawn backwards or twice (docs/time.md).
+        var hostRecords = self.records[max(host.oldest, self.start)...].filter { $0.host == slot }
+        var next = Date.distantFuture
+        for index in hostRecords.indices.reversed() {
+            if hostRecords[index].time > next { hostRecords[index].time = next }
+            next = hostRecords[index].time
+        }
+        for kept in hostRecords {
             if kept.time < from {
                 if let state = kept.enteredState { stateAtStart = state }
             } else if kept.time <= to {
-                inside.append(self.record(kept, mac: mac, name: host.name))
+                var record = self.record(kept, mac: mac, name: host.name)
+                record.time = kept.time
+                inside.append(record)
             }
         }
         return HostHistory(

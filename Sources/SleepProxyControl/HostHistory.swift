@@ -37,7 +37,9 @@ public struct HostHistory: Codable, Hashable, Sendable {
         var state = self.stateAtStart
         for record in self.records {
             guard let next = record.enteredState, next != state else { continue }
-            let at = min(max(record.time, self.from), self.to)
+            // Never before the stretch it ends: records out of time order (a wall clock stepped back) draw no
+            // stretch backwards and none twice (docs/time.md).
+            let at = min(max(record.time, start), self.to)
             if at > start { spans.append(Span(from: start, to: at, state: state)) }
             start = at
             state = next

@@ -276,9 +276,10 @@ extension EngineRunner {
         var refusals: [String: Int] = [:]
         for (reason, count) in statistics.refused { refusals[reason.rawValue] = count }
         for (problem, count) in statistics.malformed { refusals["malformed-\(problem.rawValue)"] = count }
-        let uptime = Date().timeIntervalSince(self.startedAt)
+        // The start as the wall clock reads now: a step of it moves the start with it, never the uptime.
+        let uptime = Double((now - self.startedAtBoot).nanosecondsClamped) / 1e9
         return DaemonStatus(
-            version: Self.version, startedAt: self.startedAt, uptimeSeconds: uptime,
+            version: Self.version, startedAt: Date().addingTimeInterval(-uptime), uptimeSeconds: uptime,
             interfaces: self.engine.servedInterfaces.map(\.name), advertisedName: counts.instanceLabel,
             hosts: counts.hosts,
             records: counts.records, registrationsAccepted: statistics.accepted, refusals: refusals,

@@ -55,3 +55,16 @@ extension EngineRunner {
         }
     }
 }
+
+extension EngineRunner {
+    /// Tells the operator once when the wall clock was set (NTP on a box with no clock of its own, `date -s`).
+    /// Nothing else needs to happen: leases, holds, wake windows and rate limits run on the boot clock, and the
+    /// history keeps its records in the order they came (docs/time.md).
+    func lookAtTheWallClock(now: Timestamp) {
+        guard let step = self.wallClock.look(now: now, wallNanoseconds: SystemClock.wallNanoseconds()) else { return }
+        let seconds = Double(step.nanosecondsClamped) / 1e9
+        self.logger.notice(
+            "clock: the wall clock was set \(seconds > 0 ? "forward" : "back") by \(HumanDuration.format(abs(seconds))); leases, holds and wake windows are unchanged (they run on the boot clock)"
+        )
+    }
+}

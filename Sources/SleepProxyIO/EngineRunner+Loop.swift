@@ -48,6 +48,7 @@ extension EngineRunner {
                 codeReleasedAt = SystemClock.now()
             }
             let now = SystemClock.now()
+            self.lookAtTheWallClock(now: now)
             if !startupCodeReleased, now - running >= EngineRunner.startupCodeReleaseDelay {
                 startupCodeReleased = true
                 let released = MemoryTuning.releaseStartupCode()

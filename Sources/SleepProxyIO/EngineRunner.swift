@@ -27,7 +27,10 @@ public final class EngineRunner: @unchecked Sendable {
 
     let configuration: Configuration
     let logger: Logger
-    let startedAt = Date()
+    /// On the boot clock: the uptime shown never goes backwards or jumps when the wall clock is set (docs/time.md).
+    let startedAtBoot = SystemClock.now()
+    /// Watched from the engine thread, so that a step of the wall clock is told once (docs/time.md).
+    var wallClock = WallClockWatch(now: SystemClock.now(), wallNanoseconds: SystemClock.wallNanoseconds())
     let mailbox = Mailbox<Event>(capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
     /// Every rule and all host state (registrar, responder, takeover), pure; touched only on the engine thread.
     var engine: ProxyEngine

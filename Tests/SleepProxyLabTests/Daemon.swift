@@ -39,11 +39,13 @@ enum Daemon {
         return state
     }
 
-    static func start(in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = [])
-        throws -> ManagedProcess
-    {
+    /// `environment` (NAME=value) is set for the daemon alone, as `env` does.
+    static func start(
+        in host: LabHost, stateDirectory: URL, logName: String = "sleepproxyd", extra: [String] = [],
+        environment: [String] = []
+    ) throws -> ManagedProcess {
         let process = try host.spawn(
-            [
+            (environment.isEmpty ? [] : ["/usr/bin/env"] + environment) + [
                 self.executable.path, "--interface", "eth0", "--state-directory", stateDirectory.path,
                 "--control-socket", stateDirectory.appendingPathComponent("control.sock").path, "--log-level",
                 ProcessInfo.processInfo.environment["SLEEPPROXYD_LOG_LEVEL"] ?? "info",
