@@ -34,7 +34,7 @@ struct TimerQueue<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     subscript(key: Key) -> Value? { self.items[key]?.value }
 
     /// Every queued item, in no particular order.
-    var values: [Value] { self.items.values.map(\.value) }
+    var values: [Value] { self.items.values.map { $0.value } }
 
     /// Queues `value` under `key` for `due`, replacing what the key held.
     mutating func schedule(_ value: Value, for key: Key, at due: Timestamp) {

@@ -73,6 +73,10 @@ enum Benchmarks {
                 try AdoptionBenchmarks.run()
             case "home-assistant":
                 try HomeAssistantBenchmarks.run()
+            case "busy-lan":
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try BusyLANBenchmark.runLab(daemon: daemon)
             case "wear":
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
@@ -97,7 +101,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }
