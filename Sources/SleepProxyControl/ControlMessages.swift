@@ -16,6 +16,9 @@ public struct ControlRequest: Codable, Hashable, Sendable {
         case unadopt
         /// The adopted hosts, with what the proxy learned of each.
         case adopted
+        /// What the daemon holds back to spare the SD card (the history's recent lines, journal entries no reply
+        /// waits on) written to the state directory and synced now.
+        case sync
     }
 
     /// The most hosts one `hosts` page holds: what a status page or a dashboard asks for at a time, so that a

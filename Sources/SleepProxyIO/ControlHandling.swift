@@ -50,6 +50,8 @@ extension EngineRunner {
             let summary = self.summary(of: registration, now: now)
             actions += self.engine.forget(registration.key, goodbyes: request.goodbyes == true, now: now)
             return ControlResponse(hosts: [summary])
+        case .sync:
+            return self.syncState()
         case .releaseAll:
             let summaries = self.engine.registrations.values.sorted { $0.key < $1.key }.map {
                 self.summary(of: $0, now: now)

@@ -35,13 +35,14 @@ extension EngineRunner {
                     writtenBytes = batch.journal.count
                     writtenEntries = batch.journalEntries
                     // Synced only when a reply waits on it (a registration, an admin change). A batch of hand-backs,
-                    // expiries or an adopted host held is written and left to the next sync or the kernel: lost
-                    // only with the power, it leaves a host restored that is probed before it is spoken for and
-                    // handed back at its first word, and every sync spared is a page and a journal commit fewer on
-                    // an SD card (docs/state.md).
+                    // expiries or an adopted host held is kept for the next synced append (docs/state.md).
                     let needsSync = !batch.replies.isEmpty || !batch.controlReplies.isEmpty
-                    try self.journal.append(encoded: bytes, entries: count) { fd in
-                        guard needsSync else { return }
+                    guard needsSync else {
+                        self.holdJournal(bytes, entries: count, now: now)
+                        continue
+                    }
+                    let held = self.takeHeldJournal()
+                    try self.journal.append(encoded: held.bytes + bytes, entries: held.entries + count) { fd in
                         try self.syncAnsweringQueries(fd, into: &batch)
                         self.statusLock.withLock { self.status.journalSyncs += 1 }
                     }

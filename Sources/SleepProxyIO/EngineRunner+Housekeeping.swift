@@ -27,6 +27,7 @@ extension EngineRunner {
         }
         self.saveSSDP(now: now, force: false)
         self.flushHistory()
+        self.settleHeldJournal(now: now)
         self.publishStatus()
     }
 

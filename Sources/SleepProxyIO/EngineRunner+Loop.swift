@@ -122,6 +122,7 @@ extension EngineRunner {
         }
         self.saveSSDP(now: SystemClock.now(), force: true)
         self.flushHistory()
+        self.writeHeldJournal(sync: true)
         self.journal.abandonCompaction()
         var batch = Batch()
         self.perform(self.engine.shutdown(), into: &batch)

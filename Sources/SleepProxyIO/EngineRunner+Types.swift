@@ -13,6 +13,10 @@ extension EngineRunner {
         /// Interfaces to serve; empty means every up, multicast-capable, non-loopback interface.
         public var interfaces: [String]
         public var stateDirectory: URL
+        /// Where what changes often and matters little after a power cut lives between settles (the history's
+        /// recent lines, the wake log): memory under systemd (`/run/sleep-proxy`), sparing the SD card
+        /// (docs/state.md, "SD-card wear"). Nil: the state directory.
+        public var runtimeDirectory: URL?
         /// The proxy's own advertisement; nil runs without the mDNS side (registration only).
         public var responder: ResponderConfiguration?
         /// Address takeover and wake; nil runs without the packet side.
@@ -26,9 +30,10 @@ extension EngineRunner {
             registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [],
             stateDirectory: URL,
             responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil, ssdp: Bool = false,
-            adopted: Set<MACAddress> = []
+            adopted: Set<MACAddress> = [], runtimeDirectory: URL? = nil
         ) {
             self.adopted = adopted
+            self.runtimeDirectory = runtimeDirectory
             self.registration = registration
             self.interfaces = interfaces
             self.stateDirectory = stateDirectory

@@ -77,6 +77,11 @@ public final class EngineRunner: @unchecked Sendable {
     var adoptedAtRunTime: Set<MACAddress> = []
     var ssdpSavedAt: Timestamp?
     let journal: JournalFile
+    /// Journal entries no reply waits on (hand-backs, expiries, adopted hosts held), kept for the next synced
+    /// append, a settle or the stop (`holdJournal`, docs/state.md "SD-card wear").
+    var heldJournal: [UInt8] = []
+    var heldJournalEntries = 0
+    var heldJournalSince: Timestamp?
     let statusLock = NIOLock()
     var status = Status()
     /// `observeChanges`; guarded by `statusLock`.
@@ -103,7 +108,9 @@ public final class EngineRunner: @unchecked Sendable {
         MemoryTuning.releaseStartupCode()
         // The history is read on a thread of its own while this one replays the journal: the two share nothing,
         // and the restart's first answer waits for both (docs/memory.md, "Restoring").
-        let historyFile = HistoryFile(directory: configuration.stateDirectory, logger: logger)
+        let runtimeDirectory = Self.runtimeDirectory(configuration, logger: logger)
+        let historyFile = HistoryFile(
+            directory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory, logger: logger)
         let historyRead = HistoryRead(historyFile)
         let opened = Result {
             try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
@@ -130,7 +137,9 @@ public final class EngineRunner: @unchecked Sendable {
         logger.info(
             "state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)"
         )
-        self.wakeLog = WakeLog(directory: configuration.stateDirectory)
+        self.wakeLog = WakeLog(
+            directory: runtimeDirectory ?? configuration.stateDirectory, stateDirectory: configuration.stateDirectory,
+            history: history)
         self.historyFile = historyFile
         self.history = history
         var takeover: Takeover? = nil
@@ -230,6 +239,22 @@ public final class EngineRunner: @unchecked Sendable {
             }
         }
         self.publishStatus()
+    }
+
+    /// The runtime directory, made if need be (owner and group only: the history names hosts); nil, with a
+    /// warning, when it cannot be, so that the state directory takes its files.
+    static func runtimeDirectory(_ configuration: Configuration, logger: Logger) -> URL? {
+        guard let directory = configuration.runtimeDirectory else { return nil }
+        do {
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o750])
+            return directory
+        } catch {
+            logger.warning(
+                "state: cannot use the runtime directory \(directory.path) (\(error)); the history and the wake log are written to the state directory as they come"
+            )
+            return nil
+        }
     }
 
     public func start() throws(SystemCallError) {

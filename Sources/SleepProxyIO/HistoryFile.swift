@@ -8,30 +8,53 @@ import SleepProxyCore
     import Glibc
 #endif
 
-/// The hosts' history on disk (docs/status-page.md §3): one `HistoryRecord` a line in `history.jsonl` in the state
-/// directory, read back at start so that a host's day survives a restart. The engine thread only hands over a
-/// batch's lines; reading the file at start, writing and rewriting happen on a thread of their own, so neither a
-/// slow SD card nor a long file holds up an answer or a restart. The file is rewritten with what `HistoryBook`
-/// keeps once it holds twice `HistoryBook.recordsInAll` lines. Appends are not synced: the history explains, it
-/// decides nothing, and a crash loses at most the last few lines.
+/// The hosts' history on disk (docs/status-page.md §3, docs/state.md "SD-card wear"): one `HistoryRecord` a line.
+/// The engine thread only hands over a batch's lines; writing, settling and rewriting happen on a thread of their
+/// own, so neither a slow SD card nor a long file holds up an answer or a restart.
+///
+/// Lines go first to `history-recent.jsonl` in the runtime directory (`/run/sleep-proxy`, memory), and move to
+/// `history.jsonl` in the state directory together, every `settleInterval`, at a stop and on `sleepproxyctl sync`:
+/// appended one by one, each line dirtied a page of the SD card of its own (4 KiB for a line of 150 bytes, a day
+/// of a home's history about 2.4 MB; sleepproxy-bench wear). A crash or a restart loses nothing (the runtime
+/// directory outlives the daemon), a power cut at most the lines of one interval: the history explains, it decides
+/// nothing. The state file is rewritten with what `HistoryBook` keeps once it holds twice
+/// `HistoryBook.recordsInAll` lines.
 final class HistoryFile: @unchecked Sendable {
-    // @unchecked: `pending`, `stopped`, `writing` and `droppedCount` are guarded by `condition`; `lineCount` and
-    // `failing` are the writer thread's alone.
+    // @unchecked: `pending`, `stopped`, `running`, `settleRequests`, `settled` and `droppedCount` are guarded by
+    // `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's alone (or `load`'s, before).
     static let fileName = "history.jsonl"
+    /// In the runtime directory: lines not yet settled, and lines being settled (a settle cut short by a crash
+    /// is finished at the next one).
+    static let recentFileName = "history-recent.jsonl"
+    static let settlingFileName = "history-settling.jsonl"
     /// Lines waiting for the writer at most (about 600 KB); past it (a disk that stopped answering) records are
     /// kept in memory only, and counted.
     static let pendingLimit = 4096
+    /// Ours (docs/state.md, "SD-card wear"): four settles a day write a home's day in about 40 pages instead of
+    /// 600, and a power cut loses at most six hours of explanations.
+    static let settleInterval: Duration = .seconds(6 * 3600)
+    /// The most the runtime directory's file holds before it is settled early (it is memory: a registration storm
+    /// of 10,000 hosts writes about 3 MB of lines); past it, while the state directory cannot be written, lines
+    /// are dropped and counted rather than fill the box's memory.
+    static let recentLimitBytes = 8 << 20
 
     let url: URL
+    let recentURL: URL
+    let settlingURL: URL
     private let logger: Logger
     private let condition = Condition()
     private var pending: [UInt8] = []
     private var pendingLines = 0
     private var stopped = false
-    private var writing = false
+    /// The writer thread has started and not yet ended (`stop` waits for its last settle).
+    private var running = false
+    private var settleRequests = 0
+    private var settled = 0
     private var lineCount = 0
+    private var recentBytes = 0
+    private var nextSettle: Timestamp
     private var droppedCount = 0
-    /// Records not written because the queue was full.
+    /// Records not written because the queue was full, or the runtime directory's file while it could not settle.
     var dropped: Int {
         self.condition.lock()
         defer { self.condition.unlock() }
@@ -39,93 +62,36 @@ final class HistoryFile: @unchecked Sendable {
     }
     private var failing = false
 
-    /// The most of the file read at start: its newest part, from the first whole line on. The rewrite keeps it
-    /// under about 18 MB (40,000 lines of at most about 450 bytes); a file grown past this by anything else (a
-    /// copy gone wrong, another program) must not make the daemon read it all into memory.
-    static let maximumBytes = 32 << 20
-
-    /// Longest line kept whole (a record is at most about 450 bytes); a longer one, which the daemon never writes,
-    /// is skipped to its end instead of held.
-    static let maximumLineBytes = 64 << 10
-
-    /// Calls `body` with each whole line of the file (without its newline), or of its last `maximumBytes` from
-    /// the first line that starts inside them; false when it cannot be read. The file is read in chunks and the
-    /// lines parsed as they come: reading it whole into the heap left its size twice over (a buffer and its copy)
-    /// with the allocator after a restart, about 12 MB at 10,000 hosts (sleepproxy-bench scale), and a mapping
-    /// would bring the daemon down (SIGBUS) if the file were cut short while it reads.
-    static func forEachLine(
-        of path: String, maximumBytes: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void
-    ) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return false }
-        defer { Glibc.close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else { return false }
-        let size = Int(info.st_size)
-        let start = max(0, size - maximumBytes)
-        guard lseek(fd, off_t(start), SEEK_SET) >= 0 else { return false }
-        var left = size - start  // never more than that, even if the file grows meanwhile
-        // Cut into the middle of the file: the first, partial line goes.
-        var skipping = start > 0
-        var pending: [UInt8] = []
-        // A line that starts and ends in one chunk is never longer than the longest kept.
-        var chunk = [UInt8](repeating: 0, count: Self.maximumLineBytes)
-        while left > 0 {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, min($0.count, left)) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            left -= count
-            chunk.withUnsafeBufferPointer { buffer in
-                var lineStart = 0
-                for index in 0..<count where buffer[index] == 0x0A {
-                    defer { lineStart = index + 1 }
-                    if skipping {
-                        skipping = false
-                        pending.removeAll()
-                        continue
-                    }
-                    if pending.isEmpty {
-                        body(UnsafeBufferPointer(rebasing: buffer[lineStart..<index]))
-                    } else {
-                        if pending.count + (index - lineStart) <= Self.maximumLineBytes {
-                            pending.append(contentsOf: buffer[lineStart..<index])
-                            pending.withUnsafeBufferPointer { body($0) }
-                        }
-                        pending.removeAll(keepingCapacity: true)
-                    }
-                }
-                // The rest of the chunk starts a line the next chunk ends; too long a line is dropped.
-                if pending.count + (count - lineStart) <= Self.maximumLineBytes {
-                    pending.append(contentsOf: buffer[lineStart..<count])
-                } else {
-                    pending.removeAll()
-                    skipping = true
-                }
-            }
-        }
-        return true
-    }
-
     /// Records the file is rewritten down to (`HistoryBook.recordsInAll`; smaller in tests).
     let bound: Int
 
+    /// `runtimeDirectory` nil keeps the recent lines in the state directory too (no less durable, no less wear).
     init(
-        directory: URL, logger: Logger, bound: Int = HistoryBook.recordsInAll
+        directory: URL, runtimeDirectory: URL? = nil, logger: Logger, bound: Int = HistoryBook.recordsInAll
     ) {
         self.url = directory.appendingPathComponent(Self.fileName)
+        let runtime = runtimeDirectory ?? directory
+        self.recentURL = runtime.appendingPathComponent(Self.recentFileName)
+        self.settlingURL = runtime.appendingPathComponent(Self.settlingFileName)
         self.logger = logger
         self.bound = bound
+        self.nextSettle = SystemClock.now() + Self.settleInterval
     }
 
     /// What an earlier run kept; lines that do not parse (a torn last line after a crash) are skipped.
     static func read(
-        _ url: URL, bound: Int = HistoryBook.recordsInAll, maximumBytes: Int = HistoryFile.maximumBytes
+        _ url: URL, bound: Int = HistoryBook.recordsInAll, maximumBytes: Int = LineFiles.maximumBytes
     ) -> (HistoryBook, lines: Int) {
         var book = HistoryBook(inAll: bound)
+        let lines = Self.read(url, into: &book, maximumBytes: maximumBytes)
+        return (book, lines)
+    }
+
+    static func read(_ url: URL, into book: inout HistoryBook, maximumBytes: Int = LineFiles.maximumBytes) -> Int {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .iso8601
         var lines = 0
-        _ = Self.forEachLine(of: url.path, maximumBytes: maximumBytes) { line in
+        _ = LineFiles.forEachLine(of: url.path, maximumBytes: maximumBytes) { line in
             lines += 1
             if let record = HistoryRecord(stateLine: line)
                 ?? (try? decoder.decode(HistoryRecord.self, from: Data(line)))
@@ -133,22 +99,39 @@ final class HistoryFile: @unchecked Sendable {
                 book.append(record)
             }
         }
-        return (book, lines)
+        return lines
     }
 
     /// What an earlier run kept, read once at start, before the journal is replayed: then it is the one book the
     /// engine appends to, and the reading's buffers go back before the hosts are restored. Read later beside the
     /// restored hosts, a second book and its merge were the highest the resident size of a restart went
-    /// (docs/memory.md). About 50 ms for 20,000 lines.
+    /// (docs/memory.md). About 50 ms for 20,000 lines. What the last run left in the runtime directory is settled
+    /// first; what cannot be (the state directory is read-only) is read from where it is.
     func load() -> HistoryBook {
-        let (book, lines) = Self.read(self.url, bound: self.bound)
+        self.settle()
+        var (book, lines) = Self.read(self.url, bound: self.bound)
+        lines += Self.read(self.settlingURL, into: &book)
+        let recent = Self.read(self.recentURL, into: &book)
+        lines += recent
+        self.recentBytes =
+            (regularFileSize(atPath: self.recentURL.path) ?? 0) + (regularFileSize(atPath: self.settlingURL.path) ?? 0)
         self.lineCount = lines
         return book
     }
 
     /// Starts the writer thread, which writes what is queued.
     func start() throws(SystemCallError) {
-        try startThread(name: "history-writer") { [self] in self.loop() }
+        self.condition.lock()
+        self.running = true
+        self.condition.unlock()
+        do {
+            try startThread(name: "history-writer") { [self] in self.loop() }
+        } catch {
+            self.condition.lock()
+            self.running = false
+            self.condition.unlock()
+            throw error
+        }
     }
 
     /// Queues a batch's lines (`count` of them, each ending in a newline) for the file; never blocks. A batch
@@ -166,55 +149,125 @@ final class HistoryFile: @unchecked Sendable {
         self.condition.signal()
     }
 
-    /// Writes what is queued, then ends the thread; waits at most `seconds` for the disk.
+    /// Writes what is queued and settles it, then ends the thread; waits at most `seconds` for the disk.
     func stop(waiting seconds: Double = 2) {
         self.condition.lock()
         self.stopped = true
         self.condition.signal()
         let deadline = SystemClock.now() + .milliseconds(Int64(seconds * 1000))
-        while self.pendingLines > 0 || self.writing, SystemClock.now() < deadline {
-            self.condition.wait(seconds: 0.05)
-        }
+        while self.running, SystemClock.now() < deadline { self.condition.wait(seconds: 0.05) }
         self.condition.unlock()
+    }
+
+    /// Writes what is queued and moves the recent lines to the state directory now (`sleepproxyctl sync`); true
+    /// once done, false if the writer did not get to it within `seconds`.
+    func settleNow(waiting seconds: Double = 5) -> Bool {
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        self.settleRequests += 1
+        let wanted = self.settleRequests
+        self.condition.signal()
+        let deadline = SystemClock.now() + .milliseconds(Int64(seconds * 1000))
+        while self.settled < wanted, SystemClock.now() < deadline { self.condition.wait(seconds: 0.05) }
+        return self.settled >= wanted
     }
 
     private func loop() {
         while true {
             self.condition.lock()
-            while self.pendingLines == 0, !self.stopped { self.condition.wait(seconds: 1) }
+            while self.pendingLines == 0, !self.stopped, self.settled == self.settleRequests,
+                SystemClock.now() < self.nextSettle
+            {
+                self.condition.wait(seconds: 1)
+            }
             let bytes = self.pending
             let count = self.pendingLines
             self.pending = []
             self.pendingLines = 0
-            let done = self.stopped && count == 0
-            self.writing = count > 0
+            let stopping = self.stopped
+            let requested = self.settleRequests
+            let settling = stopping || self.settled < requested || SystemClock.now() >= self.nextSettle
             self.condition.unlock()
-            if done { return }
-            self.append(bytes, lines: count)
+            if count > 0 { self.append(bytes, lines: count) }
+            if settling {
+                self.settle()
+                self.nextSettle = SystemClock.now() + Self.settleInterval
+            }
             self.condition.lock()
-            self.writing = false
+            if settling { self.settled = max(self.settled, requested) }
             self.condition.signal()
             self.condition.unlock()
+            if stopping, count == 0 {
+                self.condition.lock()
+                self.running = false
+                self.condition.signal()
+                self.condition.unlock()
+                return
+            }
         }
     }
 
     private func append(_ bytes: [UInt8], lines count: Int) {
-        do {
-            try appendLines(bytes, to: self.url.path)
-            self.lineCount += count
-            if self.lineCount > 2 * self.bound { try self.rewrite() }
-            if self.failing {
-                self.failing = false
-                self.logger.notice("history: writing \(self.url.path) again")
-            }
-        } catch {
-            // One line when writing starts failing, one when it works again: a full disk must not fill the log.
-            if !self.failing {
-                self.failing = true
-                self.logger.warning(
-                    "history: cannot write \(self.url.path) (\(error)); the status page keeps the history in memory")
-            }
+        if self.recentBytes + bytes.count > Self.recentLimitBytes { self.settle() }
+        guard self.recentBytes + bytes.count <= Self.recentLimitBytes else {
+            self.condition.lock()
+            self.droppedCount += count
+            self.condition.unlock()
+            return
         }
+        do {
+            try appendLines(bytes, to: self.recentURL.path)
+            self.recentBytes += bytes.count
+            self.lineCount += count
+            self.working()
+        } catch {
+            self.failed(error)
+        }
+    }
+
+    /// Moves the recent lines to the state file: renamed aside first, so that new lines start a new recent file
+    /// and a crash in the middle leaves a settling file the next settle finishes (docs/state.md).
+    private func settle() {
+        do {
+            // `recentBytes` counts the settling file too until it is gone: both are memory.
+            try self.finishSettling()
+            self.recentBytes = regularFileSize(atPath: self.recentURL.path) ?? 0
+            guard self.recentBytes > 0 else { return }
+            try retryingSyscall("rename(\(self.recentURL.path))") {
+                rename(self.recentURL.path, self.settlingURL.path)
+            }
+            try self.finishSettling()
+            self.recentBytes = 0
+            if self.lineCount > 2 * self.bound { try self.rewrite() }
+            self.working()
+        } catch {
+            self.failed(error)
+        }
+    }
+
+    /// Appends the settling file to the state file, unless an earlier settle already did (the state file ends
+    /// with its bytes), syncs it and removes the settling file.
+    private func finishSettling() throws {
+        guard let size = regularFileSize(atPath: self.settlingURL.path) else { return }
+        let bytes = [UInt8](try Data(contentsOf: self.settlingURL))
+        if size > 0, !LineFiles.file(self.url.path, endsWith: bytes) {
+            try appendLines(bytes, to: self.url.path, sync: true)
+        }
+        try retryingSyscall("unlink(\(self.settlingURL.path))") { unlink(self.settlingURL.path) }
+    }
+
+    private func working() {
+        guard self.failing else { return }
+        self.failing = false
+        self.logger.notice("history: writing \(self.url.path) again")
+    }
+
+    private func failed(_ error: any Error) {
+        // One line when writing starts failing, one when it works again: a full disk must not fill the log.
+        guard !self.failing else { return }
+        self.failing = true
+        self.logger.warning(
+            "history: cannot write \(self.url.path) (\(error)); the status page keeps the history in memory")
     }
 
     /// Rewrites the file with what the bounds keep, atomically (a crash leaves the old file or the new one).
@@ -229,22 +282,6 @@ final class HistoryFile: @unchecked Sendable {
         if let failure { throw failure }
         try data.write(to: self.url, options: .atomic)
         self.lineCount = book.count
-    }
-}
-
-/// Appends bytes as one write (O_APPEND: lines land whole at the end), creating the file owner- and
-/// group-readable.
-func appendLines(_ bytes: [UInt8], to path: String) throws {
-    let fd = try retryingSyscall("open(\(path))") { open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o640) }
-    defer { Glibc.close(fd) }
-    var written = 0
-    while written < bytes.count {
-        let count = try bytes.withUnsafeBytes { raw in
-            try retryingSyscall("write(\(path))") {
-                Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-            }
-        }
-        written += count
     }
 }
 

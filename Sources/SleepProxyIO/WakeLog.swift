@@ -7,9 +7,13 @@ import SleepProxyCore
     import Glibc
 #endif
 
-/// The wake log on disk (docs/waking.md §8): one JSON object per line in `wake-events.jsonl` in the state directory,
-/// keeping at least the last `keptEvents` across restarts. Appends are not synced one by one (the log explains,
-/// it does not decide anything); the file is rewritten with the newest `keptEvents` once it holds twice that.
+/// The wake log (docs/waking.md §8): one JSON object per line in `wake-events.jsonl`, keeping at least the last
+/// `keptEvents` across restarts. It lives in the runtime directory (`/run/sleep-proxy`, memory), not on the SD card:
+/// every entry is also a line of the history (`HistoryRecord(event)`), which reaches the state directory in
+/// settles a few times a day (docs/state.md, "SD-card wear"); written twice, once to the card line by line, it cost a
+/// home a quarter of its daily writes. After a reboot (an empty runtime directory) the log is rebuilt from the
+/// history's wake records; a log an earlier release kept in the state directory is moved over once. The file is
+/// rewritten with the newest `keptEvents` once it holds twice that.
 public final class WakeLog: @unchecked Sendable {
     // @unchecked: used only by the engine thread after init; `recent` is read through `lock`.
     public static let keptEvents = 1000
@@ -20,11 +24,40 @@ public final class WakeLog: @unchecked Sendable {
     private let lock = NIOLock()
     private var recentEntries: [WakeLogEntry] = []
 
-    public init(directory: URL) {
+    /// `directory` is the runtime directory; `stateDirectory` where releases before 0.7.0 kept the log, and
+    /// `history` what it is rebuilt from when the runtime directory has none.
+    public init(directory: URL, stateDirectory: URL? = nil, history: HistoryBook? = nil) {
         self.url = directory.appendingPathComponent(Self.fileName)
-        let entries = Self.read(self.url)
-        self.lineCount = entries.count
+        if regularFileSize(atPath: self.url.path) != nil {
+            let entries = Self.read(self.url)
+            self.lineCount = entries.count
+            self.recentEntries = Array(entries.suffix(Self.keptEvents))
+            return
+        }
+        let legacy = stateDirectory.map { $0.appendingPathComponent(Self.fileName) }
+        var entries: [WakeLogEntry] = []
+        if let legacy, legacy.standardizedFileURL != self.url.standardizedFileURL,
+            regularFileSize(atPath: legacy.path) != nil
+        {
+            entries = Self.read(legacy)
+        } else if let history {
+            history.forEach { record in
+                if let event = record.event { entries.append(event) }
+            }
+        }
         self.recentEntries = Array(entries.suffix(Self.keptEvents))
+        guard !self.recentEntries.isEmpty else { return }
+        do {
+            var data = Data()
+            for entry in self.recentEntries { data += try ControlProtocol.frame(entry) }
+            try data.write(to: self.url, options: .atomic)
+            self.lineCount = self.recentEntries.count
+            if let legacy, legacy.standardizedFileURL != self.url.standardizedFileURL {
+                try? FileManager.default.removeItem(at: legacy)
+            }
+        } catch {
+            // Kept in memory; the next append tries the file again.
+        }
     }
 
     /// The newest entries, oldest first.

@@ -20,7 +20,7 @@ struct SleepProxyCtl: ParsableCommand {
         version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))",
         subcommands: [
             Status.self, Hosts.self, Host.self, History.self, Wake.self, Forget.self, Events.self, ReleaseAll.self,
-            Neighbours.self, Adopt.self, Unadopt.self, Adopted.self,
+            Neighbours.self, Adopt.self, Unadopt.self, Adopted.self, Sync.self,
         ]
     )
 
@@ -208,6 +208,20 @@ struct ReleaseAll: ParsableCommand {
         print(
             "released \(hosts.count) host\(hosts.count == 1 ? "" : "s")\(hosts.isEmpty ? "" : ": " + hosts.map { $0.name ?? $0.mac }.joined(separator: ", ")); you can stop sleepproxyd now"
         )
+    }
+}
+
+struct Sync: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract:
+            "Write what the daemon holds back to spare the SD card (the history's recent lines, journal entries no reply waits on) to the state directory now: before pulling the power or copying the state directory."
+    )
+    @OptionGroup var connection: Connection
+
+    func run() throws {
+        _ = try Client.ask(ControlRequest(command: .sync), connection)
+        guard !connection.json else { return }
+        print("the state directory is up to date")
     }
 }
 

@@ -25,7 +25,7 @@ extension SleepProxyDaemon {
         "wake-from-routed": .flag, "wake-monitor-holdoff": .single, "wake-udp": .flag, "no-takeover": .flag,
         "no-ssdp": .flag, "adopt": .repeated, "mqtt": .single, "mqtt-user": .single, "mqtt-password-file": .single,
         "mqtt-ca-file": .single, "mqtt-discovery-prefix": .single, "mqtt-allow-wake": .flag,
-        "control-socket": .single,
+        "control-socket": .single, "runtime-directory": .single,
         "control-group": .single, "http-address": .single, "prometheus-address": .single,
     ]
 
@@ -133,7 +133,7 @@ extension SleepProxyDaemon {
             "\(self.leaseMinimum)", "\(self.leaseMaximum)",
             "\(self.maxHosts)", "\(self.maxRecords)", "\(self.allowTransfers)", self.proxyName ?? "", self.metrics,
             self.hostLabel ?? "",
-            self.controlSocket, self.controlGroup ?? "", self.prometheusAddress,
+            self.controlSocket, self.runtimeDirectoryPath, self.controlGroup ?? "", self.prometheusAddress,
             self.mqtt ?? "", self.mqttUser ?? "", self.mqttPasswordFile ?? "", self.mqttCaFile ?? "",
             self.mqttDiscoveryPrefix, "\(self.mqttAllowWake)",
         ]
@@ -181,5 +181,50 @@ extension SleepProxyDaemon {
         }
         _ = try self.homeAssistantConfiguration()
         print("sleepproxyd: \(source) is valid")
+    }
+
+    /// The runtime directory: given, or the control socket's (`/run/sleep-proxy` by default and under systemd).
+    var runtimeDirectoryPath: String {
+        self.runtimeDirectory
+            ?? URL(fileURLWithPath: self.controlSocket).deletingLastPathComponent().path
+    }
+
+    func validate() throws {
+        guard (1...65535).contains(self.registrationPort) else {
+            throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
+        }
+        guard (1...100_000).contains(self.maxHosts), (1...1_000_000).contains(self.maxRecords) else {
+            throw ValidationError("--max-hosts must be 1-100000 and --max-records 1-1000000")
+        }
+        _ = try self.advertisedName()
+        _ = try self.wakePolicy()
+        _ = try self.wakeSources()
+        _ = try self.adoptedMACs()
+        try self.validateHomeAssistant()
+        if self.noTakeover, !self.adopt.isEmpty {
+            throw ValidationError(
+                "--adopt needs the packet side: adopted hosts are learned from their own frames; drop --no-takeover")
+        }
+        guard (0...WakeRules.maximumMonitorHoldoffSeconds).contains(self.wakeMonitorHoldoff) else {
+            throw ValidationError(
+                "--wake-monitor-holdoff must be 0 to \(WakeRules.maximumMonitorHoldoffSeconds) seconds, not \(self.wakeMonitorHoldoff)"
+            )
+        }
+        if self.prometheusAddress != "none",
+            self.prometheusAddress.split(separator: ":").count != 2
+                || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil
+        {
+            throw ValidationError("--http-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
+        }
+        if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
+            throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
+        }
+        do {
+            _ = try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum)
+        } catch {
+            throw ValidationError(
+                "--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))"
+            )
+        }
     }
 }

@@ -186,6 +186,13 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(name: .long, help: "The admin socket sleepproxyctl talks to (mode 0660).")
     var controlSocket: String = "/run/sleep-proxy/control.sock"
 
+    @Option(
+        name: .long,
+        help:
+            "Where the history's recent lines and the wake log live between settles to the state directory, sparing an SD card (default: the control socket's directory, memory under systemd)."
+    )
+    var runtimeDirectory: String?
+
     @Option(name: .long, help: "Group that may use the admin socket besides root (default: root only).")
     var controlGroup: String?
 
@@ -234,45 +241,6 @@ struct SleepProxyDaemon: AsyncParsableCommand {
         }
     }
 
-    func validate() throws {
-        guard (1...65535).contains(self.registrationPort) else {
-            throw ValidationError("--registration-port must be between 1 and 65535, not \(self.registrationPort)")
-        }
-        guard (1...100_000).contains(self.maxHosts), (1...1_000_000).contains(self.maxRecords) else {
-            throw ValidationError("--max-hosts must be 1-100000 and --max-records 1-1000000")
-        }
-        _ = try self.advertisedName()
-        _ = try self.wakePolicy()
-        _ = try self.wakeSources()
-        _ = try self.adoptedMACs()
-        try self.validateHomeAssistant()
-        if self.noTakeover, !self.adopt.isEmpty {
-            throw ValidationError(
-                "--adopt needs the packet side: adopted hosts are learned from their own frames; drop --no-takeover")
-        }
-        guard (0...WakeRules.maximumMonitorHoldoffSeconds).contains(self.wakeMonitorHoldoff) else {
-            throw ValidationError(
-                "--wake-monitor-holdoff must be 0 to \(WakeRules.maximumMonitorHoldoffSeconds) seconds, not \(self.wakeMonitorHoldoff)"
-            )
-        }
-        if self.prometheusAddress != "none",
-            self.prometheusAddress.split(separator: ":").count != 2
-                || UInt16(self.prometheusAddress.split(separator: ":").last ?? "") == nil
-        {
-            throw ValidationError("--http-address must be IPv4:PORT such as 127.0.0.1:9580, or none")
-        }
-        if let label = self.hostLabel, label.isEmpty || label.utf8.count > 63 || label.contains(".") {
-            throw ValidationError("--host-label must be 1 to 63 bytes without dots, not \"\(label)\"")
-        }
-        do {
-            _ = try LeasePolicy(minimum: self.leaseMinimum, maximum: self.leaseMaximum)
-        } catch {
-            throw ValidationError(
-                "--lease-minimum (\(self.leaseMinimum)) must be at least 1 and no more than --lease-maximum (\(self.leaseMaximum))"
-            )
-        }
-    }
-
     func run() async throws {
         if self.checkConfig {
             do {
@@ -308,7 +276,8 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         registrationPort: UInt16(self.registrationPort),
                         seed: UInt64.random(in: .min ... .max)),
                     takeover: try self.takeoverConfiguration(),
-                    ssdp: !self.noSSDP, adopted: try self.adoptedMACs()
+                    ssdp: !self.noSSDP, adopted: try self.adoptedMACs(),
+                    runtimeDirectory: URL(fileURLWithPath: self.runtimeDirectoryPath, isDirectory: true)
                 ),
                 logger: logger
             )

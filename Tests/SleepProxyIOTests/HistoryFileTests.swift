@@ -109,17 +109,17 @@ struct HistoryFileTests {
         let url = directory.appendingPathComponent(HistoryFile.fileName)
         let records = try (0..<3_000).map { try Self.record($0).jsonLine() }
         try Data(records.joined()).write(to: url)
-        #expect(records.joined().count > 4 * HistoryFile.maximumLineBytes, "the file spans several chunks")
+        #expect(records.joined().count > 4 * LineFiles.maximumLineBytes, "the file spans several chunks")
         var seen: [[UInt8]] = []
-        _ = HistoryFile.forEachLine(of: url.path, maximumBytes: HistoryFile.maximumBytes) { seen.append(Array($0)) }
+        _ = LineFiles.forEachLine(of: url.path, maximumBytes: LineFiles.maximumBytes) { seen.append(Array($0)) }
         #expect(seen == records.map { Array($0.dropLast()) }, "every line whole, none twice")
 
         func lineCount(withPadding padding: Int) throws -> Int {
             // A line of `maximumLineBytes + padding` bytes (its newline not counted) between two records.
-            let long = [UInt8](repeating: UInt8(ascii: "x"), count: HistoryFile.maximumLineBytes + padding)
+            let long = [UInt8](repeating: UInt8(ascii: "x"), count: LineFiles.maximumLineBytes + padding)
             try Data(records[0] + long + [0x0A] + records[1]).write(to: url)
             var seen = 0
-            _ = HistoryFile.forEachLine(of: url.path, maximumBytes: HistoryFile.maximumBytes) { _ in seen += 1 }
+            _ = LineFiles.forEachLine(of: url.path, maximumBytes: LineFiles.maximumBytes) { _ in seen += 1 }
             return seen
         }
         #expect(try lineCount(withPadding: 0) == 3, "a line of the longest length kept is read")

@@ -1,0 +1,73 @@
+import FoundationEssentials
+import Logging
+import SleepProxyControl
+import SleepProxyCore
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// What reaches the SD card, and when (docs/state.md, "SD-card wear"). A registration or a renewal is synced
+/// before it is acknowledged: that is one page written, and the one write a day of a home cannot do without.
+/// What no reply waits on waits for it: journal entries for hand-backs, expiries and adopted hosts ride the next
+/// synced append, and the history settles from the runtime directory every `HistoryFile.settleInterval`.
+extension EngineRunner {
+    /// Keeps journal entries no reply waits on for the next synced append. Lost only if the daemon dies before
+    /// it: then a host restored from the journal that is in fact awake is probed before the proxy speaks for it
+    /// and handed back at its first word (docs/state.md), as after a power cut before.
+    func holdJournal(_ bytes: [UInt8], entries: Int, now: Timestamp) {
+        if self.heldJournal.isEmpty { self.heldJournalSince = now }
+        self.heldJournal += bytes
+        self.heldJournalEntries += entries
+    }
+
+    func takeHeldJournal() -> (bytes: [UInt8], entries: Int) {
+        defer {
+            self.heldJournal = []
+            self.heldJournalEntries = 0
+            self.heldJournalSince = nil
+        }
+        return (self.heldJournal, self.heldJournalEntries)
+    }
+
+    /// Writes what is held, synced or not; kept to try again if the write fails.
+    @discardableResult
+    func writeHeldJournal(sync: Bool) -> Bool {
+        guard self.heldJournalEntries > 0 else { return true }
+        let held = self.takeHeldJournal()
+        do {
+            try self.journal.append(encoded: held.bytes, entries: held.entries) { fd in
+                guard sync else { return }
+                _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
+                self.statusLock.withLock { self.status.journalSyncs += 1 }
+            }
+            return true
+        } catch {
+            self.logger.warning("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error)")
+            self.heldJournal = held.bytes + self.heldJournal
+            self.heldJournalEntries += held.entries
+            self.heldJournalSince = self.heldJournalSince ?? SystemClock.now()
+            return false
+        }
+    }
+
+    /// Held entries go to the file once they are as old as a history settle, even if no registration came.
+    func settleHeldJournal(now: Timestamp) {
+        guard let since = self.heldJournalSince, now - since >= HistoryFile.settleInterval else { return }
+        self.writeHeldJournal(sync: false)
+    }
+
+    /// `sleepproxyctl sync`: everything held written to the state directory and synced now (before pulling the
+    /// power, or taking a copy of the state directory).
+    func syncState() -> ControlResponse {
+        self.flushHistory()
+        let journalWritten = self.writeHeldJournal(sync: true)
+        let historySettled = self.historyFile.settleNow()
+        guard journalWritten, historySettled else {
+            return .failure(
+                "the state directory \(self.journal.directory.path) could not be written: \(journalWritten ? "the history" : "the journal") is kept for the next try"
+            )
+        }
+        return ControlResponse()
+    }
+}
