@@ -122,6 +122,12 @@ extension EngineRunner {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
             case .presence(let change):
+                let presence = PresenceState(change.state)
+                if presence == .asleep || presence == .waking {
+                    self.spokenForJoined = true
+                } else {
+                    self.spokenForLeft = true
+                }
                 self.recordHistory(
                     HistoryRecord(
                         time: Date(), mac: change.host.primaryMAC.description, hostName: change.hostName,

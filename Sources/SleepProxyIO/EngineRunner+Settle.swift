@@ -70,4 +70,34 @@ extension EngineRunner {
         }
         return ControlResponse()
     }
+
+    /// Keeps the live spoken-for record in the runtime directory (`SpokenForRecord`): removed at once when a host
+    /// left the set (a crash then probes every host first, which is always safe) and written again within
+    /// `SpokenForRecord.liveInterval`, as when one joined; touched every interval otherwise. Rewriting it at every
+    /// hand-back of a morning's wave would encode every host held each batch.
+    func keepSpokenForLive(now: Timestamp) {
+        guard let directory = self.liveRecordDirectory else { return }
+        let url = directory.appendingPathComponent(SpokenForRecord.fileName)
+        if self.spokenForLeft, !self.liveRecordRemoved {
+            self.liveRecordRemoved = true
+            _ = unlink(url.path)
+        }
+        if let last = self.liveRecordAt, now - last < SpokenForRecord.liveInterval { return }
+        self.liveRecordAt = now
+        if self.spokenForLeft || self.spokenForJoined || self.liveRecordRemoved {
+            self.spokenForLeft = false
+            self.spokenForJoined = false
+            self.liveRecordRemoved = false
+            do {
+                try SpokenForRecord.write(
+                    SpokenForRecord(
+                        keys: self.engine.spokenFor, peers: self.engine.identifiedPeers, stoppedAt: Date()),
+                    directory: directory)
+            } catch {
+                _ = unlink(url.path)
+            }
+        } else {
+            _ = utimes(url.path, nil)
+        }
+    }
 }

@@ -82,6 +82,16 @@ public final class EngineRunner: @unchecked Sendable {
     var heldJournal: [UInt8] = []
     var heldJournalEntries = 0
     var heldJournalSince: Timestamp?
+    /// The runtime directory when it is not the state directory: where the live spoken-for record is kept
+    /// (`SpokenForRecord`, memory; never on the state directory's card).
+    var liveRecordDirectory: URL?
+    /// A host joined the set spoken for since the live record was written, or left it (then it is written at once).
+    var spokenForJoined = false
+    var spokenForLeft = false
+    var liveRecordAt: Timestamp?
+    /// The live record is gone since a host left the set, until it is written again; nil `liveRecordAt` means
+    /// never written, so the first pass writes it.
+    var liveRecordRemoved = true
     let statusLock = NIOLock()
     var status = Status()
     /// `observeChanges`; guarded by `statusLock`.
@@ -141,6 +151,9 @@ public final class EngineRunner: @unchecked Sendable {
             directory: runtimeDirectory ?? configuration.stateDirectory, stateDirectory: configuration.stateDirectory,
             history: history)
         self.historyFile = historyFile
+        self.liveRecordDirectory = runtimeDirectory.flatMap {
+            $0.standardizedFileURL == configuration.stateDirectory.standardizedFileURL ? nil : $0
+        }
         self.history = history
         var takeover: Takeover? = nil
         var warnings: [String] = []
@@ -227,7 +240,9 @@ public final class EngineRunner: @unchecked Sendable {
         self.mailbox.post(.adopt(configuration.adopted))
         // Taken only once the journal's lock is ours: a start refused because another daemon holds the directory
         // must change nothing in it.
-        if let record = SpokenForRecord.take(directory: configuration.stateDirectory) {
+        if let record = SpokenForRecord.take(
+            stateDirectory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory)
+        {
             let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
                 self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))

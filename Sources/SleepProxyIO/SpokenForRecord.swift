@@ -2,14 +2,26 @@ import FoundationEssentials
 import SleepProxyCore
 import SleepProxyWire
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// What a clean stop leaves in the state directory for the next start: the hosts the proxy was speaking for, the
-/// other proxies it knew by their MACs (`ProxyEngine.restorePeers`), and when it stopped (wall-clock seconds: the journal's boot-relative clock does not carry over a reboot). The next
-/// start takes the file away whatever it decides, so a crash later never finds an old one
-/// (`ProxyEngine.resumeSpeaking`, docs/coexistence.md).
+/// other proxies it knew by their MACs (`ProxyEngine.restorePeers`), and when it stopped (wall-clock seconds: the
+/// journal's boot-relative clock does not carry over a reboot). The next start takes the file away whatever it
+/// decides, so a crash later never finds an old one (`ProxyEngine.resumeSpeaking`, docs/coexistence.md).
+///
+/// While it runs, the daemon keeps a live copy in the runtime directory (memory), so that a crash is followed by
+/// the same start as a clean stop (docs/state.md, "After a crash"): rewritten at once when a host leaves the set (a
+/// host that woke must never be spoken for again from a stale copy), within `liveInterval` when one joins (one that
+/// is missing is only probed first), and touched every `liveInterval` otherwise, its modification time standing for
+/// the moment the daemon was last alive.
 struct SpokenForRecord: Codable, Equatable {
     static let fileName = "spoken-for.json"
     /// The file is ours and small; anything larger is not (a host is about 40 bytes of it).
     static let maximumBytes = 4 << 20
+    /// Ours: how stale the live copy may be when a host joins the set, and how often it is touched.
+    static let liveInterval: Duration = .seconds(1)
 
     var stoppedAt: Double
     var hosts: [Host]
@@ -62,6 +74,20 @@ struct SpokenForRecord: Codable, Equatable {
     static func write(_ record: SpokenForRecord, directory: URL) throws {
         let data = try JSONEncoder().encode(record)
         try data.write(to: directory.appendingPathComponent(self.fileName), options: .atomic)
+    }
+
+    /// The record to resume from: a clean stop's in the state directory, else the live copy a crash left in the
+    /// runtime directory, as of when its daemon was last alive. Both are taken away.
+    static func take(stateDirectory: URL, runtimeDirectory: URL?) -> SpokenForRecord? {
+        let live = runtimeDirectory.flatMap { directory -> SpokenForRecord? in
+            let url = directory.appendingPathComponent(self.fileName)
+            var info = stat()
+            let touched = stat(url.path, &info) == 0 ? Double(info.st_mtim.tv_sec) : nil
+            guard var record = self.take(directory: directory) else { return nil }
+            record.stoppedAt = max(record.stoppedAt, touched ?? record.stoppedAt)
+            return record
+        }
+        return self.take(directory: stateDirectory) ?? live
     }
 
     /// Reads and removes the record; nil when there is none or it cannot be read (then the hosts are probed

@@ -8,7 +8,8 @@ import Testing
 /// What reaches the state directory, as an SD card would see it (docs/state.md, "SD-card wear"), on the real daemon:
 /// the history waits in the runtime directory and only a settle (a stop, a start, `sleepproxyctl sync`) brings it to
 /// the state directory; a hand-back waits for the next synced write instead of writing the journal at once; and a
-/// `kill -9` in between loses no line of the history, read back by `sleepproxyctl history` after the restart.
+/// `kill -9` in between loses no line of the history, read back by `sleepproxyctl history` after the restart, and
+/// is followed by the same start as a clean stop.
 @Suite("State on an SD card", .lab(.namespaces, serialized: true))
 final class StateWearLabTests: ThreeHostSuite {
     let setup: ThreeHostLab
@@ -32,9 +33,7 @@ final class StateWearLabTests: ThreeHostSuite {
             extra: ["--runtime-directory", self.runtime.path])
     }
 
-    @Test func theHistoryWaitsInTheRuntimeDirectoryAndACrashLosesNone() throws {
-        var daemon = try self.start("sleepproxyd")
-        defer { daemon.stop() }
+    func register() throws {
         let registration = SleepRegistration(
             hostName: try DNSName(parsing: "sleeper.local."), addresses: [IPAddress("192.0.2.2")!],
             services: [
@@ -45,6 +44,35 @@ final class StateWearLabTests: ThreeHostSuite {
             in: self.sleeper.host, to: "192.0.2.1", port: 5599, from: "192.0.2.2",
             payloads: [registration.messages(id: 0x5300, maximumSize: .max)[0].encoded(options: .appleUpdate)])
         #expect(replies.first??.prefix(2) == [0x53, 0x00], "registration not accepted")
+    }
+
+    /// A crash is followed by the same start as a clean stop: the live record in the runtime directory says whom the
+    /// proxy spoke for, so the host is answered for at once instead of after three probes a second apart.
+    @Test func afterACrashTheHostIsAnsweredForAtOnce() throws {
+        var daemon = try self.start("sleepproxyd")
+        defer { daemon.stop() }
+        try self.register()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        let live = self.runtime.appendingPathComponent("spoken-for.json")
+        #expect(waitUntil(timeout: 3) { self.text(live).contains(ThreeHostLab.sleeperMAC.description) })
+        daemon.stop(signal: SIGKILL)
+        daemon = try self.start("sleepproxyd-2")
+        let query = DNSMessage(id: 3, questions: [DNSQuestion(name: "sleeper.local.", type: .a)])
+        let answers = try RawMDNS.exchange(
+            in: self.setup.third, packets: [query], to: .v4(.mdnsGroup), listen: .seconds(1))
+        #expect(
+            answers.contains { $0.message.answers.contains { $0.name.description == "sleeper.local." } },
+            "not answered for within a second of the restart: \(daemon.output)")
+        #expect(Daemon.hosts(proxy: self.proxy, stateDirectory: self.state)["sleeper.local."]?.state == .asleep)
+        #expect(self.sleeper.magicPackets.isEmpty, "a crash wakes nobody")
+    }
+
+    @Test func theHistoryWaitsInTheRuntimeDirectoryAndACrashLosesNone() throws {
+        var daemon = try self.start("sleepproxyd")
+        defer { daemon.stop() }
+        try self.register()
         try self.sleeper.sleep()
         #expect(
             Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
