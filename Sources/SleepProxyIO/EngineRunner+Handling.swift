@@ -122,10 +122,14 @@ extension EngineRunner {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
             case .presence(let change):
+                // For the live spoken-for record (`keepSpokenForLive`): a host leaves the set only if it was in it
+                // (its history's last word); a registration's `starting` is no leave.
                 let presence = PresenceState(change.state)
                 if presence == .asleep || presence == .waking {
                     self.spokenForJoined = true
-                } else {
+                } else if let before = self.history.lastState(of: change.host.primaryMAC.description),
+                    before == .asleep || before == .waking
+                {
                     self.spokenForLeft = true
                 }
                 self.recordHistory(

@@ -114,7 +114,8 @@ extension EngineRunner {
         // For the next start: which hosts to speak for again at once (`SpokenForRecord`).
         do {
             try SpokenForRecord.write(
-                SpokenForRecord(keys: self.engine.spokenFor, peers: self.engine.identifiedPeers, stoppedAt: Date()),
+                SpokenForRecord(
+                    keys: self.engine.spokenForOrResuming, peers: self.engine.identifiedPeers, stoppedAt: Date()),
                 directory: self.journal.directory)
         } catch {
             self.logger.warning(

@@ -91,7 +91,7 @@ extension EngineRunner {
             do {
                 try SpokenForRecord.write(
                     SpokenForRecord(
-                        keys: self.engine.spokenFor, peers: self.engine.identifiedPeers, stoppedAt: Date()),
+                        keys: self.engine.spokenForOrResuming, peers: self.engine.identifiedPeers, stoppedAt: Date()),
                     directory: directory)
             } catch {
                 _ = unlink(url.path)

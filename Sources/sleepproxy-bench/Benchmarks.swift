@@ -81,6 +81,10 @@ enum Benchmarks {
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
                 try WearBenchmark.runLab(daemon: daemon)
+            case "crash":
+                let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+                    .appendingPathComponent("sleepproxyd")
+                try CrashBenchmark.runLab(daemon: daemon)
             case "status-local":
                 try StatusBenchmarks.run()
             case "status-sample":
@@ -101,7 +105,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, crash, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

@@ -265,12 +265,16 @@ extension ProxyEngineTests {
         let first = h.engine.resumeSpeaking(for: registrations.map(\.key), stoppedFor: .seconds(2), now: h.now)
         let asleep = { registrations.filter { h.engine.state(of: $0.key) == .asleep }.count }
         #expect(asleep() == slice && H.logs(first).isEmpty)
+        // A stop or a crash now leaves the host not yet come to for the next start too, not only the slice.
+        #expect(h.engine.spokenFor.count == slice)
+        #expect(h.engine.spokenForOrResuming == registrations.map(\.key).sorted())
         let due = h.now + EngineRules.resumeSliceInterval
         #expect(h.engine.nextDeadline().map { $0 <= due } == true, "the rest is due a slice's interval later")
         _ = h.engine.tick(now: due - .milliseconds(1))
         #expect(asleep() == slice, "not before")
         let rest = h.engine.tick(now: due)
         #expect(asleep() == slice + 1)
+        #expect(h.engine.spokenForOrResuming == h.engine.spokenFor)
         #expect(H.logs(rest).filter { $0.contains("hosts were asleep") }.count == 1)
         #expect(H.logs(h.engine.tick(now: due + .seconds(1))).allSatisfy { !$0.contains("hosts were asleep") })
     }

@@ -61,6 +61,13 @@ extension ProxyEngine {
     /// The hosts the proxy speaks for now (asleep or being woken), for the record a clean stop leaves behind. Not
     /// every host it ever spoke for: one that showed itself up on every address since is `awake`, and speaking for
     /// it again after a restart would fight it (docs/coexistence.md).
+    /// With the hosts a restart has not yet come to (`resumeSpeaking` speaks for them a slice at a time): a stop or
+    /// a crash in those first moments must leave them to the next start as it found them, not probed.
+    public var spokenForOrResuming: [OwnerKey] {
+        guard let job = self.resuming, job.next < job.keys.count else { return self.spokenFor }
+        return Array(Set(self.spokenFor).union(job.keys[job.next...])).sorted()
+    }
+
     public var spokenFor: [OwnerKey] {
         self.registrar.store.owners.keys.filter { key in
             let state = self.state(of: key)
