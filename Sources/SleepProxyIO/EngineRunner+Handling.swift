@@ -122,14 +122,13 @@ extension EngineRunner {
                     self.logger.warning("wake log: cannot write \(self.wakeLog.url.path): \(error)")
                 }
             case .presence(let change):
-                // For the live spoken-for record (`keepSpokenForLive`): a host leaves the set only if it was in it
-                // (its history's last word); a registration's `starting` is no leave.
+                // For the live spoken-for record (`keepSpokenForLive`): a host leaves the set only if the record
+                // names it.
                 let presence = PresenceState(change.state)
+                let named = self.liveRecordKeys.contains(change.host)
                 if presence == .asleep || presence == .waking {
-                    self.spokenForJoined = true
-                } else if let before = self.history.lastState(of: change.host.primaryMAC.description),
-                    before == .asleep || before == .waking
-                {
+                    if !named { self.spokenForJoined = true }
+                } else if named {
                     self.spokenForLeft = true
                 }
                 self.recordHistory(

@@ -80,6 +80,7 @@ extension EngineRunner {
         let url = directory.appendingPathComponent(SpokenForRecord.fileName)
         if self.spokenForLeft, !self.liveRecordRemoved {
             self.liveRecordRemoved = true
+            self.liveRecordKeys = []
             _ = unlink(url.path)
         }
         if let last = self.liveRecordAt, now - last < SpokenForRecord.liveInterval { return }
@@ -88,12 +89,14 @@ extension EngineRunner {
             self.spokenForLeft = false
             self.spokenForJoined = false
             self.liveRecordRemoved = false
+            let keys = self.engine.spokenForOrResuming
             do {
                 try SpokenForRecord.write(
-                    SpokenForRecord(
-                        keys: self.engine.spokenForOrResuming, peers: self.engine.identifiedPeers, stoppedAt: Date()),
+                    SpokenForRecord(keys: keys, peers: self.engine.identifiedPeers, stoppedAt: Date()),
                     directory: directory)
+                self.liveRecordKeys = Set(keys)
             } catch {
+                self.liveRecordKeys = []
                 _ = unlink(url.path)
             }
         } else {

@@ -88,6 +88,8 @@ public final class EngineRunner: @unchecked Sendable {
     /// A host joined the set spoken for since the live record was written, or left it (then it is written at once).
     var spokenForJoined = false
     var spokenForLeft = false
+    /// The hosts the live record names (emptied when it is removed).
+    var liveRecordKeys: Set<OwnerKey> = []
     var liveRecordAt: Timestamp?
     /// The live record is gone since a host left the set, until it is written again; nil `liveRecordAt` means
     /// never written, so the first pass writes it.

@@ -150,11 +150,13 @@ enum CrashBenchmark {
             if ProcessInfo.processInfo.environment["BENCH_CRASH_TRACE"] != nil {
                 print("    round \(round): \(asleep.count) asleep, \(asleepAtKill.count) asleep for over a second")
             }
-            // Hosts asleep do not renew here: the registrants share one MAC, so the proxy, answering for their
-            // addresses, would keep its replies to itself (a real host renewing in a dark wake speaks from its own MAC
-            // and is handed back first).
+            // Hosts asleep do not renew here: a renewal is a host awake for a moment, which the proxy probes again
+            // before it speaks for it (and the registrants share one MAC, so the proxy, answering for their
+            // addresses, would keep its replies to itself). The others renew up to three times a round, which grows
+            // the journal past its bound every few rounds.
             let count = min(Self.mostHosts, (round + 1) * Self.newHostsPerRound)
-            let storm = RoundStorm(hosts: (0..<count).filter { !asleep.contains($0) }, round: round, clients: clients)
+            let renewing = (0..<count).filter { !asleep.contains($0) }
+            let storm = RoundStorm(hosts: renewing + renewing + renewing, round: round, clients: clients)
             // Adopted in three rounds of four; the change (an `adopted.json` write) comes before the NAS speaks.
             if (round % 4 != 3) != adopted {
                 let change = try proxy.run(
@@ -170,13 +172,19 @@ enum CrashBenchmark {
                 listen: .milliseconds(1))
             _ = try nas.spawn(
                 ["/usr/bin/python3", "-c", Self.ssdpScript, String(format: "%04x", round)], logName: "ssdp")
-            // Mostly in the middle of the storm; one round in ten long enough for the new hosts' probes to end, so
+            // Mostly in the middle of the storm; about one round in seven long enough for the new hosts' probes to end, so
             // that there are hosts asleep when the daemon dies.
             let delay =
-                Int.random(in: 0..<10, using: &random) == 0
-                ? 3_000_000 + Int.random(in: 0..<2_000_000, using: &random)
+                Int.random(in: 0..<100, using: &random) < 15
+                ? 5_000_000 + Int.random(in: 0..<2_000_000, using: &random)
                 : Int.random(in: 0..<600_000, using: &random)
             usleep(UInt32(delay))
+            if ProcessInfo.processInfo.environment["BENCH_CRASH_TRACE"] != nil {
+                let live = (try? String(contentsOf: runtime.appendingPathComponent("spoken-for.json"), encoding: .utf8))
+                print(
+                    "    round \(round): killed after \(delay / 1000) ms, the live record names \(live.map { $0.components(separatedBy: "\"mac\"").count - 1 } ?? -1) hosts"
+                )
+            }
             kill(process.pid, SIGKILL)
             storm.stop()
             let acked = storm.wait()
@@ -271,7 +279,7 @@ final class RoundStorm: @unchecked Sendable {
                     continue
                 }
                 // A new message ID each round: a renewal, not a retransmission the proxy would answer from memory.
-                let id = UInt16(truncatingIfNeeded: round &* 1_009 &+ hosts[next])
+                let id = UInt16(truncatingIfNeeded: round &* 1_009 &+ next)
                 proxy.send(ScaleBenchmarks.host(hosts[next], id: id).message.encoded(options: .appleUpdate), on: fd)
                 outstanding[fd] = (hosts[next], id, monotonicNanoseconds())
                 next += 1

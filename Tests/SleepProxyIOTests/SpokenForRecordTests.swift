@@ -35,4 +35,25 @@ struct SpokenForRecordTests {
         let read = try #require(SpokenForRecord.take(directory: directory))
         #expect(read.keys == [key] && read.proxyPeers(now: .seconds(9)).isEmpty)
     }
+
+    /// A crash's live copy in a runtime directory in memory (a tmpfs, as /run is) is taken as of when it was last
+    /// touched; a clean stop's record in the state directory wins over it, and both are taken away.
+    @Test func theLiveCopyInMemoryIsTakenAsOfItsLastTouch() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("spoken-for-\(UUID())")
+        let runtime = URL(fileURLWithPath: "/dev/shm/spoken-for-\(UUID())")
+        for directory in [state, runtime] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        defer { for directory in [state, runtime] { try? FileManager.default.removeItem(at: directory) } }
+        let key = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:02")!)
+        let written = Date(timeIntervalSinceNow: -120)
+        try SpokenForRecord.write(SpokenForRecord(keys: [key], stoppedAt: written), directory: runtime)
+        let live = try #require(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime))
+        #expect(live.keys == [key])
+        #expect(abs(live.stoppedAt - Date().timeIntervalSince1970) < 5, "its modification time, not when written")
+        try SpokenForRecord.write(SpokenForRecord(keys: [key], stoppedAt: written), directory: runtime)
+        try SpokenForRecord.write(SpokenForRecord(keys: [], stoppedAt: Date()), directory: state)
+        #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime)?.keys == [])
+        #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime) == nil, "both taken away")
+    }
 }
