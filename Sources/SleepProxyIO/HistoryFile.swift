@@ -249,7 +249,7 @@ final class HistoryFile: @unchecked Sendable {
     /// with its bytes), syncs it and removes the settling file.
     private func finishSettling() throws {
         guard let size = regularFileSize(atPath: self.settlingURL.path) else { return }
-        let bytes = [UInt8](try Data(contentsOf: self.settlingURL))
+        let bytes = try LineFiles.contents(of: self.settlingURL.path)
         if size > 0, !LineFiles.file(self.url.path, endsWith: bytes) {
             try appendLines(bytes, to: self.url.path, sync: true)
         }

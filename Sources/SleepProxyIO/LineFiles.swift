@@ -23,11 +23,13 @@ enum LineFiles {
     static func forEachLine(
         of path: String, maximumBytes: Int, _ body: (UnsafeBufferPointer<UInt8>) -> Void
     ) -> Bool {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        // Never through a symbolic link: the runtime directory may be one anybody can write to (--control-socket
+        // in /tmp), and what is read here is appended to the state directory.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard fd >= 0 else { return false }
         defer { Glibc.close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { return false }
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return false }
         let size = Int(info.st_size)
         let start = max(0, size - maximumBytes)
         guard lseek(fd, off_t(start), SEEK_SET) >= 0 else { return false }
@@ -114,5 +116,25 @@ extension LineFiles {
             read += count
         }
         return tail == suffix
+    }
+
+    /// The whole of a regular file, never through a symbolic link (`forEachLine`); at most `maximumBytes`.
+    static func contents(of path: String, maximumBytes: Int = LineFiles.maximumBytes) throws -> [UInt8] {
+        let fd = try retryingSyscall("open(\(path))") { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        defer { Glibc.close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG, Int(info.st_size) <= maximumBytes else {
+            throw EngineRunnerError(description: "\(path) is not a regular file of at most \(maximumBytes) bytes")
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var read = 0
+        while read < bytes.count {
+            let count = try bytes.withUnsafeMutableBytes { raw in
+                try retryingSyscall("read(\(path))") { Glibc.read(fd, raw.baseAddress! + read, raw.count - read) }
+            }
+            guard count > 0 else { break }
+            read += count
+        }
+        return Array(bytes.prefix(read))
     }
 }

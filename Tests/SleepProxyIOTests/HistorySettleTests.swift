@@ -74,6 +74,20 @@ struct HistorySettleTests {
         }
     }
 
+    /// A runtime directory anybody can write to (`--control-socket /tmp/…`) must not make the daemon copy another
+    /// file into the state directory: a symbolic link planted as the recent or the settling file is not followed.
+    @Test func aPlantedSymbolicLinkIsNotFollowed() throws {
+        try Self.directories { state, runtime in
+            let secret = runtime.deletingLastPathComponent().appendingPathComponent("secret")
+            try Data(try HistoryFileTests.record(7).jsonLine()).write(to: secret)
+            let file = HistoryFile(directory: state, runtimeDirectory: runtime, logger: Self.logger)
+            try FileManager.default.createSymbolicLink(at: file.settlingURL, withDestinationURL: secret)
+            try FileManager.default.createSymbolicLink(at: file.recentURL, withDestinationURL: secret)
+            #expect(file.load().count == 0, "neither link is read")
+            #expect(!Self.lines(file.url).contains { $0.contains("n7") }, "nor copied to the state directory")
+        }
+    }
+
     /// At `recentLimitBytes` the runtime file takes the batch; one byte more, with the state file unwritable (a
     /// directory stands in its place), the batch is dropped and counted.
     @Test(arguments: [0, 1])
