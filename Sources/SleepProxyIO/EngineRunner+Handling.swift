@@ -152,6 +152,8 @@ extension EngineRunner {
         if !batch.transmissions.isEmpty {
             self.mdns?.send(batch.transmissions.map { ($0.destination, $0.bytes) })
             batch.transmissions.removeAll()
+            // The rate limit counts from now, not from the batch's start (RFC 6762 §6.2).
+            self.engine.multicastSent(at: SystemClock.now())
         }
         if !batch.ssdp.isEmpty {
             self.ssdpSockets?.send(batch.ssdp.map { ($0.destination, $0.bytes) })

@@ -142,6 +142,49 @@ extension ResponderTests {
         #expect(second[0].0 - first[0].0 >= .seconds(1))
     }
 
+    /// RFC 6762 §6.2 counts the second from when a record was multicast: the I/O layer sends a pass's mDNS after the
+    /// pass's work and says when (`multicastSent(at:)`), and the record's next multicast waits a second from then.
+    /// Counted from the pass's time, two answers a busy pass apart left 0.987 s apart (docs/busy-lan.md).
+    @Test func theSecondCountsFromWhenTheRecordLeft() throws {
+        var h = H()
+        h.register(Lab.registration())
+        _ = h.run(for: .seconds(10))
+        let query = DNSMessage(questions: [DNSQuestion(name: Self.http, type: .srv)])
+        _ = h.receive(query)
+        let first = H.transmissions(h.run(for: .milliseconds(200)))
+        #expect(first.count == 1)
+        let left = first[0].0 + .milliseconds(40)
+        h.responder.multicastSent(at: left)
+        _ = h.receive(query)
+        let second = H.transmissions(h.run(for: .seconds(2)))
+        #expect(second.count == 1)
+        #expect(second.first.map { $0.0 - left >= .seconds(1) } == true, "a second from when the first left")
+        #expect(second.first.map { $0.0 - left } == .seconds(1), "and not later")
+    }
+
+    /// The stamps waiting for the I/O layer's word are bounded (`Responder.stampsAwaitingSend`): at the bound every
+    /// one moves to the time of sending, one past it stays at its pass's time.
+    @Test func stampsAwaitingTheirSendAreBounded() throws {
+        var h = H()
+        let bound = Responder.stampsAwaitingSend
+        let channel = Responder.Channel(interfaceIndex: Lab.eth0.index, family: .v4)
+        let keys = (0...bound).map { n in
+            Responder.MulticastKey(
+                channel: channel, name: try! DNSName(parsing: "r\(n).local."),
+                rdata: .a(ARecord(address: IPv4Address(rawValue: 0xC000_0200 &+ UInt32(n)))))
+        }
+        let before = h.responder.stampedSinceSent.count
+        for key in keys[..<(bound - before)] { h.responder.stamp(key, now: h.now) }
+        #expect(h.responder.stampedSinceSent.count == bound)
+        h.responder.stamp(keys[bound], now: h.now)
+        #expect(h.responder.stampedSinceSent.count == bound, "one past the bound is not kept")
+        let left = h.now + .milliseconds(30)
+        h.responder.multicastSent(at: left)
+        #expect(h.responder.lastMulticast[keys[bound - before - 1]] == left)
+        #expect(h.responder.lastMulticast[keys[bound]] == h.now)
+        #expect(h.responder.stampedSinceSent.isEmpty)
+    }
+
     @Test func largeResponsesSplitAcrossPackets() throws {
         var h = H()
         let bigTXT = try TXTRecord(strings: (0..<2).map { _ in Array(repeating: UInt8(ascii: "x"), count: 215) })

@@ -7,6 +7,12 @@ extension ProxyEngine {
     /// Everything due at `now`: lease expiry, takeover steps, quiet checks, mDNS timers. Of the takeover's hosts
     /// and of the responder's announcements and goodbyes, `slice` each at most: the rest stay due (`nextDeadline`
     /// says so), so that a caller can answer the queries that came meanwhile before it asks for the next slice.
+    /// The I/O layer handed the mDNS it was given to the sockets at `time`: the one-second limit of RFC 6762 §6.2
+    /// counts from then, not from the pass's time (`Responder.multicastSent(at:)`).
+    public mutating func multicastSent(at time: Timestamp) {
+        self.responder?.multicastSent(at: time)
+    }
+
     public mutating func tick(now: Timestamp, slice: Int? = nil) -> [EngineAction] {
         var actions = self.resumeSlice(now: now)
         for expiry in self.registrar.expire(now: now) {

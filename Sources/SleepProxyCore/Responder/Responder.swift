@@ -31,6 +31,18 @@ public struct Responder: Sendable {
     var heldBytes = 0
     /// When each record was last multicast on each interface and family (RFC 6762 §5.4, §6.2).
     var lastMulticast = MulticastHistory()
+    /// Records stamped in `lastMulticast` since the I/O layer last said when it sent (`multicastSent(at:)`), at
+    /// most `stampsAwaitingSend`.
+    var stampedSinceSent: [MulticastKey] = []
+    /// Ours: a pass multicasts far fewer records than this (a registration of 24 records announces 24); past it, as
+    /// with an engine driven without an I/O layer that reports its sends (benchmarks, the fuzz target), a stamp
+    /// stays at the pass's time instead of the list growing.
+    static let stampsAwaitingSend = 4096
+
+    mutating func stamp(_ key: MulticastKey, now: Timestamp) {
+        self.lastMulticast[key] = now
+        if self.stampedSinceSent.count < Self.stampsAwaitingSend { self.stampedSinceSent.append(key) }
+    }
     /// Announcements of proxied records, up to two per host (shared records at once, unique ones later).
     var announcements = TimerQueue<AnnouncementKey, Announcement>()
     /// Goodbyes of proxied records, one queue entry per host.
@@ -342,7 +354,18 @@ public struct Responder: Sendable {
         for record in records {
             let key = MulticastKey(
                 channel: Channel(interfaceIndex: interfaceIndex, family: first), name: record.name, rdata: record.rdata)
-            for family in families { self.lastMulticast[key.on(family)] = now }
+            for family in families { self.stamp(key.on(family), now: now) }
         }
+    }
+
+    /// The records decided at a batch's time went out at `time`, later by the rest of the batch's work (up to a
+    /// few milliseconds here, more on a small box): RFC 6762 §6.2 counts its second from the last time a record
+    /// was multicast, so their stamps move to when they left. Stamped at the decision, two answers a busy batch
+    /// apart left 0.987 s apart in an hour of a query storm (docs/busy-lan.md).
+    mutating func multicastSent(at time: Timestamp) {
+        for key in self.stampedSinceSent {
+            if let stamped = self.lastMulticast[key], stamped < time { self.lastMulticast[key] = time }
+        }
+        self.stampedSinceSent.removeAll(keepingCapacity: true)
     }
 }

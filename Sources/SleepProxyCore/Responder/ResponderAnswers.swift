@@ -305,7 +305,7 @@ extension Responder {
                                 destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family),
                                 message: message, bytes: bytes)))
                     for record in message.answers + message.additionals {
-                        self.lastMulticast[MulticastKey(channel: channel, name: record.name, rdata: record.rdata)] = now
+                        self.stamp(MulticastKey(channel: channel, name: record.name, rdata: record.rdata), now: now)
                     }
                 }
             }
