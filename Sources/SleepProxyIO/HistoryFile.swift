@@ -20,8 +20,9 @@ import SleepProxyCore
 /// nothing. The state file is rewritten with what `HistoryBook` keeps once it holds twice
 /// `HistoryBook.recordsInAll` lines.
 final class HistoryFile: @unchecked Sendable {
-    // @unchecked: `pending`, `stopped`, `running`, `settleRequests`, `settled` and `droppedCount` are guarded by
-    // `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's alone (or `load`'s, before).
+    // @unchecked: `pending`, `stopped`, `running`, `settleRequests`, `settled`, `settledWell` and `droppedCount` are
+    // guarded by `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's alone (or `load`'s,
+    // before).
     static let fileName = "history.jsonl"
     /// In the runtime directory: lines not yet settled, and lines being settled (a settle cut short by a crash
     /// is finished at the next one).
@@ -50,6 +51,8 @@ final class HistoryFile: @unchecked Sendable {
     private var running = false
     private var settleRequests = 0
     private var settled = 0
+    /// Whether the last settle wrote what it had to (`settleNow` tells `sleepproxyctl sync`).
+    private var settledWell = true
     private var lineCount = 0
     private var recentBytes = 0
     private var nextSettle: Timestamp
@@ -169,7 +172,7 @@ final class HistoryFile: @unchecked Sendable {
         self.condition.signal()
         let deadline = SystemClock.now() + .milliseconds(Int64(seconds * 1000))
         while self.settled < wanted, SystemClock.now() < deadline { self.condition.wait(seconds: 0.05) }
-        return self.settled >= wanted
+        return self.settled >= wanted && self.settledWell
     }
 
     private func loop() {
@@ -189,12 +192,16 @@ final class HistoryFile: @unchecked Sendable {
             let settling = stopping || self.settled < requested || SystemClock.now() >= self.nextSettle
             self.condition.unlock()
             if count > 0 { self.append(bytes, lines: count) }
+            var well = true
             if settling {
-                self.settle()
+                well = self.settle()
                 self.nextSettle = SystemClock.now() + Self.settleInterval
             }
             self.condition.lock()
-            if settling { self.settled = max(self.settled, requested) }
+            if settling {
+                self.settled = max(self.settled, requested)
+                self.settledWell = well
+            }
             self.condition.signal()
             self.condition.unlock()
             if stopping, count == 0 {
@@ -227,12 +234,13 @@ final class HistoryFile: @unchecked Sendable {
 
     /// Moves the recent lines to the state file: renamed aside first, so that new lines start a new recent file
     /// and a crash in the middle leaves a settling file the next settle finishes (docs/state.md).
-    private func settle() {
+    @discardableResult
+    private func settle() -> Bool {
         do {
             // `recentBytes` counts the settling file too until it is gone: both are memory.
             try self.finishSettling()
             self.recentBytes = regularFileSize(atPath: self.recentURL.path) ?? 0
-            guard self.recentBytes > 0 else { return }
+            guard self.recentBytes > 0 else { return true }
             try retryingSyscall("rename(\(self.recentURL.path))") {
                 rename(self.recentURL.path, self.settlingURL.path)
             }
@@ -240,8 +248,10 @@ final class HistoryFile: @unchecked Sendable {
             self.recentBytes = 0
             if self.lineCount > 2 * self.bound { try self.rewrite() }
             self.working()
+            return true
         } catch {
             self.failed(error)
+            return false
         }
     }
 

@@ -108,6 +108,7 @@ struct HistorySettleTests {
             // or is dropped.
             #expect(waitUntil { file.dropped > 0 || (regularFileSize(atPath: file.recentURL.path) ?? 0) > 0 })
             #expect(file.dropped == over, "at the bound the line is kept, past it dropped")
+            #expect(!file.settleNow(), "a settle that cannot write says so (`sleepproxyctl sync` fails)")
             file.stop()
         }
     }
