@@ -44,16 +44,33 @@ extension EngineRunner {
             return true
         } catch {
             self.logger.warning("state: cannot write \(self.journal.directory.path)/registrations.journal: \(error)")
-            self.heldJournal = held.bytes + self.heldJournal
-            self.heldJournalEntries += held.entries
-            self.heldJournalSince = self.heldJournalSince ?? SystemClock.now()
+            // Kept for the next try while within the bound; past it given up, as a crash would: the hosts concerned
+            // are probed before they are spoken for after the next start.
+            if held.bytes.count <= Self.heldJournalLimitBytes {
+                self.heldJournal = held.bytes + self.heldJournal
+                self.heldJournalEntries += held.entries
+                self.heldJournalSince = self.heldJournalSince ?? SystemClock.now()
+            }
             return false
         }
     }
 
-    /// Held entries go to the file once they are as old as a history settle, even if no registration came.
+    /// Ours: the most journal bytes held in memory (about 60 entries of a typical host). Hand-backs and holds come
+    /// from the network (an adopted host, or frames claiming to be it, can flap for hours with no registration to
+    /// ride on), so what is held must not grow with them; past it they are written at once, unsynced.
+    static let heldJournalLimitBytes = 64 << 10
+
+    /// Whether held entries go to the file now, though no synced append came: past `heldJournalLimitBytes`, or once
+    /// as old as a history settle.
+    static func heldJournalIsDue(bytes: Int, since: Timestamp?, now: Timestamp) -> Bool {
+        guard let since else { return false }
+        return bytes > Self.heldJournalLimitBytes || now - since >= HistoryFile.settleInterval
+    }
+
     func settleHeldJournal(now: Timestamp) {
-        guard let since = self.heldJournalSince, now - since >= HistoryFile.settleInterval else { return }
+        guard Self.heldJournalIsDue(bytes: self.heldJournal.count, since: self.heldJournalSince, now: now) else {
+            return
+        }
         self.writeHeldJournal(sync: false)
     }
 

@@ -113,6 +113,19 @@ struct HistorySettleTests {
         }
     }
 
+    /// Journal entries no reply waits on are held at most `heldJournalLimitBytes` (at N held, at N + 1 written), or
+    /// six hours; nothing held is never due.
+    @Test func heldJournalEntriesAreBoundedInBytesAndTime() {
+        let limit = EngineRunner.heldJournalLimitBytes
+        let since = Timestamp(nanoseconds: 1_000_000_000)
+        #expect(!EngineRunner.heldJournalIsDue(bytes: limit, since: since, now: since))
+        #expect(EngineRunner.heldJournalIsDue(bytes: limit + 1, since: since, now: since))
+        let settle = HistoryFile.settleInterval
+        #expect(!EngineRunner.heldJournalIsDue(bytes: 1, since: since, now: since + settle - .nanoseconds(1)))
+        #expect(EngineRunner.heldJournalIsDue(bytes: 1, since: since, now: since + settle))
+        #expect(!EngineRunner.heldJournalIsDue(bytes: 0, since: nil, now: since + settle))
+    }
+
     @Test func theWakeLogIsRebuiltFromTheHistoryOrTakenOverOnce() throws {
         try Self.directories { state, runtime in
             let entry = WakeLogEntry(

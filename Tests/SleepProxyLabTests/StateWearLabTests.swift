@@ -46,15 +46,20 @@ final class StateWearLabTests: ThreeHostSuite {
         #expect(replies.first??.prefix(2) == [0x53, 0x00], "registration not accepted")
     }
 
+    /// The host registers while awake, then sleeps (its addresses go), and the proxy holds it asleep.
+    func registerAndSleep() throws {
+        try self.register()
+        try self.sleeper.sleep()
+        #expect(
+            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+    }
+
     /// A crash is followed by the same start as a clean stop: the live record in the runtime directory says whom the
     /// proxy spoke for, so the host is answered for at once instead of after three probes a second apart.
     @Test func afterACrashTheHostIsAnsweredForAtOnce() throws {
         var daemon = try self.start("sleepproxyd")
         defer { daemon.stop() }
-        try self.register()
-        try self.sleeper.sleep()
-        #expect(
-            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        try self.registerAndSleep()
         let live = self.runtime.appendingPathComponent("spoken-for.json")
         #expect(waitUntil(timeout: 3) { self.text(live).contains(ThreeHostLab.sleeperMAC.description) })
         daemon.stop(signal: SIGKILL)
@@ -65,6 +70,10 @@ final class StateWearLabTests: ThreeHostSuite {
         #expect(
             answers.contains { $0.message.answers.contains { $0.name.description == "sleeper.local." } },
             "not answered for within a second of the restart: \(daemon.output)")
+        // dig on another machine, asking the sleeping host's own address as a person's tool would: the proxy answers
+        // ARP for it and the name resolves.
+        let dug = try Queriers.dig(in: self.setup.third, server: "192.0.2.2", name: "sleeper.local.", type: "A")
+        #expect(dug.contains { $0.data == "192.0.2.2" }, "dig: \(dug)")
         #expect(Daemon.hosts(proxy: self.proxy, stateDirectory: self.state)["sleeper.local."]?.state == .asleep)
         #expect(self.sleeper.magicPackets.isEmpty, "a crash wakes nobody")
     }
@@ -72,10 +81,7 @@ final class StateWearLabTests: ThreeHostSuite {
     @Test func theHistoryWaitsInTheRuntimeDirectoryAndACrashLosesNone() throws {
         var daemon = try self.start("sleepproxyd")
         defer { daemon.stop() }
-        try self.register()
-        try self.sleeper.sleep()
-        #expect(
-            Daemon.waitForHost("sleeper.local.", in: .asleep, proxy: self.proxy, stateDirectory: self.state) == .asleep)
+        try self.registerAndSleep()
         let recent = self.runtime.appendingPathComponent("history-recent.jsonl")
         let settled = self.state.appendingPathComponent("history.jsonl")
         #expect(waitUntil(timeout: 5) { self.text(recent).contains("\"state\":\"asleep\"") }, "\(self.text(recent))")
