@@ -115,6 +115,7 @@ let package = Package(
             dependencies: [
                 "SleepProxyCore", "SleepProxyWire", "SleepProxySystem", "CSleepProxyLinux",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "HeapModule", package: "swift-collections"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -85,6 +85,8 @@ enum Benchmarks {
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
                 try CrashBenchmark.runLab(daemon: daemon)
+            case "month":
+                MonthBenchmark.run()
             case "status-local":
                 try StatusBenchmarks.run()
             case "status-sample":
@@ -105,7 +107,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, crash, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, crash, month, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

@@ -156,4 +156,26 @@ extension WakeGateTests {
         #expect(TCPSegment.optionKinds([2, 40]) == [])
         #expect(TCPSegment.optionKinds([0, 2, 4, 5, 0xB4]) == [])
     }
+
+    /// Expired entries leave the tables within `WakeRules.sweepInterval`, not only when a table nears its bound: a
+    /// month's run showed the connection table grow by a few dozen a day (docs/long-running.md).
+    @Test func expiredEntriesAreSweptWithinAMinute() {
+        var g = G()
+        g.send(G.candidate(sourcePort: 40001))  // held a moment: touched, its connection remembered
+        g.gate.noteResolve(by: IPAddress("192.0.2.30")!, of: G.host(1), now: g.now)
+        #expect(g.gate.attempts.count == 1 && g.gate.touches.count == 1 && g.gate.resolvedBy.count == 1)
+        // One tick short of the sweep: the expired connection and touches are still there.
+        g.now = Lab.t0 + WakeRules.sweepInterval - .milliseconds(1)
+        g.gate.noteResolve(by: IPAddress("192.0.2.31")!, of: G.host(1), now: g.now)
+        #expect(g.gate.attempts.count == 1 && g.gate.touches.count == 1)
+        // At the interval: gone; the resolves, still within their window, stay.
+        g.now = Lab.t0 + WakeRules.sweepInterval
+        g.gate.noteResolve(by: IPAddress("192.0.2.32")!, of: G.host(1), now: g.now)
+        #expect(g.gate.attempts.isEmpty && g.gate.touches.isEmpty)
+        #expect(g.gate.resolvedBy.count == 3)
+        // Past the resolve window, at the next sweep, the resolves go too.
+        g.now = Lab.t0 + WakeRules.resolveWindow + WakeRules.sweepInterval * 2
+        _ = g.gate.due(now: g.now)
+        #expect(g.gate.resolvedBy.isEmpty)
+    }
 }

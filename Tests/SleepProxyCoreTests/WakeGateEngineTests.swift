@@ -29,7 +29,7 @@ struct WakeGateEngineTests {
         // A browse from 5353 (as python-zeroconf and mDNSResponder ask): the answer carries the SRV and address.
         h.mdns(DNSMessage(id: 0, questions: [DNSQuestion(name: "_http._tcp.local.", type: .ptr)]))
         h.run(for: .milliseconds(200))
-        #expect(H.wakeEvents(h.frame(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
+        #expect(H.wakeEvents(h.deliver(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
     }
 
     @Test func aResolveQuestionVouchesEvenWhenItsAnswerIsSuppressed() throws {
@@ -39,7 +39,7 @@ struct WakeGateEngineTests {
         // The asker already holds the SRV (known answer): nothing is sent, but it is resolving.
         h.mdns(DNSMessage(id: 0, questions: [DNSQuestion(name: H.http, type: .srv)], answers: [srv]), from: Self.other)
         #expect(H.transmissions(h.run(for: .seconds(1))).isEmpty, "the known answer was not suppressed")
-        #expect(H.wakeEvents(h.frame(Self.syn(from: Self.other))).map(\.rule) == [.resolvedFirst])
+        #expect(H.wakeEvents(h.deliver(Self.syn(from: Self.other))).map(\.rule) == [.resolvedFirst])
     }
 
     @Test func aStrangerAndASuppressedBrowseAreHeldAndAnAnswerToAnotherHostVouchesForNothing() throws {
@@ -109,8 +109,8 @@ extension WakeGateEngineTests {
                 payload: Array(packet.payload.readableBytesView)) == 0, "the UDP checksum must verify")
         let reply = try DNSMessage(decoding: Array(udp.payload.readableBytesView))
         #expect(reply.id == 0x5151 && reply.answers.contains { $0.type == .srv })
-        // The question resolved the host: the same client's connection wakes it at once.
-        #expect(H.wakeEvents(h.frame(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
+        // The question resolved the host: the same client's connection wakes it after the hold.
+        #expect(H.wakeEvents(h.deliver(Self.syn(from: H.querier))).map(\.rule) == [.resolvedFirst])
     }
 }
 

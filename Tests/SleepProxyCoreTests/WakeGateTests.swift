@@ -124,11 +124,15 @@ struct WakeGateTests {
 
     // MARK: - People
 
-    /// Browse → resolve → connect: no hold at all.
-    @Test func aSourceThatResolvedTheHostWakesItAtOnce() {
+    /// Browse → resolve → connect: held only the moment a scan needs to show itself, then woken.
+    @Test func aSourceThatResolvedTheHostWakesItAfterTheHold() {
         var g = G()
         g.gate.noteResolve(by: G.client, of: G.host(1), now: g.now)
-        #expect(g.send(G.candidate()) == .wake(.resolvedFirst))
+        #expect(g.send(G.candidate()) == .hold(until: g.now + WakeRules.holdDelay, .resolvedFirst))
+        g.wait(WakeRules.holdDelay - .milliseconds(1))
+        #expect(g.woken.isEmpty)
+        g.wait(.milliseconds(1))
+        #expect(g.woken.map(\.1) == [.resolvedFirst])
         // For another host it vouches for nothing.
         if case .hold = g.send(G.candidate(host: 2)) {} else { Issue.record("another host was not held") }
         // Nor once its records' TTL has passed.
@@ -145,7 +149,25 @@ struct WakeGateTests {
         let linkLocal = IPAddress("fe80::53:50ff:fe00:20")!
         g.gate.noteResolve(by: G.client, of: G.host(1), now: g.now)
         g.gate.learn(address: G.client, mac: G.clientMAC)
-        #expect(g.send(G.candidate(from: linkLocal)) == .wake(.resolvedFirst))
+        g.send(G.candidate(from: linkLocal))
+        g.wait(WakeRules.holdDelay)
+        #expect(g.woken.map(\.1) == [.resolvedFirst])
+    }
+
+    /// Home Assistant resolves every sleeping host (its zeroconf browses), then its nmap tracker scans them: the
+    /// resolve vouches for nothing once the source shows itself a scanner within the hold (docs/waking.md §4).
+    @Test func aScannerThatResolvedTheHostFirstWakesNothing() {
+        var g = G()
+        g.gate.noteResolve(by: G.client, of: G.host(1), now: g.now)
+        for (index, port) in ([80, 445, 22, 443] as [UInt16]).enumerated() {
+            g.now = Lab.t0 + .milliseconds(index * 5)
+            var shape = G.nmapSYN
+            shape.sequenceNumber = UInt32(index)
+            g.send(G.candidate(sourcePort: 51000, port: port, tcp: shape))
+        }
+        g.wait(.seconds(5))
+        #expect(g.woken.isEmpty)
+        #expect(g.declined.contains { $0.0.port == G.service && $0.1 == .scanner })
     }
 
     /// A bare connect(): held 300 ms, then woken; the hold is what keeps a bare connect under a second.
@@ -235,7 +257,9 @@ struct WakeGateTests {
         resolved.wait(.seconds(1))
         resolved.now = resolved.now + .seconds(60)
         resolved.gate.noteResolve(by: G.client, of: G.host(1), now: resolved.now)
-        #expect(resolved.send(G.candidate(sourcePort: 40002)) == .wake(.resolvedFirst))
+        #expect(resolved.send(G.candidate(sourcePort: 40002)).rule == .resolvedFirst)
+        resolved.wait(WakeRules.holdDelay)
+        #expect(resolved.woken.last?.1 == .resolvedFirst)
         resolved.now = resolved.now + WakeRules.resolveWindow
         #expect(resolved.send(G.candidate(sourcePort: 40003)).rule == .holdingForScan, "the budget went with it")
         var off = G(WakeGate.Configuration(monitorHoldoff: .zero))

@@ -129,7 +129,7 @@ final class WakeNoiseLabTests: ThreeHostSuite {
         #expect(events.contains("from 192.0.2.30, probe-shape"), "\(events)")
 
         // A person on the phone opens the web server from a Bonjour app: browse, resolve, connect. The proxy
-        // answered the resolve, so the SYN wakes at once; the sleeper resumes half a second after the first
+        // answered the resolve, so the SYN wakes after the 300 ms hold; the sleeper resumes half a second after the first
         // magic packet and the app's connect() completes.
         let app = try self.phone.spawn(["/usr/bin/python3", "-c", Self.appScript], logName: "bonjour-app")
         defer { app.stop() }
@@ -153,6 +153,29 @@ final class WakeNoiseLabTests: ThreeHostSuite {
             "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
         ]).stdout
         #expect(metrics.contains("sleepproxy_wakes_declined_total{reason=\"scanner\"}"), "\(metrics.prefix(400))")
+    }
+
+    /// Home Assistant does both: its zeroconf integration browses and resolves what the link publishes (through
+    /// the proxy, for a sleeper), and its nmap tracker then scans every address. The resolve must not vouch for
+    /// the scan: the first SYN used to wake the sleeper at once, before the scan showed itself.
+    @Test func aScannerThatResolvedTheSleeperFirstWakesNobody() throws {
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state)
+        defer { daemon.stop() }
+        try self.registerAndSleep()
+        // The app's script up to its resolve: it leaves before it connects.
+        let resolve = Self.appScript.replacingOccurrences(
+            of: "s = socket.socket(); s.settimeout(20)", with: "zc.close(); sys.exit(0)")
+        let zeroconf = try self.scanner.spawn(["/usr/bin/python3", "-c", resolve], logName: "zeroconf-resolve")
+        defer { zeroconf.stop() }
+        #expect(zeroconf.waitForOutput("resolved", timeout: 15), "\(zeroconf.output)")
+        let raw = try self.nmap(["-sS", "-F", "-T4", "--min-rate", "10", "192.0.2.2"], from: self.scanner)
+        #expect(raw.contains("Host is up"), "nmap did not scan the sleeper: \(raw)")
+        waitUntil(timeout: 10, interval: 0.2) {
+            self.wakeLog().contains { $0.rule == "scanner" && $0.trigger.client == "192.0.2.20" }
+        }
+        #expect(self.sleeper.magicPackets.isEmpty, "woken by a scan: \(self.sleeper.magicPackets.count) magic packets")
+        let log = self.wakeLog()
+        #expect(!log.contains { $0.kind == .wake }, "\(log.map(\.summary))")
     }
 
     /// pyatv and Home Assistant scan by asking each device's own address on port 5353. For a sleeping host the

@@ -38,6 +38,13 @@ public struct EngineProgram {
     public private(set) var reachedAsleep = false
     /// Whether an adopted host was ever held asleep (docs/adoption.md).
     public private(set) var reachedAdoptedAsleep = false
+    /// Whether magic packets ever started for a host, a host being woken answered, and a host was handed back
+    /// (by its own word, woken or not): the lifecycle's later half.
+    public private(set) var reachedWaking = false
+    public private(set) var reachedWoken = false
+    public private(set) var reachedHandedBack = false
+    /// Hosts a magic packet went to since they last came up: a program's time step lets them answer.
+    var magicFor: Set<Int> = []
 
     public init(_ input: [UInt8]) {
         var configuration = RegistrationConfiguration(
@@ -76,16 +83,34 @@ public struct EngineProgram {
     /// Runs the whole program; nil when every invariant held after every step.
     public mutating func run() -> String? {
         while let operation = self.byte() {
-            let actions = self.step(operation)
-            self.steps += 1
-            if let violation = self.check(actions) {
-                return "step \(self.steps) (operation \(operation % 12)): \(violation)"
+            if let violation = self.checked(self.step(operation), operation) { return violation }
+            // Time passed: the hosts woken meanwhile may come up, a step of their own.
+            if operation % 12 >= 10, let violation = self.checked(self.answerWakes(), operation) { return violation }
+        }
+        return nil
+    }
+
+    /// Checks the invariants after one step and notes how far the lifecycle got.
+    mutating func checked(_ actions: [EngineAction], _ operation: UInt8) -> String? {
+        self.steps += 1
+        if let violation = self.check(actions) {
+            return "step \(self.steps) (operation \(operation % 12)): \(violation)"
+        }
+        if !self.reachedAsleep { self.reachedAsleep = !self.engine.hosts(in: .asleep).isEmpty }
+        for action in actions {
+            switch action {
+            case .packet(.sendWakeDatagram(let bytes, _)): self.noteMagic(bytes)
+            case .packet(.sendFrame(let bytes, _)) where bytes.count > 14 && bytes[12] == 0x08 && bytes[13] == 0x42:
+                self.noteMagic(Array(bytes[14...]))
+            case .wakeEvent(let event) where event.kind == .wake: self.reachedWaking = true
+            case .wakeEvent(let event) where event.kind == .awake: self.reachedWoken = true
+            case .presence(let change) where change.state == .handedBack: self.reachedHandedBack = true
+            default: break
             }
-            if !self.reachedAsleep { self.reachedAsleep = !self.engine.hosts(in: .asleep).isEmpty }
-            if !self.reachedAdoptedAsleep {
-                self.reachedAdoptedAsleep = self.engine.hosts(in: .asleep).contains {
-                    self.engine.registration($0)?.isAdopted == true
-                }
+        }
+        if !self.reachedAdoptedAsleep {
+            self.reachedAdoptedAsleep = self.engine.hosts(in: .asleep).contains {
+                self.engine.registration($0)?.isAdopted == true
             }
         }
         return nil
@@ -160,6 +185,42 @@ public struct EngineProgram {
             self.now = target
             return actions + self.engine.tick(now: self.now)
         }
+    }
+
+    mutating func noteMagic(_ payload: [UInt8]) {
+        guard payload.count >= 12, let mac = MACAddress(bytes: Array(payload[6..<12])) else { return }
+        let host = Int(mac.rawValue) - Int(Self.mac(0).rawValue)
+        if (0..<Self.hostCount).contains(host) { self.magicFor.insert(host) }
+    }
+
+    /// A woken host comes up as real ones do (a gratuitous ARP, unsolicited advertisements), unless the program's next byte keeps it
+    /// asleep: without this, random bytes rarely produced the right host's sign within its wake, and the second
+    /// half of the lifecycle (woken, handed back) went mostly untried.
+    mutating func answerWakes() -> [EngineAction] {
+        var actions: [EngineAction] = []
+        for host in self.magicFor.sorted() where (self.byte() ?? 0) & 7 != 0 {
+            self.magicFor.remove(host)
+            let mac = Self.mac(host)
+            var frames = [
+                ARPPacket.announcement(from: mac, for: IPv4Address(192, 0, 2, UInt8(2 + host)))
+                    .frame(destination: .broadcast, source: mac).bytes
+            ]
+            // And on each IPv6 address it may have registered (an unsolicited advertisement, RFC 4861 §7.2.6).
+            for case .v6(let address) in [Self.v6(host), Self.linkLocal(host)] {
+                frames.append(
+                    NeighborDiscoveryMessage(
+                        kind: .advertisement, flags: [.override], target: address, targetLinkLayerAddress: mac
+                    ).frame(
+                        ethernetSource: mac, ethernetDestination: IPv6Address.allNodes.multicastMAC, source: address,
+                        destination: .allNodes
+                    ).bytes)
+            }
+            for frame in frames {
+                actions += self.engine.receiveFrame(
+                    frame, interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+            }
+        }
+        return actions
     }
 
     mutating func register(_ host: Int) -> [EngineAction] {
@@ -318,54 +379,6 @@ public struct EngineProgram {
 
     // MARK: - Invariants
 
-    /// What must hold after every step.
-    func check(_ actions: [EngineAction]) -> String? {
-        let store = self.engine.registrar.store
-        // Bounded by the configured limits.
-        if store.hostCount > Self.maximumHosts { return "\(store.hostCount) hosts held, limit \(Self.maximumHosts)" }
-        if store.recordCount > Self.maximumRecords {
-            return "\(store.recordCount) records held, limit \(Self.maximumRecords)"
-        }
-        // Every held host in exactly one state.
-        var counted = 0
-        for key in store.owners.keys {
-            guard self.engine.state(of: key) != nil else { return "\(key) is held but in no state" }
-        }
-        for (_, count) in self.engine.hostsByState { counted += count }
-        if counted != store.hostCount { return "\(counted) hosts in the state counts, \(store.hostCount) held" }
-        var inStates = 0
-        for state in HostState.held { inStates += self.engine.hosts(in: state).count }
-        if inStates != store.hostCount { return "\(inStates) hosts listed by state, \(store.hostCount) held" }
-        // One truth about speaking: the responder's and SSDP's marks agree with each host's lifecycle, and they
-        // keep none for a host no longer held.
-        for key in store.owners.keys {
-            let speaks = self.engine.isSpokenFor(key)
-            if let responder = self.engine.responder, responder.silenced.contains(key) == speaks {
-                return "the responder \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
-            }
-            if let ssdp = self.engine.ssdp, ssdp.isSpeaking(for: key) != speaks {
-                return "SSDP \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
-            }
-        }
-        if let silenced = self.engine.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {
-            return "the responder keeps \(stale) silenced after it was let go"
-        }
-        // Never a host's record answered or announced while the proxy is not speaking for it: its records go out
-        // only while it is asleep or being woken (goodbyes for a host just removed are not its records any more).
-        let speaking: Set<OwnerKey> = self.engine.hosts(in: .asleep).union(self.engine.hosts(in: .waking))
-        var silentNames: Set<DNSName> = []
-        for (key, registration) in store.owners where !speaking.contains(key) {
-            for proxied in registration.records where proxied.record.cacheFlush {
-                silentNames.insert(proxied.record.name)
-            }
-        }
-        for case .transmit(let transmission) in actions {
-            for record in transmission.message.answers + transmission.message.additionals
-            where record.ttl > 0 && silentNames.contains(record.name) {
-                // A name two hosts share (never in these programs: each host's names are its own) would not count.
-                return "\(record.name) \(record.type) sent while its host is not asleep"
-            }
-        }
-        return nil
-    }
+    /// What must hold after every step: the engine's own audit (`ProxyEngine.auditViolation(after:)`).
+    func check(_ actions: [EngineAction]) -> String? { self.engine.auditViolation(after: actions) }
 }

@@ -50,9 +50,11 @@ extension ProxyEngine {
     /// for a filtered status page, sleepproxy-bench status).
     public func hosts(in state: HostState) -> Set<OwnerKey> {
         let waking = self.takeover?.wakingHosts ?? []
-        if state == .waking { return waking.filter { self.presence[$0] != nil } }
+        // The table alone in the closure: capturing `self` copied the whole engine (a retain per stored table).
+        let presence = self.presence
+        if state == .waking { return waking.filter { presence[$0] != nil } }
         var keys = Set<OwnerKey>()
-        for (key, presence) in self.presence where presence.state == state && !waking.contains(key) {
+        for (key, host) in presence where host.state == state && !waking.contains(key) {
             keys.insert(key)
         }
         return keys

@@ -55,7 +55,9 @@ extension WakeGate {
         count.since += 1
         let first = self.declines[key] == nil
         if first, self.declines.count >= WakeRules.maximumDeclineKeys {
-            self.declines = self.declines.filter { now - $0.value.lastReported < WakeRules.declineLogInterval }
+            self.declines = self.declines.filter {
+                $0.value.since > 0 || now - $0.value.lastReported < WakeRules.declineLogInterval
+            }
             // Still full: counted in the metrics only.
             if self.declines.count >= WakeRules.maximumDeclineKeys {
                 return Decision(verdict: .decline(rule), report: nil)
@@ -95,7 +97,21 @@ extension WakeGate {
         table[key] = hosts
     }
 
+    /// Sweeps the tables at most once a `WakeRules.sweepInterval`, from the calls that fill them.
+    mutating func sweepIfDue(now: Timestamp) {
+        if let next = self.nextSweep, now < next { return }
+        self.nextSweep = now + WakeRules.sweepInterval
+        self.prune(now: now)
+    }
+
+    /// Drops what can no longer change a verdict: touches outside the scan window, a connection no longer matched
+    /// for retransmission, a quarantine or a budget over, a resolve past its window, and a decline told more than a
+    /// log interval ago with nothing counted since (its next decline is told at once, as a first one is).
     mutating func prune(now: Timestamp) {
+        self.touches = self.touches.filter { now - ($0.value.last?.at ?? now) < WakeRules.scanWindow }
+        self.declines = self.declines.filter {
+            $0.value.since > 0 || now - $0.value.lastReported < WakeRules.declineLogInterval
+        }
         self.attempts = self.attempts.filter { now - $0.value.firstSeen < WakeRules.connectionMemory }
         self.scanners = self.scanners.filter { now < $0.value.until }
         self.budgets = self.budgets.filter { now < $0.value.until }

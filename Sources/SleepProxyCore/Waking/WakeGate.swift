@@ -118,6 +118,8 @@ public struct WakeGate: Sendable {
     var declines: [DeclineKey: DeclineCount] = [:]
     /// Decline reports a minute, in all (`LineBudget`).
     var reportBudget = LineBudget()
+    /// When the tables are next swept of expired entries (`WakeRules.sweepInterval`).
+    var nextSweep: Timestamp?
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -128,6 +130,7 @@ public struct WakeGate: Sendable {
     /// `source` asked for one of `host`'s names other than by browsing (SRV, TXT, A, AAAA, ANY): the resolve
     /// step of browse → resolve → connect. It vouches for the source for `WakeRules.resolveWindow`.
     public mutating func noteResolve(by source: IPAddress, of host: OwnerKey, now: Timestamp) {
+        self.sweepIfDue(now: now)
         Self.remember(host, at: now, in: &self.resolvedBy, key: source)
         if let mac = self.learnedMACs[source] { Self.remember(host, at: now, in: &self.resolvedByMAC, key: mac) }
         self.budgets[PairKey(source: source, host: host)] = nil
@@ -158,6 +161,7 @@ public struct WakeGate: Sendable {
 
     /// The verdict on one packet to a host the proxy answers for.
     public mutating func consider(_ candidate: WakeCandidate, now: Timestamp) -> Decision {
+        self.sweepIfDue(now: now)
         // docs/protocol.md §4.4: never a RST, a FIN alone or the NAT-T keepalive; a SYN opens a connection, and
         // only SSH wakes on other segments (an established session whose host fell asleep).
         var isSSHData = false
@@ -188,7 +192,15 @@ public struct WakeGate: Sendable {
         let attempt = self.attempt(candidate, now: now)
         // The same packet twice on the wire (a mirrored port, a capture on two paths): decided already.
         if attempt == .duplicate { return Self.ignored }
-        if self.hasResolved(candidate, now: now) { return self.wake(candidate, .resolvedFirst, now: now) }
+        if self.hasResolved(candidate, now: now) {
+            // Held like any other, for the moment a scan needs to show itself: Home Assistant browses (so it has
+            // resolved every sleeping host through the proxy) and then runs its nmap tracker; its first SYN once a
+            // quarantine had lapsed woke the host at once (found by the month's run, docs/long-running.md).
+            if let existing = self.held[candidate.connection] {
+                return Decision(verdict: .hold(until: existing.until, existing.rule), report: nil)
+            }
+            return self.hold(candidate, .resolvedFirst, until: now + WakeRules.holdDelay, now: now)
+        }
         // A source that woke this host without resolving it wakes it no more within the hold-off, retransmitted
         // or not: a port monitor's connect() retransmits after a second as a person's does (docs/waking.md §6).
         // The connection that spent the budget goes on as it began: its retransmissions still reach the wake.
@@ -221,11 +233,13 @@ public struct WakeGate: Sendable {
                 result.append((candidate, self.decline(candidate, .scanner, now: now)))
             } else if entry.rule == .holdingForScan {
                 result.append((candidate, self.wake(candidate, .noScanSeen, now: now)))
+            } else if entry.rule == .resolvedFirst {
+                result.append((candidate, self.wake(candidate, .resolvedFirst, now: now)))
             } else {
                 result.append((candidate, self.decline(candidate, entry.rule, now: now)))
             }
         }
-        if self.attempts.count > WakeRules.maximumConnections / 2 { self.prune(now: now) }
+        self.sweepIfDue(now: now)
         return result
     }
 

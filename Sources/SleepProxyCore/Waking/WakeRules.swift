@@ -41,6 +41,12 @@ public enum WakeRules {
     /// line in ten minutes.
     public static let declineLogInterval: Duration = .seconds(600)
 
+    /// How often the tables are swept of what has expired (a resolve past its window, a quarantine over, a
+    /// connection too old to be retransmitted). Without it they were cleaned only as they reached their bounds, so
+    /// a proxy running for weeks held days of stale entries (a month's run of the engine showed them grow,
+    /// docs/long-running.md); a minute keeps them at what the last minutes saw, for one pass over them a minute.
+    public static let sweepInterval: Duration = .seconds(60)
+
     // Bounds: every table the network fills is bounded; the oldest entries go first.
     /// Sources whose touches are counted at once.
     public static let maximumTrackedSources = 4096
