@@ -14,9 +14,9 @@ struct HomeMonthTests {
         configuration.days = 3
         configuration.registeredHosts = 2
         configuration.adoptedHosts = 2
-        configuration.noiseDevices = 4
-        configuration.scanPorts = 8
-        configuration.sweepAddresses = 16
+        configuration.noiseDevices = 3
+        configuration.scanPorts = 6
+        configuration.sweepAddresses = 12
         var month = HomeMonth(configuration)
         month.run()
         let report = month.report
