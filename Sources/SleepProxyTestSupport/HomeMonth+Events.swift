@@ -90,8 +90,7 @@ extension HomeMonth {
             self.takeCensus()
             self.schedule(.census, after: .seconds(3600))
         case .dayEnd:
-            self.report.days.append(self.today)
-            self.today = Day()
+            self.endDay()
             self.schedule(.dayEnd, after: .seconds(86_400))
         }
     }
@@ -261,8 +260,25 @@ extension HomeMonth {
 
     mutating func takeCensus() {
         for (path, count) in EngineCensus.count(self.engine) {
-            self.today.largest[path] = max(self.today.largest[path] ?? 0, count)
+            self.today[path] = max(self.today[path] ?? 0, count)
         }
-        self.today.heapBytes = max(self.today.heapBytes, Int(csp_heap_bytes_in_use()))
+        let day = self.report.daysRun
+        if self.report.heapBytes.indices.contains(day) {
+            self.report.heapBytes[day] = max(self.report.heapBytes[day], Int(csp_heap_bytes_in_use()))
+        }
+    }
+
+    /// Files the day's largest counts into its window, and starts the next day with the same keys at zero.
+    mutating func endDay() {
+        let day = self.report.daysRun
+        if let windows = self.report.windows {
+            for (path, count) in self.today {
+                if windows.early.contains(day) { self.report.earlyLargest[path, default: 0] += count }
+                if windows.late.contains(day) { self.report.lateLargest[path, default: 0] += count }
+            }
+        }
+        for (path, count) in self.today { self.report.lastDay[path] = count }
+        for path in self.today.keys { self.today[path] = 0 }
+        self.report.daysRun += 1
     }
 }

@@ -34,10 +34,12 @@ public struct HomeMonth {
         public init() {}
     }
 
-    /// One day's largest figures: every table's element count and the heap in use, taken every hour.
-    public struct Day: Sendable {
-        public var largest: [String: Int] = [:]
-        public var heapBytes = 0
+    /// The days whose tables are compared: the week after the first day (which fills the tables from empty) and
+    /// the last week; a short run compares its two halves after the first day. Days count from 0.
+    public static func windows(days: Int) -> (early: Range<Int>, late: Range<Int>)? {
+        let width = min(7, (days - 1) / 2)
+        guard width > 0 else { return nil }
+        return (1..<(1 + width), (days - width)..<days)
     }
 
     public struct Report: Sendable {
@@ -59,7 +61,15 @@ public struct HomeMonth {
         public var scanFrames = 0
         public var questions = 0
         public var unanswered = 0
-        public var days: [Day] = []
+        /// The largest heap in use each day (allocated up front: the report must not grow what it measures).
+        public var heapBytes: [Int] = []
+        /// Each table's largest count of each day, summed over the early and the late window, and its largest
+        /// count of the last day counted.
+        public var earlyLargest: [String: Int] = [:]
+        public var lateLargest: [String: Int] = [:]
+        public var lastDay: [String: Int] = [:]
+        public var windows: (early: Range<Int>, late: Range<Int>)?
+        public var daysRun = 0
         public var engineTime = Duration.zero
     }
 
@@ -111,7 +121,8 @@ public struct HomeMonth {
     var events = Heap<Scheduled>()
     var serial = 0
     var random: SplitMix64
-    var today = Day()
+    /// Today's largest count of each table; its keys stay from day to day, so that it allocates nothing more.
+    var today: [String: Int] = [:]
     let clock = ContinuousClock()
 
     public init(_ configuration: Configuration = Configuration()) {
@@ -129,6 +140,12 @@ public struct HomeMonth {
             ssdp: SSDPProxy(seed: 11))
         self.start = self.now
         self.hosts = (0..<count).map { Host(adopted: $0 >= configuration.registeredHosts) }
+        self.report.heapBytes = [Int](repeating: 0, count: max(configuration.days, 0))
+        self.report.windows = Self.windows(days: configuration.days)
+        for table in [\Report.earlyLargest, \Report.lateLargest, \Report.lastDay] {
+            self.report[keyPath: table].reserveCapacity(512)
+        }
+        self.today.reserveCapacity(512)
         if configuration.adoptedHosts >= 2 {
             self.hosts[count - 1].mediaServer = true
             self.hosts[count - 2].nicAnswers = true

@@ -47,11 +47,10 @@ enum MonthBenchmark {
                 + "\(report.noiseWakes) wakes for noise, \(report.unwantedMagicPackets) magic packets nobody wanted")
         for line in report.noiseWakeExamples { print("    \(line)") }
         let grown = report.grownTables
-        let tables = report.days.last?.largest.count ?? 0
+        let changes = grown.map { "\($0.path) " + String(format: "%.1f → %.1f", $0.early, $0.late) }
         print(
-            "  tables: \(tables) counted every hour; grown from the week after day 1 to the last week: "
-                + (grown.isEmpty ? "none" : grown.map { "\($0.path) \($0.early) → \($0.late)" }.joined(separator: ", "))
-        )
+            "  tables: \(report.lastDay.count) counted every hour; grown from the week after day 1 to the last week "
+                + "(average daily high): " + (grown.isEmpty ? "none" : changes.joined(separator: ", ")))
         if let heap = report.heap {
             print(
                 String(
