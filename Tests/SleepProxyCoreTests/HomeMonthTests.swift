@@ -29,9 +29,10 @@ struct HomeMonthTests {
         #expect(report.personWakesAnswered >= report.personWakes - 1, "\(report.personWakesAnswered) handed back")
         #expect(report.renewals > 0)
         #expect(report.questions > 100 && report.unanswered == 0, "\(report.unanswered) of \(report.questions)")
-        #expect(report.grownTables.isEmpty, "\(report.grownTables)")
+        #expect(report.grownTables.isEmpty, "\(report.grownTables.map(\.path))")
         #expect(report.daysRun == 3 && report.lastDay.count > 50, "the census found the engine's tables")
-        #expect(!report.heapGrew, "\(String(describing: report.heap))")
+        // The heap is not checked here: the tests around this one share the process and its heap (the benchmark
+        // runs alone and reports it).
     }
 
     /// The census counts what a value holds, under the paths of its stored properties.
