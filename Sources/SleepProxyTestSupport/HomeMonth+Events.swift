@@ -52,6 +52,9 @@ extension HomeMonth {
         case .sleep(let host, let epoch):
             guard self.hosts[host].epoch == epoch else { return }
             self.fallAsleep(host)
+        case .dozeOff(let host, let epoch):
+            guard self.hosts[host].epoch == epoch else { return }
+            self.hosts[host].awake = false
         case .wakeByItself(let host, let epoch):
             guard self.hosts[host].epoch == epoch, !self.hosts[host].awake, !self.hosts[host].wakePending else {
                 return
@@ -127,12 +130,16 @@ extension HomeMonth {
     }
 
     mutating func fallAsleep(_ host: Int) {
-        self.hosts[host].awake = false
         self.hosts[host].epoch += 1
         let epoch = self.hosts[host].epoch
         if !self.hosts[host].adopted {
+            // A registering host is still up when it registers (it answers the proxy's first probes) and sleeps a
+            // moment later, as a Mac does once its sleep proxy has replied.
             self.register(host)
+            self.schedule(.dozeOff(host, epoch: epoch), after: .seconds(1))
             self.schedule(.renew(host, epoch: epoch), after: self.configuration.renewalInterval)
+        } else {
+            self.hosts[host].awake = false
         }
         let cycle = 86_400.0 / Double(max(self.configuration.cyclesPerDay, 1))
         let asleep = self.seconds(cycle * 0.4, cycle * 1.2)

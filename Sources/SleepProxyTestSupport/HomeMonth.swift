@@ -75,6 +75,7 @@ public struct HomeMonth {
 
     enum Event {
         case sleep(Int, epoch: Int)
+        case dozeOff(Int, epoch: Int)
         case wakeByItself(Int, epoch: Int)
         case personConnects(Int, epoch: Int)
         case personRetries(Int, epoch: Int, attempt: Int, port: UInt16)

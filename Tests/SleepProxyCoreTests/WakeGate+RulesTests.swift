@@ -178,4 +178,22 @@ extension WakeGateTests {
         _ = g.gate.due(now: g.now)
         #expect(g.gate.resolvedBy.isEmpty)
     }
+
+    /// A sweep keeps a source whose newest touch is recent even when it is not the last in its list (a port seen
+    /// again is refreshed in place): dropping it forgot a scan's earlier ports.
+    @Test func aSweepKeepsASourceWhoseRefreshedTouchIsRecent() {
+        var g = G()
+        for (at, port) in [(0, 5000), (1000, 5001), (9000, 5000)] as [(Int, UInt16)] {
+            g.now = Lab.t0 + .milliseconds(at)
+            g.send(G.candidate(sourcePort: UInt16(41000 + at / 1000), port: port))
+        }
+        g.gate.prune(now: Lab.t0 + .milliseconds(11_500))
+        #expect(g.gate.touches[G.client]?.count == 2, "\(String(describing: g.gate.touches[G.client]))")
+        for (at, port) in [(12_000, 5002), (12_100, 5003)] as [(Int, UInt16)] {
+            g.now = Lab.t0 + .milliseconds(at)
+            g.send(G.candidate(sourcePort: UInt16(42000 + at / 1000), port: port))
+        }
+        // 5000 (9 s), 5002 and 5003 within the scan window: three ports, a scanner.
+        #expect(g.gate.isScanner(G.client, now: g.now))
+    }
 }

@@ -108,7 +108,8 @@ extension WakeGate {
     /// for retransmission, a quarantine or a budget over, a resolve past its window, and a decline told more than a
     /// log interval ago with nothing counted since (its next decline is told at once, as a first one is).
     mutating func prune(now: Timestamp) {
-        self.touches = self.touches.filter { now - ($0.value.last?.at ?? now) < WakeRules.scanWindow }
+        // A touch seen again is refreshed in place, so the newest is not always the last in its list.
+        self.touches = self.touches.filter { $0.value.contains { now - $0.at < WakeRules.scanWindow } }
         self.declines = self.declines.filter {
             $0.value.since > 0 || now - $0.value.lastReported < WakeRules.declineLogInterval
         }

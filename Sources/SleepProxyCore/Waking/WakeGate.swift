@@ -267,7 +267,8 @@ public struct WakeGate: Sendable {
             return nil
         }
         if self.touches[source] == nil, self.touches.count >= WakeRules.maximumTrackedSources {
-            self.touches = self.touches.filter { now - ($0.value.last?.at ?? now) < WakeRules.scanWindow }
+            // A touch seen again is refreshed in place, so the newest is not always the last in its list.
+            self.touches = self.touches.filter { $0.value.contains { now - $0.at < WakeRules.scanWindow } }
             if self.touches.count >= WakeRules.maximumTrackedSources { self.touches.removeAll(keepingCapacity: true) }
         }
         var list = (self.touches[source] ?? []).filter { now - $0.at < WakeRules.scanWindow }
