@@ -114,6 +114,56 @@ struct JournalTests {
         }
     }
 
+    /// The zeros written ahead of the entries (docs/state.md, "SD-card wear") end the journal without a problem;
+    /// an entry torn while overwriting them is damage after the last intact entry, measured for cutting, however
+    /// far it got.
+    @Test func theZerosAheadEndTheJournalAndATornEntryInThemIsMeasured() throws {
+        let hosts = try self.registrations(2)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let first = RegistrationJournal.encode(.put(hosts[0]), timeBase: base)
+        let second = RegistrationJournal.encode(.put(hosts[1]), timeBase: base)
+        let zeros = [UInt8](repeating: 0, count: 4096)
+        for tail in [0, 1, 4096] {
+            let replay = RegistrationJournal.replay(first + second + zeros.prefix(tail), timeBase: base)
+            #expect(replay.problems.isEmpty && replay.registrations.count == 2, "zeros \(tail)")
+            #expect(replay.intactLength == first.count + second.count, "zeros \(tail)")
+            #expect(replay.usedLength == first.count + second.count, "zeros \(tail)")
+        }
+        // Cut before its last byte that is not a zero (one cut after it leaves the entry whole: same bytes).
+        let lastNonZero = second.lastIndex { $0 != 0 }!
+        for cut in [1, 4, 11, 12, second.count / 2, lastNonZero] {
+            var torn = second
+            torn.replaceSubrange(cut..., with: [UInt8](repeating: 0, count: second.count - cut))
+            let bytes = first + torn + zeros
+            let replay = RegistrationJournal.replay(bytes, timeBase: base)
+            #expect(replay.registrations.map(\.key) == [hosts[0].key], "cut \(cut)")
+            #expect(replay.problems.count == 1, "cut \(cut): \(replay.problems)")
+            #expect(replay.intactLength == first.count && replay.usedLength > first.count, "cut \(cut)")
+        }
+        // Written from its middle (a sector that reached the card before the first): damage too.
+        var late = [UInt8](repeating: 0, count: second.count)
+        late.replaceSubrange(20..., with: second[20...])
+        let replay = RegistrationJournal.replay(first + late + zeros, timeBase: base)
+        #expect(replay.intactLength == first.count && replay.usedLength == first.count + late.count + zeros.count)
+    }
+
+    /// `minimumPayloadLength` at N-1 and N: a payload too short for its kind and version is damage in the
+    /// framing; one just long enough is framed, and reported when it does not decode.
+    @Test func payloadLengthFloor() throws {
+        func journal(payload: [UInt8]) -> [UInt8] {
+            var bytes = Array("SPJ1".utf8)
+            withUnsafeBytes(of: UInt32(payload.count).bigEndian) { bytes += $0 }
+            withUnsafeBytes(of: CRC32.checksum(payload[...]).bigEndian) { bytes += $0 }
+            return bytes + payload
+        }
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        let short = RegistrationJournal.replay(journal(payload: [1]), timeBase: base)
+        #expect(short.entryCount == 0 && short.intactLength == 0 && short.problems.count == 1)
+        let floor = RegistrationJournal.replay(journal(payload: [1, 99]), timeBase: base)
+        #expect(floor.entryCount == 1 && floor.intactLength == 14)
+        #expect(floor.problems.count == 1 && floor.problems[0].reason.contains("unreadable"))
+    }
+
     @Test func payloadLengthLimit() throws {
         // An entry header announcing more than the limit is damage, even when that many bytes follow.
         func journal(announcing length: Int) -> [UInt8] {

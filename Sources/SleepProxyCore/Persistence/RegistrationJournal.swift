@@ -19,7 +19,8 @@ import Synchronization
 ///     interface = length u8 + UTF-8 bytes
 ///
 /// A damaged entry (bad magic, length or checksum) is reported and skipped: the reader looks for the next magic
-/// and carries on, so one bad entry costs at most that host's latest change, never the others.
+/// and carries on, so one bad entry costs at most that host's latest change, never the others. Zeros from an
+/// entry's end to the file's end are space written ahead for appends (docs/state.md, "SD-card wear"), not damage.
 public enum RegistrationJournal {
     static let magic: [UInt8] = Array("SPJ1".utf8)
     static let headerLength = 12
@@ -30,6 +31,9 @@ public enum RegistrationJournal {
     /// registered: at most 400 records (`defaultMaximumRecordsPerHost`), each from a message of at most 9000
     /// bytes (RFC 6762 §17), so 3.6 MB; 16 MiB leaves room for hosts allowed more records.
     public static let maximumPayloadLength = 16 * 1024 * 1024
+    /// A payload shorter than its kind and version bytes marks damage too: a header torn off before its payload
+    /// leaves a zero length over the zeros written ahead, whose checksum (of nothing) is zero and would match.
+    static let minimumPayloadLength = 2
 
     public enum Entry: Hashable, Sendable {
         case put(OwnerRegistration)
@@ -48,8 +52,11 @@ public enum RegistrationJournal {
         /// Hosts whose leases ended while the proxy was down; not restored.
         public var expired: [OwnerRegistration]
         public var problems: [Problem]
-        /// Length of the journal up to the end of its last intact entry; anything after it is a torn write.
+        /// Length of the journal up to the end of its last intact entry.
         public var intactLength: Int
+        /// Length up to the zeros the journal writes ahead of its entries (docs/state.md, "SD-card wear"), or the
+        /// whole length when it ends without them. Bytes between `intactLength` and this are a torn write.
+        public var usedLength: Int
         public var entryCount: Int
     }
 
@@ -177,7 +184,7 @@ public enum RegistrationJournal {
         }
         return Replay(
             registrations: registrations, expired: expired, problems: problems, intactLength: framing.intactLength,
-            entryCount: framing.payloads.count)
+            usedLength: framing.usedLength, entryCount: framing.payloads.count)
     }
 
     /// Where each intact entry's payload lies, in journal order, and what was skipped to find them.
@@ -185,13 +192,22 @@ public enum RegistrationJournal {
         var payloads: [Range<Int>] = []
         var problems: [Problem] = []
         var intactLength = 0
+        var usedLength = 0
     }
 
     /// Checks every entry's header and checksum; a damaged one is reported and the next magic looked for.
     static func frame(_ bytes: [UInt8]) -> Framing {
         var framing = Framing()
         var offset = 0
+        framing.usedLength = bytes.count
         while offset < bytes.count {
+            // The space written ahead of the entries, all zeros, so that an append overwrites blocks the file
+            // already has (docs/state.md, "SD-card wear"): the end of the journal, not damage. A magic never
+            // starts with a zero byte, so an entry is never taken for it.
+            if bytes[offset] == 0, Self.isZero(bytes, from: offset) {
+                framing.usedLength = offset
+                break
+            }
             guard bytes.count - offset >= headerLength, Array(bytes[offset..<offset + 4]) == magic else {
                 let next = nextMagic(in: bytes, after: offset)
                 framing.problems.append(
@@ -207,14 +223,14 @@ public enum RegistrationJournal {
             let length = Int(readInteger(bytes, offset + 4, as: UInt32.self))
             let crc = readInteger(bytes, offset + 8, as: UInt32.self)
             let start = offset + headerLength
-            guard length <= maximumPayloadLength, bytes.count - start >= length else {
+            guard length >= minimumPayloadLength, length <= maximumPayloadLength, bytes.count - start >= length else {
                 let next = nextMagic(in: bytes, after: offset)
                 framing.problems.append(
                     Problem(
                         offset: offset,
                         reason: next == nil
                             ? "incomplete entry at the end (torn write)"
-                            : "entry length \(length) runs past the end; skipped"))
+                            : "entry length \(length) impossible or past the end; skipped"))
                 guard let next else { break }
                 offset = next
                 continue
@@ -282,6 +298,15 @@ public enum RegistrationJournal {
             }
         }
         return run
+    }
+
+    private static func isZero(_ bytes: [UInt8], from offset: Int) -> Bool {
+        var index = offset
+        while index < bytes.count {
+            guard bytes[index] == 0 else { return false }
+            index += 1
+        }
+        return true
     }
 
     private static func nextMagic(in bytes: [UInt8], after offset: Int) -> Int? {
