@@ -11,12 +11,34 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/ethtool.h>
 #include <sys/syscall.h>
 #include <linux/sockios.h>
 
 int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
+
+int csp_direct_io_alignment(int fd, unsigned int *memory, unsigned int *offset) {
+#ifdef STATX_DIOALIGN
+    struct statx info;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &info) != 0) return -1;
+    if (!(info.stx_mask & STATX_DIOALIGN) || info.stx_dio_offset_align == 0 || info.stx_dio_mem_align == 0) return -1;
+    *memory = info.stx_dio_mem_align;
+    *offset = info.stx_dio_offset_align;
+    return 0;
+#else
+    (void)fd; (void)memory; (void)offset;
+    return -1;
+#endif
+}
+
+int csp_set_direct_io(int fd, int on) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0) return -1;
+    return fcntl(fd, F_SETFL, on ? (flags | O_DIRECT) : (flags & ~O_DIRECT));
+}
 
 void csp_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 

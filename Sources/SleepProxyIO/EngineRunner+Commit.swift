@@ -42,8 +42,8 @@ extension EngineRunner {
                         continue
                     }
                     let held = self.takeHeldJournal()
-                    try self.journal.append(encoded: held.bytes + bytes, entries: held.entries + count) { fd in
-                        try self.syncAnsweringQueries(fd, into: &batch)
+                    try self.journal.append(encoded: held.bytes + bytes, entries: held.entries + count) { write in
+                        try self.syncAnsweringQueries(write, into: &batch)
                         self.statusLock.withLock { self.status.journalSyncs += 1 }
                     }
                 }

@@ -36,12 +36,12 @@ extension EngineRunner {
 
     /// Makes the journal's latest write durable on the sync thread (`JournalSync`) and answers the mDNS lane
     /// until it is; without that thread, syncs here.
-    func syncAnsweringQueries(_ fd: Int32, into batch: inout Batch) throws {
+    func syncAnsweringQueries(_ write: JournalWrite, into batch: inout Batch) throws {
         guard let sync = self.journalSync else {
-            _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
+            try write.perform(sync: true)
             return
         }
-        sync.begin(fd)
+        sync.begin(write)
         while true {
             let (waiting, finished) = self.mailbox.take(lane: Event.mdnsLane, waitingUntil: { sync.isFinished })
             self.answer(waiting, into: &batch)

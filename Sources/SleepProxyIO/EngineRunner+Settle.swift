@@ -36,10 +36,9 @@ extension EngineRunner {
         guard self.heldJournalEntries > 0 else { return true }
         let held = self.takeHeldJournal()
         do {
-            try self.journal.append(encoded: held.bytes, entries: held.entries) { fd in
-                guard sync else { return }
-                _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
-                self.statusLock.withLock { self.status.journalSyncs += 1 }
+            try self.journal.append(encoded: held.bytes, entries: held.entries) { write in
+                try write.perform(sync: sync)
+                if sync { self.statusLock.withLock { self.status.journalSyncs += 1 } }
             }
             return true
         } catch {

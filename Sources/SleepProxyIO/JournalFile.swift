@@ -1,3 +1,4 @@
+import CSleepProxyLinux
 import Dispatch
 import FoundationEssentials
 import SleepProxyCore
@@ -19,10 +20,35 @@ public final class JournalFile {
     public static let compactionRatio = 4
     /// …but never bother below this size.
     public static let compactionMinimumBytes = 1 << 20
+    /// Ours: how far ahead of its entries the journal writes zeros. An append then overwrites blocks the file
+    /// has, and its fdatasync writes the data page alone; growing the file made every append also commit the
+    /// file's new size and blocks, about as many bytes again (docs/state.md, "SD-card wear"). 64 KiB is about 80
+    /// entries of a typical host, so the file grows once for that many appends; the zeros are written in pages,
+    /// as the appends will touch them.
+    public static let reserveBytes = 64 << 10
+    static let pageBytes = 4096
     public let directory: URL
-    private var fd: Int32
+    private(set) var fd: Int32
     private let lockFD: Int32
+    /// Where the entries end and the next append goes.
     public private(set) var size: Int
+    /// The file's length: `size` plus the zeros written ahead.
+    public private(set) var allocated: Int
+    /// Appends written past the page cache where the file system allows it: an append then sends the card the
+    /// few sectors its entry touches, where a write through the page cache sends the whole 4 KiB page holding it
+    /// and the entries before it (a database's redo log writes sector-sized blocks for the same reason;
+    /// docs/state.md, "SD-card wear"). Nil where the file system cannot, or refused once.
+    struct DirectWrites {
+        let memoryAlignment: Int
+        let alignment: Int
+        /// The journal's bytes from the last aligned offset up to `size`: written again with the next append.
+        var tail: [UInt8]
+    }
+    var direct: DirectWrites?
+
+    /// Whether appends go past the page cache (`DirectWrites`).
+    public var writesDirectly: Bool { self.direct != nil }
+
     /// Bytes right after opening or the last compaction.
     /// Entries in the file: read at start, one per entry appended, one per live host after a compaction.
     private(set) var entries = 0
@@ -108,21 +134,30 @@ public final class JournalFile {
         // hosts kept 6 MB more at 10,000 hosts (each run's tables leave their holes between the hosts kept), and a
         // restart needed more memory than registering the same hosts live (docs/memory.md, "Restoring").
         let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
-        if replay.intactLength < bytes.count, replay.problems.last?.reason.contains("torn") == true {
-            // Only a torn tail is cut; damage in the middle stays for an operator to inspect until compaction.
+        if replay.intactLength < replay.usedLength {
+            // Only a torn tail is cut (with the zeros after it: the next append writes them again); damage in the
+            // middle stays for an operator to inspect until compaction.
             _ = ftruncate(fd, off_t(replay.intactLength))
         }
-        let size = Int(lseek(fd, 0, SEEK_END))
-        let journal = JournalFile(directory: directory, fd: fd, lockFD: lockFD, size: size)
+        // What was read is in memory now: its pages go, so that appends start again from small ones. (Read back
+        // in one go, the file's pages can be large folios, and the kernel counts a whole folio written for every
+        // append into one.)
+        _ = posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+        let allocated = Int(lseek(fd, 0, SEEK_END))
+        let journal = JournalFile(
+            directory: directory, fd: fd, lockFD: lockFD, size: min(replay.intactLength, allocated),
+            allocated: allocated)
         journal.entries = replay.entryCount
+        journal.direct = Self.directWrites(fd, size: journal.size)
         return (journal, replay)
     }
 
-    private init(directory: URL, fd: Int32, lockFD: Int32, size: Int) {
+    private init(directory: URL, fd: Int32, lockFD: Int32, size: Int, allocated: Int) {
         self.directory = directory
         self.fd = fd
         self.lockFD = lockFD
         self.size = size
+        self.allocated = allocated
     }
 
     deinit {
@@ -131,9 +166,13 @@ public final class JournalFile {
         Glibc.close(self.lockFD)
     }
 
-    /// Reads the journal back from disk (what is durable right now).
+    /// Reads the journal back from disk (what is durable right now), through a descriptor of its own: reads
+    /// through the appending one would need the alignment of its direct writes.
     public func reread(timeBase: TimeBase) throws -> RegistrationJournal.Replay {
-        RegistrationJournal.replay(try JournalFile.readAll(self.fd), timeBase: timeBase)
+        let fd = Glibc.open(self.path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw SystemCallError(function: "open \(self.path)", errno: errno) }
+        defer { Glibc.close(fd) }
+        return RegistrationJournal.replay(try JournalFile.readAll(fd), timeBase: timeBase)
     }
 
     /// The whole file through `fd`, from its start, leaving the offset at the end for appends.
@@ -162,21 +201,31 @@ public final class JournalFile {
     /// engine encodes each as it comes, between two registrations, so that the write and sync at the end of a
     /// batch is all that queries arriving then wait for.
     public func append(encoded bytes: [UInt8], entries count: Int) throws {
-        try self.append(encoded: bytes, entries: count) { fd in _ = try retryingSyscall("fdatasync") { fdatasync(fd) } }
+        try self.append(encoded: bytes, entries: count) { try $0.perform(sync: true) }
     }
 
-    /// The same, with `sync` making the written bytes durable (the engine hands it to `JournalSync` and answers
-    /// queries meanwhile); a sync that throws fails the append as a write would.
-    public func append(encoded bytes: [UInt8], entries count: Int, sync: (Int32) throws -> Void) throws {
+    /// The same, with `commit` carrying out the write (`JournalWrite.perform`, synced or not: the engine hands it to
+    /// `JournalSync` and answers queries meanwhile); a commit that throws fails the append, and one that does not
+    /// carry the write out is a bug.
+    public func append(encoded bytes: [UInt8], entries count: Int, commit: (JournalWrite) throws -> Void) throws {
         guard count > 0 else { return }
         do {
-            try Self.writeAll(bytes, to: self.fd)
-            try sync(self.fd)
+            let prepared = try self.prepare(bytes)
+            try commit(prepared.write)
+            precondition(prepared.write.performed, "an append's write was never carried out")
+            self.allocated = prepared.allocated
+            if let tail = prepared.tail { self.direct?.tail = tail }
         } catch {
+            if let error = error as? SystemCallError, error.errno == EINVAL, self.direct != nil {
+                // The file system refused a direct write after all: through the page cache from now on (this
+                // batch is not acknowledged; its clients send again).
+                self.direct = nil
+                _ = csp_set_direct_io(self.fd, 0)
+            }
             // A write cut short (ENOSPC, EIO) leaves half an entry: cut the file back to its last good length so
             // later appends follow whole entries. Replay would skip the fragment anyway; this keeps it clean.
             _ = ftruncate(self.fd, off_t(self.size))
-            _ = lseek(self.fd, 0, SEEK_END)
+            self.allocated = self.size
             throw error
         }
         self.size += bytes.count
@@ -209,8 +258,10 @@ public final class JournalFile {
                     bytes += RegistrationJournal.encode(.put(registration), timeBase: timeBase)
                 }
                 let result = outcome(of: "write \(temporary)") { () throws -> Int in
-                    try Self.writeAll(bytes, to: newFD)
+                    _ = try Self.write(bytes, to: newFD, at: 0, allocated: 0)
                     try retryingSyscall("fsync") { fsync(newFD) }
+                    // Clean now: dropped, so that appends start from small pages (as at `open`).
+                    _ = posix_fadvise(newFD, 0, 0, POSIX_FADV_DONTNEED)
                     return bytes.count
                 }
                 rewrite.condition.lock()
@@ -235,10 +286,12 @@ public final class JournalFile {
         guard let rewrite = self.rewrite, let written = rewrite.result else { return false }
         self.rewrite = nil
         let size: Int
+        var allocated: Int
         do {
             size = try written.get()
+            allocated = size == 0 ? 0 : Self.allocation(for: size)
             if !rewrite.carried.isEmpty {
-                try Self.writeAll(rewrite.carried, to: rewrite.fd)
+                allocated = try Self.write(rewrite.carried, to: rewrite.fd, at: size, allocated: allocated)
                 try retryingSyscall("fdatasync") { fdatasync(rewrite.fd) }
             }
             try retryingSyscall("rename") { rename(rewrite.temporary, self.path) }
@@ -247,7 +300,9 @@ public final class JournalFile {
             unlink(rewrite.temporary)
             throw error
         }
-        self.switchTo(rewrite.fd, size: size + rewrite.carried.count, entries: rewrite.entries + rewrite.carriedEntries)
+        self.switchTo(
+            rewrite.fd, size: size + rewrite.carried.count, allocated: allocated,
+            entries: rewrite.entries + rewrite.carriedEntries)
         try self.syncDirectory()
         return true
     }
@@ -255,12 +310,13 @@ public final class JournalFile {
     /// Once the new file has the journal's name it is the journal, whatever happens next: appending to the old
     /// one, now nameless, would lose every later change at the next start. (A failed directory sync after it is
     /// reported; the rename may then not survive a power cut, and the next compaction tries again.)
-    private func switchTo(_ fd: Int32, size: Int, entries: Int) {
+    private func switchTo(_ fd: Int32, size: Int, allocated: Int, entries: Int) {
         Glibc.close(self.fd)
         self.fd = fd
-        _ = lseek(self.fd, 0, SEEK_END)
         self.size = size
+        self.allocated = allocated
         self.entries = entries
+        self.direct = Self.directWrites(fd, size: size)
     }
 
     /// Gives up a compaction under way (at a stop), once its thread is done with the new file; the old journal
@@ -284,8 +340,9 @@ public final class JournalFile {
         let temporary = self.path + ".new"
         let newFD = Glibc.open(temporary, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard newFD >= 0 else { throw SystemCallError(function: "open \(temporary)", errno: errno) }
+        let allocated: Int
         do {
-            try Self.writeAll(bytes, to: newFD)
+            allocated = try Self.write(bytes, to: newFD, at: 0, allocated: 0)
             try retryingSyscall("fsync") { fsync(newFD) }
             try retryingSyscall("rename") { rename(temporary, self.path) }
         } catch {
@@ -293,20 +350,8 @@ public final class JournalFile {
             unlink(temporary)
             throw error
         }
-        self.switchTo(newFD, size: bytes.count, entries: live.count)
+        self.switchTo(newFD, size: bytes.count, allocated: allocated, entries: live.count)
         try self.syncDirectory()
-    }
-
-    private static func writeAll(_ bytes: [UInt8], to fd: Int32) throws {
-        var written = 0
-        try bytes.withUnsafeBytes { raw in
-            while written < raw.count {
-                let result = try retryingSyscall("write") {
-                    Glibc.write(fd, raw.baseAddress! + written, raw.count - written)
-                }
-                written += result
-            }
-        }
     }
 
     private func syncDirectory() throws {

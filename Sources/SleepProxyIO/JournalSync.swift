@@ -2,14 +2,14 @@
     import Glibc
 #endif
 
-/// The journal's fdatasync, on a thread of its own, so that the engine thread can answer queries while the disk
+/// The journal's write and fdatasync (`JournalWrite`), on a thread of its own, so that the engine thread can answer queries while the disk
 /// catches up: a batch's sync was 0.4-0.9 ms of waiting in a registration storm (sleepproxy-bench scale), about an
 /// eighth of the time, and every query that arrived meanwhile waited with it. The engine still sends no reply
 /// before the sync has ended (`EngineRunner.syncAnsweringQueries`); only mDNS is answered meanwhile.
 final class JournalSync: @unchecked Sendable {
     // @unchecked: `requested`, `result` and `stopped` are guarded by `condition`.
     private let condition = Condition()
-    private var requested: Int32?
+    private var requested: JournalWrite?
     private var result: Result<Void, SystemCallError>?
     private var stopped = false
     /// Called on the sync thread after each sync, outside the lock (the engine pokes its mailbox with it).
@@ -31,11 +31,11 @@ final class JournalSync: @unchecked Sendable {
         self.condition.unlock()
     }
 
-    /// Starts syncing `fd`; one at a time.
-    func begin(_ fd: Int32) {
+    /// Starts carrying out `write` and syncing it; one at a time.
+    func begin(_ write: JournalWrite) {
         self.condition.lock()
         precondition(self.requested == nil && self.result == nil, "one journal sync at a time")
-        self.requested = fd
+        self.requested = write
         self.condition.signal()
         self.condition.unlock()
     }
@@ -58,14 +58,12 @@ final class JournalSync: @unchecked Sendable {
         while true {
             self.condition.lock()
             while self.requested == nil, !self.stopped { self.condition.wait(seconds: 1) }
-            guard let fd = self.requested else {
+            guard let write = self.requested else {
                 self.condition.unlock()
                 return
             }
             self.condition.unlock()
-            let synced = outcome(of: "fdatasync") { () throws -> Void in
-                _ = try retryingSyscall("fdatasync") { fdatasync(fd) }
-            }
+            let synced = outcome(of: "fdatasync") { () throws -> Void in try write.perform(sync: true) }
             self.condition.lock()
             self.requested = nil
             self.result = synced

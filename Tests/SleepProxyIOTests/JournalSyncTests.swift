@@ -31,7 +31,7 @@ struct JournalSyncTests {
 
         // A query already waiting is handed over at once; then the wait lasts until the sync has ended.
         mailbox.post(-1)
-        sync.begin(fd)
+        sync.begin(JournalWrite(fd: fd))
         var answered: [Int] = []
         var finished = false
         for _ in 0..<100 where !finished {
@@ -47,7 +47,7 @@ struct JournalSyncTests {
         #expect(pokes.withLockedValue { $0 } == 1)
 
         // A sync that fails says why, and the next one can start.
-        sync.begin(-1)
+        sync.begin(JournalWrite(fd: -1))
         for _ in 0..<100 where !sync.isFinished { _ = mailbox.take(lane: 1, waitingUntil: { sync.isFinished }) }
         #expect(throws: SystemCallError.self) { try sync.take()?.get() }
     }
@@ -69,9 +69,17 @@ struct JournalSyncTests {
             }
         }
         #expect(journal.size == size)
+        // …and so does one whose write is carried out but whose sync fails.
+        #expect(throws: SystemCallError.self) {
+            try journal.append(encoded: bytes, entries: 1) { write in
+                try write.perform(sync: false)
+                throw SystemCallError(function: "fdatasync", errno: EIO)
+            }
+        }
+        #expect(journal.size == size)
         #expect(try journal.reread(timeBase: base).registrations.map(\.key) == [hosts[0].key])
-        try journal.append(encoded: RegistrationJournal.encode(.put(hosts[2]), timeBase: base), entries: 1) { fd in
-            #expect(fdatasync(fd) == 0)
+        try journal.append(encoded: RegistrationJournal.encode(.put(hosts[2]), timeBase: base), entries: 1) { write in
+            try write.perform(sync: true)
         }
         #expect(Set(try journal.reread(timeBase: base).registrations.map(\.key)) == [hosts[0].key, hosts[2].key])
     }

@@ -45,6 +45,14 @@ int csp_wol_magic_enabled(const char *interface);
 /// Returns 0 when nothing needed raising or it worked, -1 with errno otherwise.
 int csp_raise_permitted_capabilities(void);
 
+/// The alignment direct I/O needs on the open file `fd` (statx STATX_DIOALIGN, Linux 6.1): `*memory` for the
+/// buffer, `*offset` for the file offset and length. Returns 0 with both set when the file system supports direct
+/// I/O for it, -1 otherwise (an older kernel, a file system without it: tmpfs before 6.6, overlayfs).
+int csp_direct_io_alignment(int fd, unsigned int *memory, unsigned int *offset);
+
+/// Sets (`on` nonzero) or clears O_DIRECT on the open file `fd` (fcntl F_SETFL). Returns 0, or -1 with errno.
+int csp_set_direct_io(int fd, int on);
+
 /// Names the calling thread (prctl PR_SET_NAME: the first 15 bytes), as `ps -T` and `top -H` show it.
 void csp_set_thread_name(const char *name);
 
