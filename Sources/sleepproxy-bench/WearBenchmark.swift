@@ -56,7 +56,17 @@ enum WearBenchmark {
         defer { lab.close() }
         let server = try lab.addHost("server", mac: proxyMAC, ipv4: ["192.0.2.1/24"])
         let sleepers = try lab.addHost("sleepers", mac: MACAddress("02:53:50:00:00:02")!, ipv4: ["192.0.2.2/24"])
-        let state = lab.directory.appendingPathComponent("state")
+        // The state directory on a card of its own when this machine can make one: its counters include what
+        // ext4 writes for the daemon's files, which /proc/PID/io leaves out.
+        let card: CardImage?
+        do {
+            card = try CardImage.make(in: lab.directory)
+        } catch {
+            card = nil
+            print("  the card's own counters: not measured (\(error))")
+        }
+        defer { card?.remove() }
+        let state = (card?.mountPoint ?? lab.directory).appendingPathComponent("state")
         let socket = lab.directory.appendingPathComponent("control.sock").path
         // Memory, as /run is under systemd (`RuntimeDirectory=`): what is written there never reaches a card.
         let runtime = URL(fileURLWithPath: "/dev/shm/sleepproxy-wear-\(getpid())")
@@ -128,6 +138,7 @@ enum WearBenchmark {
         func settle() { Glibc.sync() }
         settle()
         let bytesBefore = Self.writtenBytes(process.pid) ?? 0
+        let cardBefore = card?.written()
         let syncsBefore = try Self.syncs(server)
         let started = Date()
         var id: UInt16 = 1
@@ -167,6 +178,7 @@ enum WearBenchmark {
         usleep(2_000_000)
         settle()
         let bytes = (Self.writtenBytes(process.pid) ?? 0) - bytesBefore
+        let cardAfter = card?.written()
         let syncs = try Self.syncs(server) - syncsBefore + settles
         let seconds = Date().timeIntervalSince(started)
         print(
@@ -174,6 +186,14 @@ enum WearBenchmark {
                 format:
                     "  one day played in %.0f s: %.2f MB (%.2f MiB) written by the daemon, %d syncs (%d of them history settles; targets: 2 MB, 500)",
                 seconds, Double(bytes) / 1_000_000, Double(bytes) / 1_048_576, syncs, settles))
+        if let cardBefore, let cardAfter {
+            let cardBytes = cardAfter.bytes - cardBefore.bytes
+            print(
+                String(
+                    format:
+                        "  the card's own counters (ext4, noatime): %.2f MB in %d write requests, its journal and metadata included",
+                    Double(cardBytes) / 1_000_000, cardAfter.requests - cardBefore.requests))
+        }
         for (directory, file) in [
             (state, "registrations.journal"), (state, "history.jsonl"), (runtime, "history-recent.jsonl"),
             (runtime, "wake-events.jsonl"),
