@@ -22,9 +22,19 @@ extension JournalFile {
         let end = offset + bytes.count
         guard end > allocated else { return allocated }
         let target = Self.allocation(for: end)
-        let position = max(end, allocated)
-        let result = posix_fallocate(fd, off_t(position), off_t(target - position))
-        guard result == 0 else { throw SystemCallError(function: "posix_fallocate", errno: result) }
+        let zeros = [UInt8](repeating: 0, count: Self.pageBytes)
+        var position = max(end, allocated)
+        while position < target {
+            let next = min(target, (position / Self.pageBytes + 1) * Self.pageBytes)
+            do {
+                try Self.pwriteAll(zeros[0..<(next - position)], to: fd, at: position)
+            } catch let error as SystemCallError where error.errno == ENOSPC {
+                // No room for every zero ahead on a nearly full disk: the entries are written, and they are what
+                // counts; the next append tries again.
+                return position
+            }
+            position = next
+        }
         return target
     }
 
@@ -71,8 +81,11 @@ extension JournalFile {
         buffer.copyBytes(from: direct.tail)
         UnsafeMutableRawBufferPointer(rebasing: buffer[direct.tail.count...]).copyBytes(from: bytes)
         let tail = Array(buffer[(end / alignment * alignment - start)..<(end - start)])
+        // What the entries need alone, to the alignment: written by itself when the disk has no room for new zeros.
+        let needed = min(writeEnd, (end + alignment - 1) / alignment * alignment)
         return Prepared(
-            write: JournalWrite(fd: self.fd, direct: buffer, at: start), allocated: allocated, tail: tail)
+            write: JournalWrite(fd: self.fd, direct: buffer, at: start, needed: needed - start), allocated: allocated,
+            tail: tail)
     }
 
     /// Direct writes for `fd`, holding `size` bytes of entries, if its file system allows them for it: the
@@ -103,12 +116,18 @@ public final class JournalWrite: @unchecked Sendable {
     let fd: Int32
     private let buffer: UnsafeMutableRawBufferPointer?
     private let offset: Int
+    /// The bytes of `buffer` that hold the entries, to the alignment: written alone when the disk has no room for
+    /// the new zeros that follow them.
+    private let needed: Int
     private(set) var performed = false
+    /// Where the file ends when the disk had no room for the new zeros after the entries (nil otherwise).
+    private(set) var end: Int?
 
-    init(fd: Int32, direct buffer: UnsafeMutableRawBufferPointer? = nil, at offset: Int = 0) {
+    init(fd: Int32, direct buffer: UnsafeMutableRawBufferPointer? = nil, at offset: Int = 0, needed: Int = 0) {
         self.fd = fd
         self.buffer = buffer
         self.offset = offset
+        self.needed = needed
     }
 
     deinit { self.buffer?.deallocate() }
@@ -118,12 +137,20 @@ public final class JournalWrite: @unchecked Sendable {
         precondition(!self.performed, "an append's write is carried out once")
         self.performed = true
         if let buffer = self.buffer {
-            let written = try retryingSyscall("pwrite") {
-                pwrite(self.fd, buffer.baseAddress!, buffer.count, off_t(self.offset))
+            do {
+                try self.write(buffer, count: buffer.count)
+            } catch let error as SystemCallError where error.errno == ENOSPC && self.needed < buffer.count {
+                // No room for the new zeros on a nearly full disk: the entries alone, as before there were any.
+                try self.write(buffer, count: self.needed)
+                self.end = self.offset + self.needed
             }
-            // A direct write is whole or fails; a short one (a full disk) is taken for a failure and cut back.
-            guard written == buffer.count else { throw SystemCallError(function: "pwrite", errno: ENOSPC) }
         }
         if sync { _ = try retryingSyscall("fdatasync") { fdatasync(self.fd) } }
+    }
+
+    private func write(_ buffer: UnsafeMutableRawBufferPointer, count: Int) throws {
+        let written = try retryingSyscall("pwrite") { pwrite(self.fd, buffer.baseAddress!, count, off_t(self.offset)) }
+        // A direct write is whole or fails; a short one (a full disk) is taken for a failure.
+        guard written == count else { throw SystemCallError(function: "pwrite", errno: ENOSPC) }
     }
 }

@@ -213,7 +213,7 @@ public final class JournalFile {
             let prepared = try self.prepare(bytes)
             try commit(prepared.write)
             precondition(prepared.write.performed, "an append's write was never carried out")
-            self.allocated = prepared.allocated
+            self.allocated = min(prepared.allocated, prepared.write.end ?? prepared.allocated)
             if let tail = prepared.tail { self.direct?.tail = tail }
         } catch {
             if let error = error as? SystemCallError, error.errno == EINVAL, self.direct != nil {
