@@ -289,7 +289,8 @@ public final class JournalFile {
         var allocated: Int
         do {
             size = try written.get()
-            allocated = size == 0 ? 0 : Self.allocation(for: size)
+            // The file's real length: its zeros ahead may have stopped short on a nearly full disk.
+            allocated = Int(try retryingSyscall("lseek") { lseek(rewrite.fd, 0, SEEK_END) })
             if !rewrite.carried.isEmpty {
                 allocated = try Self.write(rewrite.carried, to: rewrite.fd, at: size, allocated: allocated)
                 try retryingSyscall("fdatasync") { fdatasync(rewrite.fd) }
