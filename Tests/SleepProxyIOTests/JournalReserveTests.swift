@@ -148,4 +148,45 @@ struct JournalReserveTests {
         #expect(replay.problems.isEmpty && replay.usedLength == journal.size)
         #expect(Set(replay.registrations.map(\.key)) == Set((hosts[0..<3] + [hosts[30]]).map(\.key)))
     }
+
+    /// A compaction on a nearly full disk: the new file's zeros ahead stop where the disk does, and the journal
+    /// takes the length the file has, not the one its zeros were meant to reach; appends and the next start go
+    /// on. The disk is a tmpfs sized from a dry run so that the new file gets half its zeros (needs root to mount).
+    @Test(.enabled(if: getuid() == 0, "needs root to mount a small tmpfs"))
+    func aCompactionOnANearlyFullDiskTakesItsFilesRealLength() throws {
+        let hosts = try JournalFileTests.hosts(12)
+        let base = SystemClock.timeBase()
+        // The dry run, on the ordinary temporary directory: how long the old journal and the compacted one are.
+        let dry = JournalFileTests.directory()
+        defer { try? FileManager.default.removeItem(at: dry) }
+        let (sizing, _) = try JournalFile.open(directory: dry, timeBase: base)
+        try sizing.append(hosts.map { .put($0) }, timeBase: base)
+        let oldLength = sizing.allocated
+        try sizing.compact(Array(hosts.prefix(8)), timeBase: base)
+        let compacted = sizing.size
+        let pages = (oldLength + compacted + JournalFile.reserveBytes / 2) / JournalFile.pageBytes + 1
+
+        let directory = JournalFileTests.directory()
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        _ = try Command.check([
+            "mount", "-t", "tmpfs", "-o", "size=\(pages * JournalFile.pageBytes)", "sleepproxy-test", directory.path,
+        ])
+        defer { _ = try? Command.run(["umount", "-l", directory.path]) }
+        let (journal, _) = try JournalFile.open(directory: directory, timeBase: base)
+        try journal.append(hosts.map { .put($0) }, timeBase: base)
+        let before = try Self.length(directory)
+        #expect(journal.allocated == oldLength && before == oldLength)
+        try journal.startCompaction(Array(hosts.prefix(8)), timeBase: base)
+        #expect(try JournalFileTests.finish(journal))
+        let length = try Self.length(directory)
+        #expect(journal.size == compacted)
+        #expect(length > compacted && length < JournalFile.allocation(for: compacted), "the zeros stopped short")
+        #expect(journal.allocated == length)
+        // The old file is gone and its room with it: an append goes on, and the journal reads back whole.
+        try journal.append([.put(hosts[11])], timeBase: base)
+        let replay = try journal.reread(timeBase: base)
+        #expect(replay.problems.isEmpty && replay.usedLength == journal.size)
+        #expect(Set(replay.registrations.map(\.key)) == Set((hosts.prefix(8) + [hosts[11]]).map(\.key)))
+    }
 }
