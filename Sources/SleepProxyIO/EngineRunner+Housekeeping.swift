@@ -26,6 +26,7 @@ extension EngineRunner {
             }
         }
         self.saveSSDP(now: now, force: false)
+        self.saveLearned(now: now, force: false)
         self.flushHistory()
         self.settleHeldJournal(now: now)
         self.keepSpokenForLive(now: now)
@@ -43,6 +44,22 @@ extension EngineRunner {
             self.ssdpSavedRevision = revision
         } catch {
             self.logger.warning("state: cannot save \(SSDPStateFile.fileName): \(error)")
+        }
+    }
+
+    /// Saves what adopted hosts taught when it changed, at most every `LearnedHostsFile.saveInterval` (or now, at a
+    /// stop). Not before the saved copy was given to the engine: the start must not overwrite it with nothing.
+    func saveLearned(now: Timestamp, force: Bool) {
+        guard self.learnedAtStart == nil, self.engine.adoptionRevision != self.learnedSavedRevision else { return }
+        if !force, let last = self.learnedSavedAt, now - last < LearnedHostsFile.saveInterval { return }
+        self.learnedSavedAt = now
+        do {
+            try LearnedHostsFile.write(
+                self.engine.adoptedLearned(now: now), timeBase: SystemClock.timeBase(),
+                directory: self.journal.directory)
+            self.learnedSavedRevision = self.engine.adoptionRevision
+        } catch {
+            self.logger.warning("state: cannot save \(LearnedHostsFile.fileName): \(error)")
         }
     }
 

@@ -122,6 +122,7 @@ extension EngineRunner {
                 "state: cannot record the hosts spoken for (\(error)); they are probed first at the next start")
         }
         self.saveSSDP(now: SystemClock.now(), force: true)
+        self.saveLearned(now: SystemClock.now(), force: true)
         self.flushHistory()
         self.writeHeldJournal(sync: true)
         self.journal.abandonCompaction()

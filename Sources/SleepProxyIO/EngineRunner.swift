@@ -76,6 +76,11 @@ public final class EngineRunner: @unchecked Sendable {
     var adoptedInConfiguration: Set<MACAddress> = []
     var adoptedAtRunTime: Set<MACAddress> = []
     var ssdpSavedAt: Timestamp?
+    /// What adopted hosts taught before the stop (`LearnedHostsFile`), given to the engine once the adopted set is;
+    /// the revision last saved, and when.
+    var learnedAtStart: [OwnerRegistration]?
+    var learnedSavedRevision: UInt64 = 0
+    var learnedSavedAt: Timestamp?
     let journal: JournalFile
     /// Journal entries no reply waits on (hand-backs, expiries, adopted hosts held), kept for the next synced
     /// append, a settle or the stop (`holdJournal`, docs/state.md "SD-card wear").
@@ -236,6 +241,20 @@ public final class EngineRunner: @unchecked Sendable {
         } catch {
             logger.error(
                 "state: ignoring \(AdoptionFile.fileName) (\(error)); hosts adopted with sleepproxyctl adopt are not adopted until adopted again"
+            )
+        }
+        do {
+            if let saved = try LearnedHostsFile.read(
+                directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
+            {
+                self.learnedAtStart = saved.registrations
+                for problem in saved.problems {
+                    logger.warning("state: \(LearnedHostsFile.fileName): \(problem); that host is learned again")
+                }
+            }
+        } catch {
+            logger.warning(
+                "state: ignoring \(LearnedHostsFile.fileName) (\(error)); adopted hosts are learned again when they next speak"
             )
         }
         // The first thing the engine thread does: adopted hosts held when the proxy stopped are held again.

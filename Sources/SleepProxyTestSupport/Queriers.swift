@@ -151,6 +151,43 @@ public enum Queriers {
         }
     }
 
+    /// A python-zeroconf browser left running (a Finder window left open): every add and remove it reports,
+    /// with the time, one JSON line each, until `seconds` have passed. Read its view with `zeroconfEvents`.
+    public static func zeroconfWatch(in host: LabHost, type: String, seconds: Int, logName: String = "browser") throws
+        -> ManagedProcess
+    {
+        let script = """
+            import json, sys, time
+            from zeroconf import Zeroconf, ServiceBrowser, IPVersion
+            zc = Zeroconf(ip_version=IPVersion.V4Only)
+            def say(event, name): print(json.dumps({'t': time.time(), 'event': event, 'name': name}), flush=True)
+            class Listener:
+                def add_service(self, zc, type_, name): say('add', name)
+                def update_service(self, zc, type_, name): pass
+                def remove_service(self, zc, type_, name): say('remove', name)
+            browser = ServiceBrowser(zc, sys.argv[1], Listener())
+            print(json.dumps({'t': time.time(), 'event': 'ready', 'name': ''}), flush=True)
+            time.sleep(float(sys.argv[2]))
+            zc.close()
+            """
+        let process = try host.spawn(["/usr/bin/python3", "-c", script, type, "\(seconds)"], logName: logName)
+        guard process.waitForOutput("ready", timeout: 15) else {
+            throw CommandError("the python-zeroconf browser did not start: \(process.output)")
+        }
+        return process
+    }
+
+    /// What a `zeroconfWatch` browser reported so far: (wall-clock time, "add" or "remove", instance name).
+    public static func zeroconfEvents(_ browser: ManagedProcess) -> [(at: Date, event: String, name: String)] {
+        browser.output.split(separator: "\n").compactMap { line in
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let t = object["t"] as? Double, let event = object["event"] as? String, event != "ready",
+                let name = object["name"] as? String
+            else { return nil }
+            return (Date(timeIntervalSince1970: t), event, name)
+        }
+    }
+
     // MARK: dig
 
     /// A direct unicast query to `server` port 5353 (RFC 6762 §5.5); dig cannot read replies to multicast queries

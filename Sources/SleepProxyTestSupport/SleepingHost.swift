@@ -64,11 +64,13 @@ public final class SleepingHost: @unchecked Sendable {
     /// The addresses the last `sleep` removed.
     private var removed: [String] = []
 
-    /// Restores the addresses and announces them.
-    public func wake() throws {
+    /// Restores the addresses and announces them; `announcing: false` is a quiet resume (a PC that sends no
+    /// broadcast of its own when it wakes: only what its traffic needs, such as ARP requests).
+    public func wake(announcing: Bool = true) throws {
         for address in self.removed { try self.host.addAddress(address) }
         self.removed = []
         self.isAsleep = false
+        guard announcing else { return }
         for cidr in self.ipv4 {
             guard let address = IPv4Address(String(cidr.split(separator: "/")[0])) else { continue }
             let announcement = ARPPacket.announcement(from: self.host.mac, for: address).frame(

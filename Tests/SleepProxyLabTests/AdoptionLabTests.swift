@@ -17,38 +17,7 @@ final class AdoptionLabTests: ThreeHostSuite {
         self.setup = try ThreeHostLab(thirdName: "querier")
     }
 
-    static let ctl = Daemon.sibling("sleepproxyctl")
     static let mac = ThreeHostLab.sleeperMAC.description
-
-    func ctl(_ arguments: [String]) throws -> ControlResponse {
-        let result = try self.proxy.run(
-            [Self.ctl] + arguments + ["--socket", self.state.appendingPathComponent("control.sock").path, "--json"])
-        // A refusal prints its sentence on stderr and nothing on stdout.
-        guard let line = result.stdout.split(separator: "\n").first.map({ Array($0.utf8) }) else {
-            return .failure(result.stderr)
-        }
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
-        return try decoder.decode(ControlResponse.self, from: Data(line))
-    }
-
-    /// The adopted host as `sleepproxyctl adopted` shows it.
-    func adopted() throws -> AdoptedSummary? {
-        try self.ctl(["adopted"]).adopted?.first { $0.mac == Self.mac }
-    }
-
-    /// Polls (bounded) until the adopted host is in `state`; returns what was seen last.
-    @discardableResult
-    func waitForAdopted(_ state: String, timeout: Double = 20, also: (AdoptedSummary) -> Bool = { _ in true }) throws
-        -> AdoptedSummary?
-    {
-        var last: AdoptedSummary?
-        _ = try waitUntil(timeout: timeout, interval: 0.2) {
-            last = try self.adopted()
-            return last.map { $0.state == state && also($0) } ?? false
-        }
-        return last
-    }
 
     /// avahi-daemon on the sleeper, publishing the two real servers.
     func startAvahi() throws -> AvahiDaemon {

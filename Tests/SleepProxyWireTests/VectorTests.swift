@@ -1,4 +1,5 @@
 import NIOCore
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyWire

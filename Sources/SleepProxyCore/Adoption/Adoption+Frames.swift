@@ -20,19 +20,22 @@ extension Adoption {
     /// this machine. Nil for a frame that could not be read.
     public mutating func heard(_ frame: EthernetFrame, on interface: String, now: Timestamp) -> AdoptionHeard? {
         guard var host = self.hosts[frame.source] else { return nil }
+        let (addressesBefore, interfaceBefore) = (host.addresses, host.interface)
         var result = AdoptionHeard(
             mac: frame.source, interface: interface, signOfLife: false, recordsChanged: false, newTypes: [])
         switch frame.etherType {
         case .arp:
-            // A sleeping NIC answers ARP itself (docs/adoption.md §4): its address, never a sign of life.
             guard let arp = try? ARPPacket(decoding: frame.payload) else { return nil }
             if arp.senderMAC == frame.source, arp.senderIP != .any { Self.note(.v4(arp.senderIP), in: &host) }
+            // A sleeping NIC answers ARP itself (docs/adoption.md §4), so a reply shows nothing; it never asks, so
+            // a request (for its router after a quiet resume, a gratuitous ARP, a probe) is its running host's.
+            result.signOfLife = arp.operation == .request
             // For a host checked by address, its ARP reply is the check's answer (not a sign of life: a sleeping
-            // NIC gives it too, and such a host is then never taken for asleep).
+            // NIC gives it too, and such a host is then never taken for asleep). Asked again at the idle pace.
             if arp.operation == .reply, host.phase == .checking, host.hostName == nil {
                 host.phase = .watching
                 host.asked = 0
-                host.due = now + AdoptionRules.quietBeforeCheck
+                host.due = now + AdoptionRules.idleCheckInterval
             }
         case .ipv4:
             guard let packet = try? IPv4Packet(decoding: frame.payload) else { return nil }
@@ -58,8 +61,12 @@ extension Adoption {
         }
         host.interface = interface
         host.lastHeard = now
+        let firstWord = host.lastSignOfLife == nil || host.phase == .unheard || host.phase == .away
         if host.phase == .unheard { host.phase = .watching }
         if result.signOfLife {
+            // A word while its name is being asked is the check's answer, not a word of its own.
+            let answering = host.phase == .checking
+            if !result.saidGoodbye { Self.confirmGoodbyes(of: &host, result: &result, now: now) }
             host.lastSignOfLife = now
             if host.phase == .checking { host.phase = .watching }
             if host.phase == .away {
@@ -69,19 +76,27 @@ extension Adoption {
             }
             if host.phase != .held {
                 host.asked = 0
-                host.due = now + AdoptionRules.quietBeforeCheck
+                host.due =
+                    now
+                    + Self.quietBeforeCheck(
+                        &host, answering: answering, goodbye: result.saidGoodbye, firstWord: firstWord, now: now)
             }
         } else if host.phase == .watching, host.due == nil {
             host.due = now + AdoptionRules.quietBeforeCheck
+        }
+        if result.recordsChanged || host.addresses != addressesBefore || host.interface != interfaceBefore {
+            self.revision &+= 1
         }
         self.hosts[frame.source] = host
         return result
     }
 
-    /// ICMPv6 a sleeping NIC may send itself: neighbour discovery (133-137) and MLD (130-132, 143).
+    /// ICMPv6 a sleeping NIC may send itself: neighbour advertisements (136, its answers to solicitations) and
+    /// MLD reports (130-132, 143). A solicitation (133, 135) asks, which only a running host does; 134 and 137
+    /// are routers'.
     static func isOffloadable(icmpv6 payload: ByteBuffer) -> Bool {
         guard let type = payload.getInteger(at: payload.readerIndex, as: UInt8.self) else { return true }
-        return (130...137).contains(type) || type == 143
+        return (130...132).contains(type) || type == 134 || type == 136 || type == 137 || type == 143
     }
 
     static func note(_ address: IPAddress, in host: inout AdoptedHost) {
@@ -132,10 +147,18 @@ extension Adoption {
         let fresh = records.filter { $0.ttl > 0 }
         let flushed = Set(fresh.filter(\.cacheFlush).map { NameAndType(name: $0.name, type: $0.type) })
         let kept = Set(fresh.map(RecordIdentity.init))
+        // Goodbyes for what it still publishes wait for what comes after them: silence is a sleep, more words a
+        // removal (`deferGoodbyes`); only those that end its addresses are applied at once.
+        let applied = goodbyes.isEmpty ? goodbyes : Self.deferGoodbyes(goodbyes, of: &host, result: &result, now: now)
+        if !kept.isEmpty, !host.pendingGoodbyes.isEmpty {
+            // Announced again: those goodbyes are void.
+            host.pendingGoodbyes.subtract(kept)
+            if host.pendingGoodbyes.isEmpty { host.goodbyesAt = nil }
+        }
         let before = host.records.count
         host.records.removeAll { learned in
             let identity = RecordIdentity(learned.record)
-            if goodbyes.contains(identity) { return true }
+            if applied.contains(identity) { return true }
             // RFC 6762 §10.2: a cache-flush record replaces its name and type's records received more than a
             // second before it (those within the second are parts of the same announcement).
             return !flushed.isEmpty

@@ -9,6 +9,9 @@ public struct Adoption: Sendable {
     /// The adopted MACs as numbers: every frame on the link is checked against them. Kept with `hosts`' keys by
     /// `setAdopted`, the only place that adds or removes a host.
     private(set) var rawMACs: Set<UInt64> = []
+    /// Counts the changes to what the hosts taught (their records, addresses, interface), not their refreshes:
+    /// the I/O layer saves the learned hosts when it moves (`ProxyEngine.adoptedLearned`).
+    public internal(set) var revision: UInt64 = 0
 
     public init() {}
 
@@ -22,6 +25,7 @@ public struct Adoption: Sendable {
         precondition(macs.count <= AdoptionRules.maximumAdopted, "the caller checks the bound")
         let dropped = self.hosts.keys.filter { !macs.contains($0) }.sorted { $0.rawValue < $1.rawValue }
         for mac in dropped { self.hosts[mac] = nil }
+        if !dropped.isEmpty { self.revision &+= 1 }
         for mac in macs where self.hosts[mac] == nil { self.hosts[mac] = AdoptedHost(mac: mac) }
         self.rawMACs = Set(macs.map(\.rawValue))
         return dropped
@@ -38,6 +42,23 @@ public struct Adoption: Sendable {
         host.phase = .held
         host.due = nil
         self.hosts[registration.key.primaryMAC] = host
+    }
+
+    /// What a host taught before the proxy stopped (`ProxyEngine.adoptedLearned`, saved by the I/O layer): its
+    /// interface, addresses and records, so that a host awake and quiet across a restart is checked at once and,
+    /// asleep, held with its name and services (docs/adoption.md §3). Only for a host not heard from since.
+    public mutating func restoreLearned(_ saved: OwnerRegistration, now: Timestamp) {
+        guard var host = self.hosts[saved.key.primaryMAC], host.phase == .unheard else { return }
+        host.interface = saved.key.interface
+        host.records = saved.records.prefix(AdoptionRules.maximumRecords).map {
+            LearnedRecord(record: $0.record, learnedAt: $0.registeredAt)
+        }
+        host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
+        host.addresses = Array((saved.adoptedAddresses ?? saved.addresses).prefix(AdoptionRules.maximumAddresses))
+        host.hasPublished = !host.records.isEmpty
+        host.phase = .watching
+        host.due = now + AdoptionRules.quietBeforeCheck
+        self.hosts[saved.key.primaryMAC] = host
     }
 
     /// The engine stopped holding it (it showed itself, or its lease or an administrator ended it): watched
@@ -113,7 +134,7 @@ public struct Adoption: Sendable {
                 host.asked += 1
                 host.due = now + AdoptionRules.checkInterval
                 if let name {
-                    steps.append(.askName(mac, name, interface: interface))
+                    steps.append(.askName(mac, name, interface: interface, everyFamily: host.asked > 1))
                 } else {
                     steps.append(.probeAddress(mac, v4!, interface: interface))
                 }
@@ -121,6 +142,7 @@ public struct Adoption: Sendable {
                 host.phase = .held
                 host.asked = 0
                 host.due = nil
+                Self.forgetGoodbyes(of: &host)
                 steps.append(.fellQuiet(mac))
             }
         }

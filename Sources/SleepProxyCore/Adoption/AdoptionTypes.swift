@@ -17,11 +17,24 @@ public enum AdoptionRules {
     /// Bytes of records kept per host (uncompressed names and rdata): a NAS publishing a dozen services holds
     /// about 5 KB; 64 KiB bounds what a host flooding its own announcements can make us keep.
     public static let maximumRecordBytes = 64 * 1024
-    /// Quiet this long (no frame only a running host sends), the host is asked for its name: about as long as an
-    /// idle avahi or Windows host goes without a word of its own while awake is not knowable, so the check is
-    /// what tells, and 2 s + two questions a second apart keep the first answer within the 5 s users were
-    /// promised (docs/adoption.md §3).
+    /// Quiet this long after a word of its own that may have been its last (its sleep goodbyes, or any word when
+    /// it was busy in the minute before), the host is asked for its name: 2 s + two questions a second apart keep
+    /// the first answer within the 5 s users were promised (docs/adoption.md §3).
     public static let quietBeforeCheck: Duration = .seconds(2)
+    /// How often an idle awake host is asked: one question and its one answer every 25 s are 4.8 packets a
+    /// minute on the link (the goal is at most 6), and a host that falls asleep silently after being idle is held
+    /// within 25 + 1 + 1 = 27 s (the goal is 30). Asking every 2 s, as 0.6.0 did, cost about 100 packets a minute
+    /// (docs/adoption.md §3).
+    public static let idleCheckInterval: Duration = .seconds(25)
+    /// Words of its own within `busyWindow` that make a host busy: its next quiet spell may be sleep, so it is
+    /// asked `quietBeforeCheck` after its last word. One lone word a minute (an answer to someone's browse) is an
+    /// idle host's, and waits for the idle check.
+    public static let busyWords = 2
+    public static let busyWindow: Duration = .seconds(60)
+    /// Goodbyes that come with other words of the host this long after them are a removal on an awake host; with
+    /// only silence after them, a sleep (docs/adoption.md §3). macOS sends its sleep goodbyes once per address
+    /// family, milliseconds apart, as its last packets; a removal while awake repeats its goodbye 2 s apart.
+    public static let goodbyeBurst: Duration = .seconds(1)
     /// Questions for its name, a second apart (RFC 6762 §5.2: a querier waits at least a second before asking
     /// the same again); all unanswered a second after the last, it sleeps.
     public static let checkQuestions = 2
@@ -96,6 +109,15 @@ public struct AdoptedHost: Hashable, Sendable {
     /// It published mDNS records at some time: one that said goodbye to its name since (a clean shutdown) is not
     /// checked by address as a host that never published any is.
     public var hasPublished = false
+    /// Goodbyes (TTL 0) for records it still published a moment before, not yet applied: a sleep's goodbyes are
+    /// not removals (macOS 15 says goodbye to its service PTRs as it falls asleep), so they are applied only when
+    /// the host goes on talking after them, and forgotten when it is held (docs/adoption.md §3).
+    var pendingGoodbyes: Set<RecordIdentity> = []
+    /// When the first of `pendingGoodbyes` came.
+    var goodbyesAt: Timestamp?
+    /// Its latest words of its own (not answers to the proxy's questions), the oldest first, at most
+    /// `AdoptionRules.busyWords`: whether it was busy in the minute before.
+    var recentWords: [Timestamp] = []
     /// The service types already asked for in this run (`_http._tcp.local.` ...).
     var typesAsked: Set<DNSName> = []
     /// The last response learned, as a hash of its bytes: a response repeated word for word (an answer to the
@@ -117,6 +139,8 @@ public struct AdoptionHeard: Hashable, Sendable {
     public var interface: String
     /// A frame only a running host sends.
     public var signOfLife: Bool
+    /// It carried goodbyes (TTL 0) for records the host published.
+    public var saidGoodbye = false
     /// Its records changed (learned, replaced or said goodbye to).
     public var recordsChanged: Bool
     /// Service types it publishes that have not been asked for yet.
@@ -125,8 +149,10 @@ public struct AdoptionHeard: Hashable, Sendable {
 
 /// What comes due for the adopted hosts at a time.
 public enum AdoptionStep: Hashable, Sendable {
-    /// Ask the host's name (a check), on its interface.
-    case askName(MACAddress, DNSName, interface: String)
+    /// Ask the host's name (a check), on its interface. `everyFamily`: on IPv4 and IPv6 both; otherwise on one
+    /// family only (IPv4 where the host has an IPv4 address), since one question and one answer are all a check
+    /// needs, and only a check left unanswered is asked again on both, for a host whose responder speaks one.
+    case askName(MACAddress, DNSName, interface: String, everyFamily: Bool)
     /// A host that never said its name (a Windows PC that publishes nothing): ask for its IPv4 address by ARP,
     /// unicast to its MAC, as the takeover's probes do. Its NIC may answer that in sleep, so such a host is held
     /// only when nothing does (docs/adoption.md §4).

@@ -43,6 +43,28 @@ extension ProxyEngine {
         return actions
     }
 
+    /// What each adopted host taught, as the registration that would hold it, for the I/O layer to keep across a
+    /// restart, an upgrade or a crash (docs/adoption.md §3); hosts not heard from yet have nothing to keep.
+    public func adoptedLearned(now: Timestamp) -> [OwnerRegistration] {
+        self.adoption.hosts.keys.sorted { $0.rawValue < $1.rawValue }.compactMap { mac in
+            guard let host = self.adoption.hosts[mac], !host.records.isEmpty || !host.addresses.isEmpty else {
+                return nil
+            }
+            return self.adoption.registration(of: mac, sequence: 0, now: now)
+        }
+    }
+
+    /// What the adopted hosts taught before the proxy stopped (`adoptedLearned`): given after the adopted set,
+    /// for hosts the journal does not hold asleep, which are then checked at once.
+    public mutating func restoreLearned(_ saved: [OwnerRegistration], now: Timestamp) {
+        for registration in saved where self.registrar.store[registration.key] == nil {
+            self.adoption.restoreLearned(registration, now: now)
+        }
+    }
+
+    /// The changes to what adopted hosts taught, counted: saved again when it moves.
+    public var adoptionRevision: UInt64 { self.adoption.revision }
+
     /// The service types on a link (RFC 6763 §9), asked so that adopted hosts say what they publish without
     /// waiting for someone to browse; only their own answers are learned.
     mutating func askAdoptedServices(on context: InterfaceContext, now: Timestamp) -> [EngineAction] {
@@ -77,12 +99,20 @@ extension ProxyEngine {
         var actions: [EngineAction] = []
         for step in self.adoption.due(now: now, isHeld: { store[$0] != nil }) {
             switch step {
-            case .askName(_, let name, let interface):
+            case .askName(let mac, let name, let interface, let everyFamily):
                 guard let context = self.servedInterfaces.first(where: { $0.name == interface }) else { continue }
-                // Unicast replies (RFC 6762 §5.4): only the proxy needs the answer, nobody else's cache.
+                // Unicast replies (RFC 6762 §5.4): only the proxy needs the answer, nobody else's cache. One family
+                // first (its IPv4, where it has one): a question and its answer are all a check costs the link.
+                var families = Responder.families(of: context)
+                if !everyFamily, families.count > 1 {
+                    let hasV4 = self.adoption.hosts[mac]?.addresses.contains {
+                        if case .v4 = $0 { true } else { false }
+                    }
+                    families = [hasV4 == true ? .v4 : .v6]
+                }
                 actions += self.adoptionQuestion(
-                    DNSQuestion(name: name, type: .a, unicastResponse: true), on: context, now: now,
-                    also: DNSQuestion(name: name, type: .aaaa, unicastResponse: true))
+                    DNSQuestion(name: name, type: .a, unicastResponse: true), on: context, families: families,
+                    now: now, also: DNSQuestion(name: name, type: .aaaa, unicastResponse: true))
             case .probeAddress(let mac, let address, let interface):
                 guard let context = self.servedInterfaces.first(where: { $0.name == interface }) else { continue }
                 // RFC 5227 §2.1.1's probe (sender 0.0.0.0), unicast to the host's MAC: nobody else's cache changes.
@@ -137,12 +167,13 @@ extension ProxyEngine {
 
     /// A question on one interface's mDNS groups; its copies looped back are known as ours.
     private mutating func adoptionQuestion(
-        _ question: DNSQuestion, on context: InterfaceContext, now: Timestamp, also: DNSQuestion? = nil
+        _ question: DNSQuestion, on context: InterfaceContext, families: [IPFamily]? = nil, now: Timestamp,
+        also: DNSQuestion? = nil
     ) -> [EngineAction] {
         let query = DNSMessage(questions: [question] + (also.map { [$0] } ?? []))
         let bytes = query.encoded(options: .mdns)
         var actions: [EngineAction] = []
-        for family in Responder.families(of: context) {
+        for family in families ?? Responder.families(of: context) {
             self.echoes.remember(bytes, now: now)
             actions.append(
                 .transmit(

@@ -73,10 +73,10 @@ extension ProxyEngine {
     {
         guard let registration = self.registrar.store[key], let presence = self.presence[key] else { return [] }
         let first = presence.lastAwake == nil
-        let spokeFor = presence.spokeFor
         var actions = self.transition(registration, now: now) { $0.signOfLife(signal, kind, now: now) }
-        // Handed back: the host is no longer held, and its sighting ended any wake under way.
-        guard !spokeFor else { return actions }
+        // Handed back (spoken for, or adopted and restored from the journal): the host is no longer held, its
+        // sighting ended any wake under way, and nothing is left to tell the takeover.
+        guard self.presence[key] != nil else { return actions }
         if first {
             actions.append(
                 .log(
