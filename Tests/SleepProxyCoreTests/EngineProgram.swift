@@ -4,13 +4,14 @@ import SleepProxyWire
 
 /// The composed engine driven by an arbitrary program (docs/fuzzing.md): each step is a registration (well
 /// formed or raw bytes), an mDNS packet (a question, a host's own announcement or probe, an Owner option, raw
-/// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, an adopted host's own mDNS or
-/// traffic, raw bytes), an admin command (adopting a host among them) or a step of time, read from the program's bytes. After every step the invariants below are checked; a violation
-/// is returned as a sentence (the fuzz target traps on it, the test records it).
+/// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, an adopted host's own mDNS, its
+/// sleep goodbyes or other traffic, a quiet resume, raw bytes), an admin command (adopting a host, a restart of the
+/// proxy among them) or a step of time, read from the program's bytes. After every step the invariants below are
+/// checked; a violation is returned as a sentence (the fuzz target traps on it, the test records it).
 ///
-/// Shared by the libFuzzer target in Fuzz/Sources/FuzzEngine and by SleepProxyCoreTests (a symbolic link), so the
-/// same programs run in CI on every test run, from seeds, and under libFuzzer's guidance with `scripts/fuzz
-/// engine`. Public API only: it drives the engine as the daemon does.
+/// Shared by SleepProxyCoreTests and the libFuzzer target in Fuzz/Sources/FuzzEngine (whose copy is a symbolic
+/// link to this file), so the same programs run in CI on every test run, from seeds, and under libFuzzer's
+/// guidance with `scripts/fuzz engine`. Public API only: it drives the engine as the daemon does.
 public struct EngineProgram {
     /// Hosts the program speaks of: eight MACs, each with an IPv4, a global IPv6 and a link-local address.
     static let hostCount = 8
@@ -43,21 +44,36 @@ public struct EngineProgram {
     public private(set) var reachedWaking = false
     public private(set) var reachedWoken = false
     public private(set) var reachedHandedBack = false
+    /// Adoption's edges (docs/adoption.md §3): an adopted host held after its service PTR's goodbye, one asleep
+    /// handed back by a quiet resume (an ARP request or a solicitation of its own), and a restart of the proxy
+    /// while it knew an adopted host.
+    public private(set) var reachedHeldAfterGoodbyes = false
+    public private(set) var reachedQuietResume = false
+    public private(set) var reachedRestartWithLearned = false
+    /// Hosts whose service PTR said goodbye since they were last held.
+    var saidGoodbye: Set<Int> = []
     /// Hosts a magic packet went to since they last came up: a program's time step lets them answer.
     var magicFor: Set<Int> = []
 
-    public init(_ input: [UInt8]) {
+    /// `adopting`: hosts 0 up to it are adopted from the start (docs/adoption.md), so that adoption's edges are
+    /// reached by programs that would rarely adopt a host and keep it long enough by chance.
+    public init(_ input: [UInt8], adopting: Int = 0) {
+        self.engine = Self.freshEngine()
+        _ = self.engine.setInterfaces([Self.interface], now: self.now)
+        _ = try? self.engine.setAdopted(Set((0..<min(adopting, Self.hostCount)).map(Self.mac)), now: self.now)
+        self.input = input
+    }
+
+    static func freshEngine() -> ProxyEngine {
         var configuration = RegistrationConfiguration(
             maximumRecords: Self.maximumRecords, maximumHosts: Self.maximumHosts)
         configuration.requireSourceAmongClaimedAddresses = false
         let responder = Responder(
             configuration: ResponderConfiguration(
                 instanceLabel: "20-40-10-65.0 Fuzz", hostLabel: "fuzzproxy", registrationPort: 5599, seed: 7))
-        self.engine = ProxyEngine(
+        return ProxyEngine(
             registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover(),
             ssdp: SSDPProxy(seed: 11))
-        _ = self.engine.setInterfaces([Self.interface], now: self.now)
-        self.input = input
     }
 
     static func mac(_ host: Int) -> MACAddress { MACAddress(rawValue: 0x0253_5000_0002 + UInt64(host)) }
@@ -108,10 +124,11 @@ public struct EngineProgram {
             default: break
             }
         }
-        if !self.reachedAdoptedAsleep {
-            self.reachedAdoptedAsleep = self.engine.hosts(in: .asleep).contains {
-                self.engine.registration($0)?.isAdopted == true
-            }
+        let adoptedAsleep = self.engine.hosts(in: .asleep).filter { self.engine.registration($0)?.isAdopted == true }
+        if !adoptedAsleep.isEmpty { self.reachedAdoptedAsleep = true }
+        for key in adoptedAsleep {
+            let host = Int(key.primaryMAC.rawValue - Self.mac(0).rawValue)
+            if self.saidGoodbye.remove(host) != nil { self.reachedHeldAfterGoodbyes = true }
         }
         return nil
     }
@@ -270,7 +287,7 @@ public struct EngineProgram {
     }
 
     mutating func frame(_ host: Int) -> [EngineAction] {
-        let kind = (self.byte() ?? 0) % 7
+        let kind = (self.byte() ?? 0) % 9
         let target = IPv4Address(192, 0, 2, UInt8(2 + host))
         let bytes: [UInt8]
         switch kind {
@@ -305,18 +322,26 @@ public struct EngineProgram {
                 ).bytes
         case 5:
             // The host's own responder, seen on the wire from its MAC (what an adopted host is learned from): its
-            // name, a service on it, maybe a goodbye.
-            let ttl: UInt32 = (self.byte() ?? 0) & 3 == 0 ? 0 : 120
+            // name and a service on it, maybe their goodbyes (an exit), or only its service PTR's goodbye (macOS
+            // 15 falling asleep, or withdrawing the service while awake: docs/adoption.md §3).
+            let form = (self.byte() ?? 0) & 3
+            let ttl: UInt32 = form == 0 ? 0 : 120
+            if form == 1, self.engine.adoptedMACs.contains(Self.mac(host)) { self.saidGoodbye.insert(host) }
             let instance = try! DNSName(labels: ["Files \(host)", "_smb", "_tcp", "local"])
+            let service = DNSResourceRecord(
+                name: "_smb._tcp.local.", ttl: form == 1 ? 0 : 4500, rdata: .ptr(PTRRecord(target: instance)))
             let message = DNSMessage(
                 id: 0, flags: .init(response: true, authoritative: true),
-                answers: [
-                    DNSResourceRecord(
-                        name: Self.name(host), cacheFlush: true, ttl: ttl, rdata: .a(.init(address: target))),
-                    DNSResourceRecord(
-                        name: instance, cacheFlush: true, ttl: ttl,
-                        rdata: .srv(SRVRecord(priority: 0, weight: 0, port: 445, target: Self.name(host)))),
-                ])
+                answers: form == 1
+                    ? [service]
+                    : [
+                        DNSResourceRecord(
+                            name: Self.name(host), cacheFlush: true, ttl: ttl, rdata: .a(.init(address: target))),
+                        DNSResourceRecord(
+                            name: instance, cacheFlush: true, ttl: ttl,
+                            rdata: .srv(SRVRecord(priority: 0, weight: 0, port: 445, target: Self.name(host)))),
+                        service,
+                    ])
             var datagram = ByteBuffer()
             UDPDatagram(
                 sourcePort: 5353, destinationPort: 5353, payload: ByteBuffer(bytes: message.encoded(options: .mdns))
@@ -343,6 +368,24 @@ public struct EngineProgram {
             ).write(to: &packet)
             bytes =
                 EthernetFrame(destination: .broadcast, source: Self.mac(host), etherType: .ipv4, payload: packet).bytes
+        case 7:
+            // A quiet resume: the host asks for its router, and sends nothing else (docs/adoption.md §3).
+            bytes =
+                ARPPacket(
+                    operation: .request, senderMAC: Self.mac(host), senderIP: target, targetMAC: .zero,
+                    targetIP: IPv4Address(192, 0, 2, 254)
+                ).frame(destination: .broadcast, source: Self.mac(host)).bytes
+        case 8:
+            // The same in IPv6: a neighbour solicitation from the host for the proxy's address.
+            guard case .v6(let address) = Self.v6(host), case .v6(let proxy) = IPAddress("2001:db8::1")! else {
+                return []
+            }
+            bytes =
+                NeighborDiscoveryMessage(kind: .solicitation, target: proxy, sourceLinkLayerAddress: Self.mac(host))
+                .frame(
+                    ethernetSource: Self.mac(host), ethernetDestination: proxy.solicitedNodeMulticast.multicastMAC,
+                    source: address, destination: proxy.solicitedNodeMulticast
+                ).bytes
         default:
             // A neighbour advertisement from the host's MAC for its global address (it is up).
             guard case .v6(let address) = Self.v6(host) else { return [] }
@@ -355,12 +398,31 @@ public struct EngineProgram {
                     destination: .allNodes
                 ).bytes
         }
-        return self.engine.receiveFrame(bytes, interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+        let key = OwnerKey(interface: Self.interface.name, primaryMAC: Self.mac(host))
+        let wasAsleep = self.engine.registration(key)?.isAdopted == true && self.engine.state(of: key) == .asleep
+        let actions = self.engine.receiveFrame(
+            bytes, interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+        if kind >= 7, wasAsleep, self.engine.state(of: key) == nil { self.reachedQuietResume = true }
+        return actions
     }
 
     mutating func admin(_ host: Int) -> [EngineAction] {
         let key = OwnerKey(interface: Self.interface.name, primaryMAC: Self.mac(host))
-        switch (self.byte() ?? 0) % 6 {
+        switch (self.byte() ?? 0) % 7 {
+        case 6:
+            // The proxy restarts (an upgrade, a crash): a new engine given what the journal holds, the adopted
+            // set, and what the adopted hosts taught (docs/adoption.md §3), in the daemon's order.
+            let held = Array(self.engine.registrations.values)
+            let learned = self.engine.adoptedLearned(now: self.now)
+            if !learned.isEmpty { self.reachedRestartWithLearned = true }
+            let adopted = Set(self.engine.adoptedMACs)
+            var fresh = Self.freshEngine()
+            var actions = fresh.restore(held, now: self.now)
+            actions += fresh.setInterfaces([Self.interface], now: self.now)
+            actions += (try? fresh.setAdopted(adopted, now: self.now)) ?? []
+            fresh.restoreLearned(learned, now: self.now)
+            self.engine = fresh
+            return actions
         case 5:
             // A person adopts the host, or unadopts it (docs/adoption.md).
             var adopted = Set(self.engine.adoptedMACs)

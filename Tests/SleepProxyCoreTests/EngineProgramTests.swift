@@ -19,9 +19,13 @@ struct EngineProgramTests {
         var waking = 0
         var woken = 0
         var handedBack = 0
+        var heldAfterGoodbyes = 0
+        var quietResumes = 0
+        var restarts = 0
+        // Half of them with three hosts adopted from the start, so that adoption's edges are reached.
         for index in 0..<Self.programs {
             let bytes = (0..<Self.length).map { _ in UInt8(truncatingIfNeeded: random.next()) }
-            var program = EngineProgram(bytes)
+            var program = EngineProgram(bytes, adopting: index % 2 == 1 ? 3 : 0)
             if let violation = program.run() {
                 Issue.record("program \(index): \(violation); bytes: \(bytes)")
                 return
@@ -32,14 +36,23 @@ struct EngineProgramTests {
             if program.reachedWaking { waking += 1 }
             if program.reachedWoken { woken += 1 }
             if program.reachedHandedBack { handedBack += 1 }
+            if program.reachedHeldAfterGoodbyes { heldAfterGoodbyes += 1 }
+            if program.reachedQuietResume { quietResumes += 1 }
+            if program.reachedRestartWithLearned { restarts += 1 }
         }
         print(
             "engine programs: of \(Self.programs), \(asleep) got a host asleep, \(adopted) an adopted one; "
-                + "\(waking) woke a host, \(woken) saw one answer its wake, \(handedBack) handed one back")
+                + "\(waking) woke a host, \(woken) saw one answer its wake, \(handedBack) handed one back; "
+                + "\(heldAfterGoodbyes) held an adopted host after its sleep goodbyes, \(quietResumes) handed one back "
+                + "at a quiet resume, \(restarts) restarted knowing one")
         #expect(steps > Self.programs * 60, "the programs ran their steps (\(steps))")
         #expect(asleep > Self.programs / 10, "only \(asleep) programs got a host asleep")
         #expect(adopted > 0, "no program held an adopted host asleep")
-        // The lifecycle's later half, in most programs (issue 38's ask of the generator; docs/fuzzing.md).
+        // Adoption's edges (docs/adoption.md §3), in some programs each.
+        #expect(heldAfterGoodbyes > 0, "no program held an adopted host after its sleep goodbyes")
+        #expect(quietResumes > 0, "no program handed an adopted host back at a quiet resume")
+        #expect(restarts > 0, "no program restarted the proxy while it knew an adopted host")
+        // The lifecycle's later half, in most programs (docs/fuzzing.md).
         #expect(waking > Self.programs / 2, "only \(waking) programs woke a host")
         #expect(woken > Self.programs / 2, "only \(woken) programs saw a woken host answer")
         #expect(handedBack > Self.programs / 2, "only \(handedBack) programs handed a host back")
