@@ -76,8 +76,7 @@ public final class EngineRunner: @unchecked Sendable {
     var adoptedInConfiguration: Set<MACAddress> = []
     var adoptedAtRunTime: Set<MACAddress> = []
     var ssdpSavedAt: Timestamp?
-    /// What adopted hosts taught before the stop (`LearnedHostsFile`), given to the engine once the adopted set is;
-    /// the revision last saved, and when.
+    /// What adopted hosts taught before the stop until the engine has it; the revision last saved, and when.
     var learnedAtStart: [OwnerRegistration]?
     var learnedSavedRevision: UInt64 = 0
     var learnedSavedAt: Timestamp?
@@ -243,20 +242,7 @@ public final class EngineRunner: @unchecked Sendable {
                 "state: ignoring \(AdoptionFile.fileName) (\(error)); hosts adopted with sleepproxyctl adopt are not adopted until adopted again"
             )
         }
-        do {
-            if let saved = try LearnedHostsFile.read(
-                directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
-            {
-                self.learnedAtStart = saved.registrations
-                for problem in saved.problems {
-                    logger.warning("state: \(LearnedHostsFile.fileName): \(problem); that host is learned again")
-                }
-            }
-        } catch {
-            logger.warning(
-                "state: ignoring \(LearnedHostsFile.fileName) (\(error)); adopted hosts are learned again when they next speak"
-            )
-        }
+        self.learnedAtStart = LearnedHostsFile.readAtStart(directory: configuration.stateDirectory, logger: logger)
         // The first thing the engine thread does: adopted hosts held when the proxy stopped are held again.
         self.mailbox.post(.adopt(configuration.adopted))
         // Taken only once the journal's lock is ours: a start refused because another daemon holds the directory

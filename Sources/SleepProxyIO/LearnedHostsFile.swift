@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Logging
 import SleepProxyCore
 
 /// What the adopted hosts taught (their interface, addresses and records), kept in the state directory as
@@ -22,6 +23,22 @@ enum LearnedHostsFile {
         var bytes: [UInt8] = []
         for host in hosts { bytes += RegistrationJournal.encode(.put(host), timeBase: timeBase) }
         try Data(bytes).write(to: directory.appendingPathComponent(Self.fileName), options: .atomic)
+    }
+
+    /// What the start gives the engine once the adopted set is known: the saved hosts, each damaged entry and an
+    /// unreadable file reported (those hosts are learned again when they next speak).
+    static func readAtStart(directory: URL, logger: Logger) -> [OwnerRegistration]? {
+        do {
+            guard let saved = try Self.read(directory: directory, timeBase: SystemClock.timeBase()) else { return nil }
+            for problem in saved.problems {
+                logger.warning("state: \(Self.fileName): \(problem); that host is learned again")
+            }
+            return saved.registrations
+        } catch {
+            logger.warning(
+                "state: ignoring \(Self.fileName) (\(error)); adopted hosts are learned again when they next speak")
+            return nil
+        }
     }
 
     /// The saved hosts and the damage found (entries skipped), or nil when there is no file.

@@ -71,6 +71,7 @@ enum Benchmarks {
                 NeighbourBenchmarks.run()
             case "adoption":
                 try AdoptionBenchmarks.run()
+                try AdoptionWatchBenchmark.run()
             case "home-assistant":
                 try HomeAssistantBenchmarks.run()
             case "busy-lan":

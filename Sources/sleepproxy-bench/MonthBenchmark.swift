@@ -1,7 +1,7 @@
 import Foundation
 import SleepProxyTestSupport
 
-/// Issue 38's month in minutes (docs/long-running.md): the composed engine through 30 days of a home of 20 hosts
+/// A month in minutes (docs/long-running.md): the composed engine through 30 days of a home of 20 hosts
 /// (12 registering, 8 adopted) that sleep and wake ten times a day and renew their leases every two hours, 40 other
 /// devices chattering, and Home Assistant's nmap tracker every two minutes. `BENCH_MONTH_DAYS` shortens it.
 enum MonthBenchmark {

@@ -207,6 +207,12 @@ struct AdoptionWatchTests {
             if !asked.isEmpty {
                 answers += 1
                 h.frame(AdoptionWatchTests.unicastAnswer())
+                // Its kernel then checks the proxy's MAC (a unicast ARP request, as Linux does seconds later).
+                h.frame(
+                    ARPPacket(
+                        operation: .request, senderMAC: A.mac, senderIP: IPv4Address(192, 0, 2, 30),
+                        targetMAC: Lab.proxyMAC, targetIP: IPv4Address(192, 0, 2, 1)
+                    ).frame(destination: Lab.proxyMAC, source: A.mac).bytes)
             }
         }
         return (questions, answers)

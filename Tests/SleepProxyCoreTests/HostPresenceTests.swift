@@ -97,6 +97,7 @@ struct HostPresenceTests {
         for var spoken in [Self.asleep(), Self.awake(), Self.standby().afterFallingQuiet()] {
             let transition = spoken.signOfLife(Self.signal, .mdns, now: Self.t0)
             #expect(transition.orders == [.handBack(.mdns, what: Self.signal.what)] && transition.event == nil)
+            #expect(transition.to == .handedBack)
             #expect(spoken.lastAwake == Self.signal)
         }
         // Before the proxy ever spoke: still going to sleep; the name probes start over, not sooner than before.
@@ -110,6 +111,28 @@ struct HostPresenceTests {
         var byAddress = Self.starting()
         #expect(byAddress.signOfLife(Self.signal, .ssdp, now: later) == .none(.starting))
         #expect(byAddress.lastAwake == Self.signal)
+    }
+
+    /// The adoption rows (docs/adoption.md): held asleep at once, spoken for; a word of its own hands it back even
+    /// before the proxy spoke for it (restored from the journal); its NIC's answers change nothing; two wakes
+    /// unanswered end it with goodbyes.
+    @Test func anAdoptedHostsRows() {
+        let (held, entered) = HostPresence.adoptQuiet(previous: nil)
+        #expect(
+            entered
+                == Transition(
+                    from: nil, to: .asleep, orders: [.silence, .checkAt(nil), .speak],
+                    event: Event(.asleep, .noNameAnswer, detail: "adopted")))
+        #expect(held.speaks && held.spokeFor && held.adopted)
+        var nic = held
+        #expect(nic.ownerSeen(Self.signal, answeringAny: false) == .none(.asleep))
+        #expect(nic.state == .asleep && nic.lastAwake == Self.signal)
+        var restored = HostPresence.enter(.restored, probesAddresses: true, adopted: true, now: Self.t0).0
+        let word = restored.signOfLife(Self.signal, .ownTraffic, now: Self.t0)
+        #expect(word.to == .handedBack && word.orders == [.handBack(.ownTraffic, what: Self.signal.what)])
+        let away = HostPresence.end(held, .unreachable, waking: false, now: Self.t0)
+        #expect(away.to == .gone && away.event?.reason == .offOrAway)
+        #expect(away.orders.contains { if case .end(let ending) = $0 { ending.farewell } else { false } })
     }
 
     /// N questions for the name, each a probe interval apart; the check after the last unanswered one puts the

@@ -23,6 +23,9 @@ extension Adoption {
         let (addressesBefore, interfaceBefore) = (host.addresses, host.interface)
         var result = AdoptionHeard(
             mac: frame.source, interface: interface, signOfLife: false, recordsChanged: false, newTypes: [])
+        // Its kernel asking for a neighbour (ARP requests, solicitations): up, but not busy. It does so seconds after
+        // answering the proxy, to check the proxy's MAC, so counting it as a word would double the watch's cost.
+        var neighbourly = false
         switch frame.etherType {
         case .arp:
             guard let arp = try? ARPPacket(decoding: frame.payload) else { return nil }
@@ -30,6 +33,8 @@ extension Adoption {
             // A sleeping NIC answers ARP itself (docs/adoption.md §4), so a reply shows nothing; it never asks, so
             // a request (for its router after a quiet resume, a gratuitous ARP, a probe) is its running host's.
             result.signOfLife = arp.operation == .request
+            // A lookup of another machine; its announcements and probes (its own address, or none) are words.
+            neighbourly = result.signOfLife && arp.senderIP != .any && arp.targetIP != arp.senderIP
             // For a host checked by address, its ARP reply is the check's answer (not a sign of life: a sleeping
             // NIC gives it too, and such a host is then never taken for asleep). Asked again at the idle pace.
             if arp.operation == .reply, host.phase == .checking, host.hostName == nil {
@@ -50,7 +55,10 @@ extension Adoption {
             guard let packet = try? IPv6Packet(decoding: frame.payload) else { return nil }
             let source = packet.header.source
             if !(source.high == 0 && source.low <= 1), !source.isMulticast { Self.note(.v6(source), in: &host) }
-            result.signOfLife = !(packet.upperLayerProtocol == .icmpv6 && Self.isOffloadable(icmpv6: packet.payload))
+            let icmpv6 = packet.upperLayerProtocol == .icmpv6
+            result.signOfLife = !(icmpv6 && Self.isOffloadable(icmpv6: packet.payload))
+            neighbourly =
+                icmpv6 && result.signOfLife && !source.isUnspecified && Self.isSolicitation(icmpv6: packet.payload)
             if packet.upperLayerProtocol == .udp {
                 self.learn(udp: packet.payload, into: &host, result: &result, now: now)
             }
@@ -65,7 +73,7 @@ extension Adoption {
         if host.phase == .unheard { host.phase = .watching }
         if result.signOfLife {
             // A word while its name is being asked is the check's answer, not a word of its own.
-            let answering = host.phase == .checking
+            let answering = host.phase == .checking || neighbourly
             if !result.saidGoodbye { Self.confirmGoodbyes(of: &host, result: &result, now: now) }
             host.lastSignOfLife = now
             if host.phase == .checking { host.phase = .watching }
@@ -97,6 +105,12 @@ extension Adoption {
     static func isOffloadable(icmpv6 payload: ByteBuffer) -> Bool {
         guard let type = payload.getInteger(at: payload.readerIndex, as: UInt8.self) else { return true }
         return (130...132).contains(type) || type == 134 || type == 136 || type == 137 || type == 143
+    }
+
+    /// A neighbour solicitation (135): a lookup when its source is an address (with none, it is duplicate address
+    /// detection, a word of a host coming up).
+    static func isSolicitation(icmpv6 payload: ByteBuffer) -> Bool {
+        payload.getInteger(at: payload.readerIndex, as: UInt8.self) == 135
     }
 
     static func note(_ address: IPAddress, in host: inout AdoptedHost) {

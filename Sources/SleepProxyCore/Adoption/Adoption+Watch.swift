@@ -8,12 +8,13 @@ extension Adoption {
     /// - Its goodbyes may be its last packet (macOS 15 at sleep), and a busy host's word may be its last: both are
     ///   asked `quietBeforeCheck` after it, so that a host falling asleep is held within 5 s. So is its first word
     ///   since it was adopted, since the proxy started, or since it was off or away: nothing is known of it yet.
-    /// - The answer to a question, or a lone word from an idle host, shows it up and nothing more: it is asked
-    ///   again at the idle pace, one question and one answer every `idleCheckInterval`.
+    /// - The answer to a question, its kernel asking for a neighbour (the proxy's MAC, seconds after answering it),
+    ///   or a lone word from an idle host, shows it up and nothing more: it is asked again at the idle pace, one
+    ///   question and one answer every `idleCheckInterval`.
     static func quietBeforeCheck(
         _ host: inout AdoptedHost, answering: Bool, goodbye: Bool, firstWord: Bool, now: Timestamp
     ) -> Duration {
-        if answering { return AdoptionRules.idleCheckInterval }
+        if answering, !goodbye, !firstWord { return AdoptionRules.idleCheckInterval }
         host.recentWords.append(now)
         if host.recentWords.count > AdoptionRules.busyWords { host.recentWords.removeFirst() }
         let busy =

@@ -161,7 +161,7 @@ public enum EngineRules {
     /// so that a slice's actions stay far below the allocator's threshold for a mapping of their own (128 KiB at
     /// 80 bytes an action, three actions a host); with `resumeSliceInterval`, 10,000 hosts take 80 ms.
     public static let resumeSlice = 256
-    /// …one slice every 10 ms: 10,000 hosts are spoken for again within 0.4 s of the start, and what each slice
-    /// hands the I/O layer (netlink changes, history lines, announcements) is gone before the next comes.
+    /// …one slice every 2 ms: 10,000 hosts (40 slices) are spoken for again within 80 ms of the start, and what
+    /// each slice hands the I/O layer (netlink changes, history lines, announcements) is gone before the next comes.
     public static let resumeSliceInterval: Duration = .milliseconds(2)
 }

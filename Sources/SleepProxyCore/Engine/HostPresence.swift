@@ -169,8 +169,9 @@ public struct HostPresence: Hashable, Sendable {
         // An adopted host is held only while it is shown quiet: a word of its own, even before the proxy spoke
         // for it (restored from the journal and still being asked), means it is up.
         if self.spokeFor || self.adopted {
+            // Where it goes: handed back, by `end` when the engine carries the order out (the event is that end's).
             return Transition(
-                from: self.state, to: self.state, orders: [.handBack(kind, what: signal.what)], event: nil)
+                from: self.state, to: .handedBack, orders: [.handBack(kind, what: signal.what)], event: nil)
         }
         guard var probes = self.nameProbes else { return .none(self.state) }
         probes.sent = 0

@@ -73,10 +73,11 @@ extension ProxyEngine {
     {
         guard let registration = self.registrar.store[key], let presence = self.presence[key] else { return [] }
         let first = presence.lastAwake == nil
-        var actions = self.transition(registration, now: now) { $0.signOfLife(signal, kind, now: now) }
+        let transition = self.presence[key]!.signOfLife(signal, kind, now: now)
+        var actions = self.carryOut(transition, for: registration, now: now)
         // Handed back (spoken for, or adopted and restored from the journal): the host is no longer held, its
         // sighting ended any wake under way, and nothing is left to tell the takeover.
-        guard self.presence[key] != nil else { return actions }
+        guard transition.to != .handedBack else { return actions }
         if first {
             actions.append(
                 .log(

@@ -4,6 +4,12 @@
 ///
 /// QoS 2 (PUBREC, PUBREL, PUBCOMP) and UNSUBSCRIBE are never used: the proxy publishes at QoS 1 at most and
 /// subscribes at QoS 0, so a broker that sends them is broken or hostile, and they decode as `.unsupported`.
+///
+/// Why our own codec and client (`MQTTClientStateMachine`) and not a package: the maintained NIO client
+/// (swift-server-community/mqtt-nio) is not among the packages the project builds from, and the others keep their
+/// own event loops or threads and reconnect on their own schedule, where the link must follow the engine's
+/// clock and the daemon's `ServiceGroup`. What a discovery publisher needs of MQTT 3.1.1 is these few packets; the
+/// codec is bounded at every length and fuzzed like the others (docs/fuzzing.md).
 public enum MQTTPacket: Hashable, Sendable {
     case connect(MQTTConnect)
     case connectAcknowledgement(sessionPresent: Bool, returnCode: UInt8)
