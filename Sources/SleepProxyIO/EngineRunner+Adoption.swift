@@ -14,16 +14,17 @@ extension EngineRunner {
             let actions = try self.engine.setAdopted(configured.union(self.adoptedAtRunTime), now: now)
             self.adoptedInConfiguration = configured
             self.perform(actions, into: &batch)
-            // At start: what they taught before the stop, for those the journal does not hold asleep.
-            if let saved = self.learnedAtStart {
-                self.learnedAtStart = nil
-                self.engine.restoreLearned(saved, now: now)
-                self.learnedSavedRevision = self.engine.adoptionRevision
-            }
         } catch {
             self.logger.error(
                 "adopt: \(error) (\(configured.count) in the configuration file, \(self.adoptedAtRunTime.count) with sleepproxyctl adopt); keeping the hosts adopted so far"
             )
+        }
+        // At start, whether the set was taken or refused: what the hosts taught before the stop, for those adopted
+        // that the journal does not hold asleep; saving resumes from here.
+        if let saved = self.learnedAtStart {
+            self.learnedAtStart = nil
+            self.engine.restoreLearned(saved, now: now)
+            self.learnedSavedRevision = self.engine.adoptionRevision
         }
     }
 

@@ -53,6 +53,13 @@ struct AdoptionTests {
         return h
     }
 
+    /// `registrations` encoded as the journal (and the learned hosts' file) keep them, and read back.
+    static func throughJournal(_ registrations: [OwnerRegistration], now: Timestamp) -> [OwnerRegistration] {
+        let timeBase = TimeBase(bootID: Array(repeating: 7, count: 16), now: now, wallNanoseconds: 1_000_000_000_000)
+        let bytes = registrations.flatMap { RegistrationJournal.encode(.put($0), timeBase: timeBase) }
+        return RegistrationJournal.replay(bytes, timeBase: timeBase).registrations
+    }
+
     static func learned(_ h: H) -> [DNSResourceRecord] {
         h.engine.adoption.hosts[mac]?.records.map(\.record) ?? []
     }
@@ -79,8 +86,11 @@ struct AdoptionTests {
         h.frame(Self.mdnsFrame(goodbye))
         #expect(Self.learned(h).count == 5)
         h.now = h.now + .seconds(2)
+        // A word of its own (a NetBIOS broadcast; a neighbour lookup would not do: AdoptionWatchTests).
         h.frame(
-            TestFrames.arpRequest(from: Self.mac, senderIP: IPv4Address(192, 0, 2, 30), for: IPv4Address(192, 0, 2, 1)))
+            TestFrames.udp(
+                from: Self.mac, to: .broadcast, source: Self.v4, destination: IPAddress("192.0.2.255")!,
+                sourcePort: 137, port: 137))
         #expect(!Self.learned(h).contains { $0.type == .txt })
         #expect(Self.learned(h).count == 4)
     }
@@ -313,10 +323,7 @@ struct AdoptionTests {
             Issue.record("no journal entry")
             return
         }
-        let timeBase = TimeBase(bootID: Array(repeating: 7, count: 16), now: h.now, wallNanoseconds: 1_000_000_000_000)
-        let bytes = RegistrationJournal.encode(.put(held), timeBase: timeBase)
-        let replay = RegistrationJournal.replay(bytes, timeBase: timeBase)
-        let restored = try #require(replay.registrations.first)
+        let restored = try #require(Self.throughJournal([held], now: h.now).first)
         #expect(restored.adoptedAddresses == [Self.v4])
         #expect(restored.records.map(\.record) == held.records.map(\.record))
         // A new engine: the host is held again and asked for its name; unanswered, it is spoken for.

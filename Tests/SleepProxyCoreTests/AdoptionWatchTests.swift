@@ -82,9 +82,7 @@ struct AdoptionWatchTests {
         ]
         h.frame(A.mdnsFrame(both))
         // The Mac withdraws its SMB service: a goodbye for the PTR, repeated 2 s later, and it goes on talking.
-        let goodbye = DNSMessage(
-            flags: DNSHeaderFlags(response: true, authoritative: true),
-            answers: [DNSResourceRecord(name: A.type, ttl: 0, rdata: .ptr(PTRRecord(target: A.instance)))])
+        let goodbye = Self.smbGoodbye
         h.now = h.now + .seconds(1)
         h.frame(A.mdnsFrame(goodbye))
         #expect(A.learned(h).count == both.answers.count, "applied before anything followed it")
@@ -108,9 +106,7 @@ struct AdoptionWatchTests {
         var h = try A.adopted()
         h.frame(A.mdnsFrame(A.announcement()))
         h.now = h.now + .seconds(1)
-        let goodbye = DNSMessage(
-            flags: DNSHeaderFlags(response: true, authoritative: true),
-            answers: [DNSResourceRecord(name: A.type, ttl: 0, rdata: .ptr(PTRRecord(target: A.instance)))])
+        let goodbye = Self.smbGoodbye
         h.frame(A.mdnsFrame(goodbye))
         // It answers the check that follows: awake, so the goodbye was a removal.
         h.run(for: .seconds(4)) { h, step in
@@ -119,6 +115,22 @@ struct AdoptionWatchTests {
         }
         #expect(!A.learned(h).contains { $0.name == A.instance })
         #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: A.mac)) == nil)
+    }
+
+    @Test func aNeighbourLookupAfterSleepGoodbyesIsNotARemoval() throws {
+        var h = try A.adopted()
+        h.frame(A.mdnsFrame(A.announcement()))
+        h.now = h.now + .seconds(1)
+        let goodbye = Self.smbGoodbye
+        h.frame(A.mdnsFrame(goodbye))
+        // Its kernel asks for its router as it goes down, then nothing.
+        h.now = h.now + .milliseconds(1500)
+        h.frame(
+            TestFrames.arpRequest(from: A.mac, senderIP: IPv4Address(192, 0, 2, 30), for: IPv4Address(192, 0, 2, 254)))
+        h.run(for: .seconds(30))
+        #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: A.mac)) == .asleep)
+        #expect(h.ask(A.type, .ptr).count == 1, "its service was taken for removed")
+        #expect(h.ask(A.instance, .srv).count == 1)
     }
 
     @Test func goodbyesForEveryAddressOfItsNameAreAnExitAndTheHostIsNotHeld() throws {
@@ -135,6 +147,11 @@ struct AdoptionWatchTests {
         h.run(for: .seconds(60))
         #expect(h.engine.state(of: OwnerKey(interface: "eth0", primaryMAC: A.mac)) == nil)
     }
+
+    /// The host's goodbye to its SMB service's PTR, as macOS sends it at sleep and at a removal.
+    static let smbGoodbye = DNSMessage(
+        flags: DNSHeaderFlags(response: true, authoritative: true),
+        answers: [DNSResourceRecord(name: A.type, ttl: 0, rdata: .ptr(PTRRecord(target: A.instance)))])
 
     /// The host's unicast answer to the proxy's question for its name.
     static func unicastAnswer() -> [UInt8] {
@@ -281,9 +298,7 @@ struct AdoptionRestartTests {
         let saved = h.engine.adoptedLearned(now: h.now)
         #expect(saved.count == 1)
         // Through the journal's encoding, as the I/O layer keeps it.
-        let timeBase = TimeBase(bootID: Array(repeating: 7, count: 16), now: h.now, wallNanoseconds: 1_000_000_000_000)
-        let bytes = saved.flatMap { RegistrationJournal.encode(.put($0), timeBase: timeBase) }
-        let replayed = RegistrationJournal.replay(bytes, timeBase: timeBase).registrations
+        let replayed = A.throughJournal(saved, now: h.now)
         // A new proxy: the host is awake and says nothing, then sleeps. It is asked at once, and held with its
         // name and services.
         var fresh = H()
@@ -328,6 +343,33 @@ struct AdoptionRestartTests {
         #expect(lines.contains { $0.contains("hand-back") })
         #expect(!lines.contains { $0.contains("still awake") }, "\(lines)")
         #expect(fresh.engine.adoption.hosts[A.mac]?.phase == .watching)
+    }
+
+    @Test func aSavedCopyIsHeldToTheBoundsOfLearning() throws {
+        var h = try A.adopted()
+        h.frame(A.mdnsFrame(A.announcement()))
+        var saved = try #require(h.engine.adoptedLearned(now: h.now).first)
+        // Records of one size each, a few more than the byte bound holds.
+        let record = { (n: Int) in
+            ProxiedRecord(
+                record: DNSResourceRecord(
+                    name: "big.local.", ttl: 120,
+                    rdata: .txt(
+                        TXTRecord(uncheckedStrings: [
+                            Array("\(100_000 + n)".utf8) + [UInt8](repeating: 0x61, count: 200)
+                        ]))),
+                registeredAt: h.now)
+        }
+        let size = record(0).record.uncompressedWireLength
+        let fit = AdoptionRules.maximumRecordBytes / size
+        saved.records = (0..<fit + 3).map(record)
+        var fresh = H()
+        fresh.record(try fresh.engine.setAdopted([A.mac], now: fresh.now))
+        fresh.engine.restoreLearned([saved], now: fresh.now)
+        let host = try #require(fresh.engine.adoption.hosts[A.mac])
+        #expect(host.records.count == fit)
+        #expect(host.recordBytes <= AdoptionRules.maximumRecordBytes)
+        #expect(host.recordBytes + size > AdoptionRules.maximumRecordBytes)
     }
 
     @Test func aSavedCopyNeverOverridesWhatTheJournalHoldsOrWhatWasHeardSince() throws {

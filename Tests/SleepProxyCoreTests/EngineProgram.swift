@@ -127,7 +127,8 @@ public struct EngineProgram {
         let adoptedAsleep = self.engine.hosts(in: .asleep).filter { self.engine.registration($0)?.isAdopted == true }
         if !adoptedAsleep.isEmpty { self.reachedAdoptedAsleep = true }
         for key in adoptedAsleep {
-            let host = Int(key.primaryMAC.rawValue - Self.mac(0).rawValue)
+            // Only the program's own MACs are adopted; any other is simply not one of its hosts.
+            let host = Int(truncatingIfNeeded: key.primaryMAC.rawValue &- Self.mac(0).rawValue)
             if self.saidGoodbye.remove(host) != nil { self.reachedHeldAfterGoodbyes = true }
         }
         return nil

@@ -74,7 +74,9 @@ extension Adoption {
         if result.signOfLife {
             // A word while its name is being asked is the check's answer, not a word of its own.
             let answering = host.phase == .checking || neighbourly
-            if !result.saidGoodbye { Self.confirmGoodbyes(of: &host, result: &result, now: now) }
+            // Goodbyes followed by a word of its own are a removal; a neighbour lookup is not such a word (its
+            // kernel may still ask one as it falls asleep, and the check 2 s after the goodbyes tells anyway).
+            if !result.saidGoodbye, !neighbourly { Self.confirmGoodbyes(of: &host, result: &result, now: now) }
             host.lastSignOfLife = now
             if host.phase == .checking { host.phase = .watching }
             if host.phase == .away {

@@ -50,10 +50,15 @@ public struct Adoption: Sendable {
     public mutating func restoreLearned(_ saved: OwnerRegistration, now: Timestamp) {
         guard var host = self.hosts[saved.key.primaryMAC], host.phase == .unheard else { return }
         host.interface = saved.key.interface
-        host.records = saved.records.prefix(AdoptionRules.maximumRecords).map {
-            LearnedRecord(record: $0.record, learnedAt: $0.registeredAt)
+        // The bounds of learning hold for a saved copy too (`AdoptionRules`): records past them are dropped.
+        host.records = []
+        host.recordBytes = 0
+        for saved in saved.records.prefix(AdoptionRules.maximumRecords) {
+            let size = saved.record.uncompressedWireLength
+            guard host.recordBytes + size <= AdoptionRules.maximumRecordBytes else { break }
+            host.records.append(LearnedRecord(record: saved.record, learnedAt: saved.registeredAt))
+            host.recordBytes += size
         }
-        host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
         host.addresses = Array((saved.adoptedAddresses ?? saved.addresses).prefix(AdoptionRules.maximumAddresses))
         host.hasPublished = !host.records.isEmpty
         host.phase = .watching
