@@ -23,6 +23,7 @@ let package = Package(
             dependencies: ["SleepProxyWire", .product(name: "NIOCore", package: "swift-nio")]
         ),
         .executableTarget(name: "FuzzSSDP", dependencies: ["SleepProxyWire"]),
+        .executableTarget(name: "FuzzNetBIOS", dependencies: ["SleepProxyWire"]),
         .executableTarget(name: "FuzzMQTT", dependencies: ["SleepProxyWire"]),
         // Sources/SleepProxyCore is a symlink too: the composed engine, driven by EngineProgram.
         .target(

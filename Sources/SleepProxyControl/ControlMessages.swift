@@ -213,11 +213,18 @@ public struct AdoptedSummary: Codable, Hashable, Sendable {
     public var lastSignOfLifeSecondsAgo: Double?
     /// Held asleep while its own NIC answers ARP or neighbour solicitations for it (docs/adoption.md §4).
     public var nicAnswers: Bool
+    /// Its NetBIOS names (`WINPC<20>`, a group's marked `(group)`) and the name it answers over LLMNR, as learned
+    /// from its own frames (docs/windows.md); absent from daemons before 0.8.0.
+    public var netbiosNames: [String]?
+    public var llmnrName: String?
 
     public init(
         mac: String, interface: String?, state: String, configured: Bool, addresses: [String], names: [String],
-        services: [String], records: Int, refused: Int, lastSignOfLifeSecondsAgo: Double?, nicAnswers: Bool
+        services: [String], records: Int, refused: Int, lastSignOfLifeSecondsAgo: Double?, nicAnswers: Bool,
+        netbiosNames: [String]? = nil, llmnrName: String? = nil
     ) {
+        self.netbiosNames = netbiosNames
+        self.llmnrName = llmnrName
         self.mac = mac
         self.interface = interface
         self.state = state

@@ -115,7 +115,10 @@ extension EngineRunner {
                 services: summary.services.map(\.instance.description), records: host.records.count,
                 refused: host.refused,
                 lastSignOfLifeSecondsAgo: host.lastSignOfLife.map { Double((now - $0).nanosecondsClamped) / 1e9 },
-                nicAnswers: nicAnswers)
+                nicAnswers: nicAnswers,
+                netbiosNames: host.windows.names.isEmpty
+                    ? nil : host.windows.names.map { $0.name.description + ($0.isGroup ? " (group)" : "") },
+                llmnrName: host.windows.llmnrName)
         }
         return response
     }

@@ -70,7 +70,9 @@ extension EngineRunner {
         defer { self.pendingWatches.removeAll() }
         for index in self.pendingWatches.sorted() {
             guard let list = self.engine.watchList(interfaceIndex: index) else { continue }
-            self.packets?.watch(v4: list.v4, v6: list.v6, macs: self.engine.adoptedMACs, interfaceIndex: index)
+            let macs = self.engine.adoptedMACs
+            self.packets?.watch(
+                v4: list.v4, v6: list.v6, macs: macs, nameService: !macs.isEmpty, interfaceIndex: index)
         }
     }
 }

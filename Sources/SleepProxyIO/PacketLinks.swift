@@ -187,9 +187,15 @@ public final class PacketLinks: @unchecked Sendable {
     /// family is watched whole: its frames all pass the filter, and for IPv6 the link joins every multicast group
     /// at once (PACKET_MR_ALLMULTI) instead of one group per address, which the kernel keeps in a list it walks
     /// on each change. Nothing is done when nothing changed: with thousands of hosts the list stays "whole".
-    public func watch(v4: [IPv4Address]?, v6: [IPv6Address]?, macs: [MACAddress] = [], interfaceIndex: Int) {
+    ///
+    /// `nameService`: a sleeping PC may be asked for by name (docs/windows.md), so the filter passes NetBIOS and
+    /// LLMNR questions, and the link joins LLMNR's groups, which a real NIC filters out unless joined.
+    public func watch(
+        v4: [IPv4Address]?, v6: [IPv6Address]?, macs: [MACAddress] = [], nameService: Bool = false,
+        interfaceIndex: Int
+    ) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
-        let program = CaptureFilter.program(v4: v4, v6: v6, macs: macs)
+        let program = CaptureFilter.program(v4: v4, v6: v6, macs: macs, nameService: nameService)
         if program != link.program {
             do {
                 try Self.attach(program, to: link.receiveFD)
@@ -208,7 +214,8 @@ public final class PacketLinks: @unchecked Sendable {
                 link.joined = []
                 return
             }
-            let groups = Set(v6.map(\.solicitedNodeMulticast.multicastMAC))
+            var groups = Set(v6.map(\.solicitedNodeMulticast.multicastMAC))
+            if nameService { groups.formUnion(CaptureFilter.nameServiceGroups) }
             for mac in groups.subtracting(link.joined) { Self.membership(PACKET_ADD_MEMBERSHIP, mac, link) }
             for mac in link.joined.subtracting(groups) { Self.membership(PACKET_DROP_MEMBERSHIP, mac, link) }
             link.joined = groups

@@ -71,13 +71,18 @@ struct Adopted: ParsableCommand {
             print("no host adopted (sleepproxyctl adopt MAC, or adopt = MAC in the configuration file)")
         }
         for host in hosts {
-            let name = host.names.first ?? "(no name heard yet)"
+            let netbios = host.netbiosNames?.first { !$0.hasSuffix("(group)") }.map { "\\\\" + $0 }
+            let name = host.names.first ?? netbios ?? "(no name heard yet)"
             let place = host.interface.map { " on \($0)" } ?? ""
             let origin = host.configured ? ", from the configuration file" : ""
             let nic = host.nicAnswers ? "; its NIC answers ARP for it" : ""
             print("\(host.mac)  \(name)\(place): \(host.state)\(nic)\(origin)")
             if !host.addresses.isEmpty { print("    addresses: \(host.addresses.joined(separator: ", "))") }
             if !host.services.isEmpty { print("    services:  \(host.services.joined(separator: ", "))") }
+            if let names = host.netbiosNames, !names.isEmpty {
+                let llmnr = host.llmnrName.map { "; LLMNR: \($0)" } ?? ""
+                print("    NetBIOS:   \(names.joined(separator: ", "))\(llmnr)")
+            }
             let refused = host.refused > 0 ? " (\(host.refused) refused by the bounds)" : ""
             print("    records:   \(host.records) learned\(refused)")
         }

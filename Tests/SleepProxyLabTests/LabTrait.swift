@@ -62,6 +62,10 @@ struct LabRequirement: Sendable {
             FileManager.default.isExecutableFile(atPath: $0)
         }
     }
+    static let windowsNames = LabRequirement(need: "samba's nmbd, nmblookup and smbclient (scripts/test installs them)")
+    {
+        ["/usr/sbin/nmbd", "/usr/bin/nmblookup", "/usr/bin/smbclient"].allSatisfy(FileManager.default.isExecutableFile)
+    }
     static let mediaServer = LabRequirement(need: "minidlna and gupnp-tools (scripts/test installs them)") {
         MiniDLNA.isInstalled && SSDPControlPoint.hasGSSDPDiscover
     }

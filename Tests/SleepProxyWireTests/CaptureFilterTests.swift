@@ -1,4 +1,5 @@
 import NIOCore
+import SleepProxyTestSupport
 import Testing
 
 @testable import SleepProxyWire
@@ -15,6 +16,7 @@ struct CaptureFilterTests {
     /// this interpreter does not know: both would be bugs.
     static func run(_ program: [F.Instruction], _ frame: [UInt8], outgoing: Bool = false) -> UInt32? {
         var accumulator: UInt32 = 0
+        var index: UInt32 = 0
         var pc = 0
         while pc < program.count {
             let instruction = program[pc]
@@ -39,6 +41,16 @@ struct CaptureFilterTests {
             case F.ja:
                 pc += 1 + k
                 continue
+            case F.jset:
+                pc += 1 + Int(accumulator & instruction.k != 0 ? instruction.jt : instruction.jf)
+                continue
+            case F.ldxMSH:
+                guard k < frame.count else { return 0 }
+                index = UInt32(frame[k] & 0x0F) * 4
+            case F.ldhIndirect:
+                let at = Int(index) + k
+                guard at + 2 <= frame.count else { return 0 }
+                accumulator = UInt32(frame[at]) << 8 | UInt32(frame[at + 1])
             case F.ret:
                 return instruction.k
             default:
@@ -173,5 +185,48 @@ struct CaptureFilterTests {
                     addresses: (0...F.maximumAddresses).map {
                         IPAddress.v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: UInt64($0)))
                     }))
+    }
+
+    @Test func nameServiceQueriesPassOnlyWhenAskedFor() {
+        func udp(_ destination: IPAddress, port: UInt16, optionsWords: Int = 0) -> [UInt8] {
+            let source: IPAddress
+            if case .v4 = destination { source = IPAddress("192.0.2.20")! } else { source = IPAddress("fe80::20")! }
+            var bytes = TestFrames.udp(
+                from: Self.mac, to: .broadcast, source: source, destination: destination, sourcePort: 40000, port: port)
+            if optionsWords > 0 {
+                // IPv4 options (a router alert, say) move the UDP header.
+                bytes.insert(contentsOf: [UInt8](repeating: 1, count: optionsWords * 4), at: 34)
+                bytes[14] = 0x45 + UInt8(optionsWords)
+            }
+            return bytes
+        }
+        let broadcast = IPAddress("192.0.2.255")!
+        let llmnr4 = IPAddress("224.0.0.252")!
+        let llmnr6 = IPAddress("ff02::1:3")!
+        let plain = F.program(v4: [], v6: [])
+        let windows = F.program(v4: [], v6: [], nameService: true)
+        for frame in [udp(broadcast, port: 137), udp(llmnr4, port: 5355), udp(llmnr6, port: 5355)] {
+            #expect(Self.run(plain, frame) == 0)
+            #expect(Self.run(windows, frame) == F.snapLength)
+        }
+        #expect(Self.run(windows, udp(broadcast, port: 137, optionsWords: 1)) == F.snapLength)
+        // Other ports, SSDP's included, other protocols, later fragments and IPv6 to 137: not passed.
+        #expect(Self.run(windows, udp(broadcast, port: 138)) == 0)
+        #expect(Self.run(windows, udp(IPAddress("239.255.255.250")!, port: 1900)) == 0)
+        #expect(Self.run(windows, udp(llmnr6, port: 137)) == 0)
+        var fragment = udp(broadcast, port: 137)
+        fragment[21] = 0x10
+        #expect(Self.run(windows, fragment) == 0)
+        var tcp = udp(broadcast, port: 137)
+        tcp[23] = 6
+        #expect(Self.run(windows, tcp) == 0)
+        // What passed before still does.
+        let arp = ARPPacket.probe(from: Self.mac, for: IPv4Address(192, 0, 2, 9)).frame(
+            destination: .broadcast, source: Self.mac
+        ).bytes
+        #expect(Self.run(windows, arp) == F.snapLength)
+        for length in [0, 14, 30, 35] {
+            #expect(Self.run(windows, Array(udp(broadcast, port: 137).prefix(length))) == 0, "a \(length)-byte runt")
+        }
     }
 }

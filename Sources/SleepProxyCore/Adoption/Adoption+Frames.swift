@@ -50,6 +50,7 @@ extension Adoption {
             result.signOfLife = packet.header.proto.rawValue != 2
             if packet.header.proto == .udp, packet.header.isFirstFragment {
                 self.learn(udp: packet.payload, into: &host, result: &result, now: now)
+                if Self.learnWindows(udp: packet.payload, into: &host) { result.recordsChanged = true }
             }
         case .ipv6:
             guard let packet = try? IPv6Packet(decoding: frame.payload) else { return nil }
@@ -61,6 +62,7 @@ extension Adoption {
                 icmpv6 && result.signOfLife && !source.isUnspecified && Self.isSolicitation(icmpv6: packet.payload)
             if packet.upperLayerProtocol == .udp {
                 self.learn(udp: packet.payload, into: &host, result: &result, now: now)
+                if Self.learnWindows(udp: packet.payload, into: &host) { result.recordsChanged = true }
             }
         default:
             // Not IP: LLDP, flow control, a management controller sharing the port. A NIC may send those while its
@@ -94,11 +96,28 @@ extension Adoption {
         } else if host.phase == .watching, host.due == nil {
             host.due = now + AdoptionRules.quietBeforeCheck
         }
+        Self.windowsQuestions(for: &host, result: &result)
         if result.recordsChanged || host.addresses != addressesBefore || host.interface != interfaceBefore {
             self.revision &+= 1
         }
         self.hosts[frame.source] = host
         return result
+    }
+
+    /// The questions that teach a Windows PC's names (docs/windows.md §2), each once an awake spell: its node
+    /// status, at its first sign of life; its LLMNR name, once its node status named it. Its answers are unicast
+    /// to the proxy, and come back through the capture as its frames.
+    static func windowsQuestions(for host: inout AdoptedHost, result: inout AdoptionHeard) {
+        guard result.signOfLife, host.phase != .held,
+            let v4 = host.addresses.lazy.compactMap({ if case .v4(let a) = $0 { a } else { nil } }).first
+        else { return }
+        if !host.windowsAsked {
+            host.windowsAsked = true
+            result.askNodeStatus = v4
+        } else if host.nodeStatusSeen, !host.llmnrAsked, let name = host.windows.machineName {
+            host.llmnrAsked = true
+            result.askLLMNR = (name, v4)
+        }
     }
 
     /// ICMPv6 a sleeping NIC may send itself: neighbour advertisements (136, its answers to solicitations) and

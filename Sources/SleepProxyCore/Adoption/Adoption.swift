@@ -39,6 +39,7 @@ public struct Adoption: Sendable {
         host.recordBytes = host.records.reduce(0) { $0 + $1.record.uncompressedWireLength }
         host.addresses = registration.adoptedAddresses ?? registration.addresses
         host.hasPublished = !host.records.isEmpty
+        host.windows = registration.windows ?? WindowsIdentity()
         host.phase = .held
         host.due = nil
         self.hosts[registration.key.primaryMAC] = host
@@ -60,6 +61,7 @@ public struct Adoption: Sendable {
             host.recordBytes += size
         }
         host.addresses = Array((saved.adoptedAddresses ?? saved.addresses).prefix(AdoptionRules.maximumAddresses))
+        host.windows = saved.windows ?? WindowsIdentity()
         host.hasPublished = !host.records.isEmpty
         host.phase = .watching
         host.due = now + AdoptionRules.quietBeforeCheck
@@ -140,6 +142,10 @@ public struct Adoption: Sendable {
                 host.due = now + AdoptionRules.checkInterval
                 if let name {
                     steps.append(.askName(mac, name, interface: interface, everyFamily: host.asked > 1))
+                } else if !host.windows.uniqueNames.isEmpty {
+                    // A PC known by its NetBIOS names is asked its node status: its NIC may answer ARP in its
+                    // sleep, never that (docs/windows.md §4).
+                    steps.append(.askNetBIOS(mac, v4!, interface: interface))
                 } else {
                     steps.append(.probeAddress(mac, v4!, interface: interface))
                 }
@@ -147,6 +153,10 @@ public struct Adoption: Sendable {
                 host.phase = .held
                 host.asked = 0
                 host.due = nil
+                // Asked again in its next awake spell: its names may change while it sleeps (a rename, a reboot).
+                host.windowsAsked = false
+                host.nodeStatusSeen = false
+                host.llmnrAsked = false
                 Self.forgetGoodbyes(of: &host)
                 steps.append(.fellQuiet(mac))
             }
@@ -164,6 +174,6 @@ public struct Adoption: Sendable {
             records: host.records.map { ProxiedRecord(record: $0.record, registeredAt: $0.learnedAt) },
             registeredAt: now, updatedAt: now,
             leaseExpiry: now + .seconds(Int64(AdoptionRules.heldLease)), grantedLease: AdoptionRules.heldLease,
-            lastMessageID: 0, adoptedAddresses: host.addresses)
+            lastMessageID: 0, adoptedAddresses: host.addresses, windows: host.windows.isEmpty ? nil : host.windows)
     }
 }

@@ -102,6 +102,13 @@ public struct AdoptedHost: Hashable, Sendable {
     public var due: Timestamp?
     /// Bytes its records take (`AdoptionRules.maximumRecordBytes`).
     public var recordBytes = 0
+    /// Its Windows names (docs/windows.md): learned from its name-service frames, answered for while it sleeps.
+    public var windows = WindowsIdentity()
+    /// The proxy asked its node status (and LLMNR name) since it was last held: asked once an awake spell.
+    var windowsAsked = false
+    /// A node-status answer of its own was seen since it was last held: then its LLMNR name is asked.
+    var nodeStatusSeen = false
+    var llmnrAsked = false
     /// Records refused by a bound, for the status and the log.
     public var refused = 0
     /// Wakes in a row it answered none of.
@@ -145,6 +152,22 @@ public struct AdoptionHeard: Hashable, Sendable {
     public var recordsChanged: Bool
     /// Service types it publishes that have not been asked for yet.
     public var newTypes: [DNSName]
+    /// Ask its node status at this IPv4 address (docs/windows.md §2): once an awake spell.
+    public var askNodeStatus: IPv4Address? = nil
+    /// Ask it this name over LLMNR at this IPv4 address: once its node status named it.
+    public var askLLMNR: (name: String, address: IPv4Address)? = nil
+
+    public static func == (lhs: AdoptionHeard, rhs: AdoptionHeard) -> Bool {
+        lhs.mac == rhs.mac && lhs.interface == rhs.interface && lhs.signOfLife == rhs.signOfLife
+            && lhs.saidGoodbye == rhs.saidGoodbye && lhs.recordsChanged == rhs.recordsChanged
+            && lhs.newTypes == rhs.newTypes && lhs.askNodeStatus == rhs.askNodeStatus
+            && lhs.askLLMNR?.name == rhs.askLLMNR?.name && lhs.askLLMNR?.address == rhs.askLLMNR?.address
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.mac)
+        hasher.combine(self.signOfLife)
+    }
 }
 
 /// What comes due for the adopted hosts at a time.
@@ -157,6 +180,9 @@ public enum AdoptionStep: Hashable, Sendable {
     /// unicast to its MAC, as the takeover's probes do. Its NIC may answer that in sleep, so such a host is held
     /// only when nothing does (docs/adoption.md §4).
     case probeAddress(MACAddress, IPv4Address, interface: String)
+    /// A PC that publishes nothing over mDNS but has NetBIOS names: its node status asked at its IPv4 address,
+    /// which only its running host answers (docs/windows.md §4).
+    case askNetBIOS(MACAddress, IPv4Address, interface: String)
     /// It answered none of the questions: it sleeps.
     case fellQuiet(MACAddress)
 }

@@ -84,6 +84,7 @@ extension ProxyEngine {
             actions += self.ownerSpoke(
                 key, AwakeSignal(what: "its own traffic (\(frame.etherType))", at: now), .ownTraffic, now: now)
         }
+        actions += self.windowsQuestions(heard, context: context)
         for type in heard.newTypes {
             actions += self.adoptionQuestion(
                 DNSQuestion(name: type, type: .ptr, unicastResponse: true), on: context, now: now)
@@ -122,6 +123,9 @@ extension ProxyEngine {
                         .sendFrame(
                             probe.frame(destination: mac, source: context.macAddress).bytes,
                             interfaceIndex: context.index)))
+            case .askNetBIOS(let mac, let address, let interface):
+                guard let context = self.servedInterfaces.first(where: { $0.name == interface }) else { continue }
+                actions += self.windowsCheck(mac, address: address, context: context)
             case .fellQuiet(let mac):
                 actions += self.holdAdopted(mac, now: now)
             }

@@ -40,6 +40,8 @@ public struct ProxyEngine: Sendable {
     var resuming: Resuming?
     /// The hosts a person adopted by MAC (docs/adoption.md) and what their frames taught.
     public internal(set) var adoption = Adoption()
+    /// Sleeping Windows PCs' names, answered over NetBIOS and LLMNR (docs/windows.md).
+    public internal(set) var windows = WindowsNames()
     /// The Owner sequence of the next adopted host held: each hold is a new sleep for the takeover.
     var adoptionSequence: UInt8 = 0
 
@@ -275,6 +277,12 @@ public struct ProxyEngine: Sendable {
         -> [EngineAction]
     {
         var actions: [EngineAction] = []
+        // A Windows client asking for a sleeping PC's name (docs/windows.md §3): answered here, not a wake candidate.
+        if !outgoing, !self.windows.isEmpty, WindowsFrames.isNameService(bytes),
+            let context = self.interfaces[interfaceIndex]
+        {
+            return self.windowsFrame(bytes, context: context, now: now)
+        }
         // An adopted host's own frames (its MAC the Ethernet source) teach what it publishes (docs/adoption.md).
         if !outgoing, self.adoption.isFromAdopted(bytes), let context = self.interfaces[interfaceIndex] {
             actions += self.adoptionFrame(bytes, context: context, now: now)
@@ -321,9 +329,11 @@ public struct ProxyEngine: Sendable {
             case .speak:
                 self.responder?.speak(for: registration, now: now)
                 self.ssdp?.speak(for: key, now: now)
+                self.windows.speak(for: registration)
             case .silence:
                 self.responder?.silence(key)
                 self.ssdp?.silence(key)
+                self.windows.silence(key)
             case .askName:
                 let probe = self.quietProbe(registration)
                 for case .transmit(let transmission) in probe { self.echoes.remember(transmission.bytes, now: now) }
@@ -334,6 +344,7 @@ public struct ProxyEngine: Sendable {
                 actions += self.removeHost(key, .handBack(why: what, signal: signal), now: now)
             case .end(let ending):
                 if ending.journal { actions.insert(.journal(.remove(key)), at: 0) }
+                self.windows.silence(key)
                 // A host the proxy did not speak for is silenced in the responder, which then sends no goodbyes.
                 self.responder?.removed(registration, farewell: ending.farewell, now: now)
                 actions += (self.ssdp?.removed(key, byebye: ending.farewell) ?? []).map(EngineAction.ssdp)

@@ -27,6 +27,8 @@ public enum RegistrationJournal {
     static let formatVersion: UInt8 = 1
     /// Marks the trailer of an adopted host's entry (its own addresses).
     static let adoptedMarker: UInt8 = 0xAD
+    /// Marks an adopted host's Windows names, after its addresses (docs/windows.md).
+    static let windowsMarker: UInt8 = 0x57
     /// A payload larger than this marks a damaged length. One entry is one whole host, merged from every part it
     /// registered: at most 400 records (`defaultMaximumRecordsPerHost`), each from a message of at most 9000
     /// bytes (RFC 6762 §17), so 3.6 MB; 16 MiB leaves room for hosts allowed more records.
@@ -102,6 +104,13 @@ public enum RegistrationJournal {
                         append(v6.high, to: &payload)
                         append(v6.low, to: &payload)
                     }
+                }
+                // Its Windows names (docs/windows.md), after its addresses.
+                if let windows = registration.windows, !windows.isEmpty {
+                    let bytes = windows.encoded
+                    payload.append(windowsMarker)
+                    append(UInt16(bytes.count), to: &payload)
+                    payload += bytes
                 }
             }
         case .remove(let key):
@@ -253,6 +262,15 @@ public enum RegistrationJournal {
                 }
                 adopted = addresses
             }
+            var windows: WindowsIdentity? = nil
+            if cursor < payload.count {
+                guard try integer(UInt8.self) == windowsMarker else { throw DecodeError(description: "bad trailer") }
+                let length = Int(try integer(UInt16.self))
+                guard length <= WindowsRules.maximumEncodedLength,
+                    let identity = WindowsIdentity(encoded: try take(length))
+                else { throw DecodeError(description: "bad Windows names") }
+                windows = identity
+            }
             let registeredAt = rebase(boot: times[1].boot, wall: times[1].wall)
             let records = zip(message.updates, recordTimes).map { record, boot in
                 ProxiedRecord(record: record, registeredAt: sameBoot ? Timestamp(nanoseconds: boot) : registeredAt)
@@ -263,8 +281,8 @@ public enum RegistrationJournal {
                     registeredAt: registeredAt,
                     updatedAt: rebase(boot: times[2].boot, wall: times[2].wall),
                     leaseExpiry: rebase(boot: times[0].boot, wall: times[0].wall),
-                    grantedLease: granted, lastMessageID: messageID, adoptedAddresses: adopted
-                ))
+                    grantedLease: granted, lastMessageID: messageID, adoptedAddresses: adopted,
+                    windows: windows))
         default:
             throw DecodeError(description: "entry kind \(kind)")
         }

@@ -67,6 +67,9 @@ public struct OwnerRegistration: Hashable, Sendable {
 
     /// Whether the proxy adopted the host rather than the host registering.
     public var isAdopted: Bool { self.adoptedAddresses != nil }
+    /// An adopted Windows PC's (or Samba host's) names, answered for over NetBIOS and LLMNR while it sleeps
+    /// (docs/windows.md); nil for a host that showed none.
+    public var windows: WindowsIdentity?
     /// When the first part of this sleep epoch arrived; hand-back after 60 s counts from here (docs/protocol.md §5.1).
     public var registeredAt: Timestamp
     /// When the latest part arrived.
@@ -84,8 +87,10 @@ public struct OwnerRegistration: Hashable, Sendable {
     public init(
         key: OwnerKey, owner: OwnerOption, records: [ProxiedRecord], registeredAt: Timestamp, updatedAt: Timestamp,
         leaseExpiry: Timestamp, grantedLease: UInt32, lastMessageID: UInt16,
-        claims: (hostName: DNSName?, addresses: [IPAddress])? = nil, adoptedAddresses: [IPAddress]? = nil
+        claims: (hostName: DNSName?, addresses: [IPAddress])? = nil, adoptedAddresses: [IPAddress]? = nil,
+        windows: WindowsIdentity? = nil
     ) {
+        self.windows = windows
         self.key = key
         self.owner = owner
         self.records = records
@@ -121,6 +126,7 @@ public struct OwnerRegistration: Hashable, Sendable {
             && lhs.updatedAt == rhs.updatedAt && lhs.leaseExpiry == rhs.leaseExpiry
             && lhs.grantedLease == rhs.grantedLease
             && lhs.lastMessageID == rhs.lastMessageID && lhs.adoptedAddresses == rhs.adoptedAddresses
+            && lhs.windows == rhs.windows
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -44,8 +44,16 @@ public struct WakePolicy: Hashable, Sendable {
             }
         }
         if self.global.removed.contains(port) { return false }
-        return self.global.added.contains(port) || registered.contains(port)
+        if self.global.added.contains(port) || registered.contains(port) { return true }
+        // SMB clients (smbclient, Explorer) open 139 together with 445, and either may reach the proxy first: 139
+        // wakes a host that 445 wakes, unless a rule removes it (docs/windows.md §5).
+        if port == Self.netbiosSession { return self.wakes(Self.smb, macs: macs, registered: registered) }
+        return false
     }
+
+    /// NetBIOS session service (RFC 1002 §4.3) and SMB over TCP.
+    public static let netbiosSession = Port(.tcp, 139)
+    public static let smb = Port(.tcp, 445)
 
     public struct ParseError: Error, CustomStringConvertible, Equatable {
         public var description: String

@@ -35,6 +35,17 @@ public enum CaptureFilter {
     public static let ld: UInt16 = 0x20, ldh: UInt16 = 0x28, ldb: UInt16 = 0x30, jeq: UInt16 = 0x15, ret: UInt16 = 0x06
     /// Unconditional jump by `k` (`BPF_JMP | BPF_JA`).
     public static let ja: UInt16 = 0x05
+    /// Jump if `A & k` is not zero (`BPF_JMP | BPF_JSET | BPF_K`); X = 4 × (byte at `k` & 0x0F), the IPv4 header
+    /// length (`BPF_LDX | BPF_B | BPF_MSH`); a half-word at X + `k` (`BPF_LD | BPF_H | BPF_IND`).
+    public static let jset: UInt16 = 0x45, ldxMSH: UInt16 = 0xB1, ldhIndirect: UInt16 = 0x48
+    /// The UDP ports of the Windows name protocols a sleeping PC is asked on (docs/windows.md): NetBIOS name
+    /// service (broadcast) and LLMNR (multicast), which go to no watched address.
+    public static let nameServicePorts: (netbios: UInt32, llmnr: UInt32) = (137, 5355)
+    /// LLMNR's groups (RFC 4795 §2: 224.0.0.252 and ff02::1:3) as Ethernet multicast MACs (RFC 1112 §6.4, RFC 2464
+    /// §7), joined on the link with the name ports.
+    public static let nameServiceGroups: [MACAddress] = [
+        MACAddress(rawValue: 0x0100_5E00_00FC), MACAddress(rawValue: 0x3333_0001_0003),
+    ]
     /// Source MACs passed whole at most: four instructions each, and the first one's jump to the accept past the
     /// others must fit the 8-bit offset (docs/adoption.md §2).
     public static let maximumMACs = 63
@@ -59,8 +70,11 @@ public enum CaptureFilter {
 
     /// The program for the addresses of each family; nil passes the whole family (more addresses than the
     /// filter holds, known without listing them).
+    /// `nameService`: also pass UDP to the Windows name ports (`nameServicePorts`), for a proxy answering for a
+    /// sleeping PC.
     public static func program(
-        v4 v4Addresses: [IPv4Address]?, v6 v6Addresses: [IPv6Address]?, macs: [MACAddress] = []
+        v4 v4Addresses: [IPv4Address]?, v6 v6Addresses: [IPv6Address]?, macs: [MACAddress] = [],
+        nameService: Bool = false
     ) -> [Instruction] {
         let v4 = v4Addresses.map { Array(Set($0.map(\.rawValue))).sorted() }
         let v6 = v6Addresses.map { Array(Set($0.map { UInt32(truncatingIfNeeded: $0.low) })).sorted() }
@@ -112,6 +126,7 @@ public enum CaptureFilter {
             program.append(ins(ja, 0, 0, 1))
             program.append(ins(ret, 0, 0, snapLength))
         }
+        if nameService { program += self.nameServiceBlock }
         program.append(ins(ldh, 0, 0, 12))
         program.append(ins(jeq, 0, 1, 0x0806))
         program.append(ins(ret, 0, 0, snapLength))
@@ -122,4 +137,26 @@ public enum CaptureFilter {
         program.append(ins(ret, 0, 0, 0))
         return program
     }
+
+    /// UDP to port 137 or 5355 over IPv4 (a first fragment: only it has the ports) or to 5355 over IPv6 (no
+    /// extension header, as LLMNR is sent): accepted; anything else goes on to the blocks after it. Sixteen
+    /// instructions; the jumps count from the instruction after each.
+    static let nameServiceBlock: [Instruction] = [
+        ins(ldh, 0, 0, 12),
+        ins(jeq, 0, 8, 0x0800),  // IPv6 → 10
+        ins(ldb, 0, 0, 23),
+        ins(jeq, 0, 12, 17),  // not UDP → 16
+        ins(ldh, 0, 0, 20),
+        ins(jset, 10, 0, 0x1FFF),  // a later fragment → 16
+        ins(ldxMSH, 0, 0, 14),
+        ins(ldhIndirect, 0, 0, 16),  // the destination port: 14 + header + 2
+        ins(jeq, 6, 0, nameServicePorts.netbios),  // → 15
+        ins(jeq, 5, 6, nameServicePorts.llmnr),  // → 15, else 16
+        ins(jeq, 0, 5, 0x86DD),  // → 16
+        ins(ldb, 0, 0, 20),
+        ins(jeq, 0, 3, 17),  // → 16
+        ins(ldh, 0, 0, 56),
+        ins(jeq, 0, 1, nameServicePorts.llmnr),  // → 16
+        ins(ret, 0, 0, snapLength),
+    ]
 }
