@@ -217,12 +217,15 @@ public struct AdoptedSummary: Codable, Hashable, Sendable {
     /// from its own frames (docs/windows.md); absent from daemons before 0.8.0.
     public var netbiosNames: [String]?
     public var llmnrName: String?
+    /// Its WS-Discovery endpoint (`urn:uuid:…`), as its Hello or its matches gave it.
+    public var wsdEndpoint: String?
 
     public init(
         mac: String, interface: String?, state: String, configured: Bool, addresses: [String], names: [String],
         services: [String], records: Int, refused: Int, lastSignOfLifeSecondsAgo: Double?, nicAnswers: Bool,
-        netbiosNames: [String]? = nil, llmnrName: String? = nil
+        netbiosNames: [String]? = nil, llmnrName: String? = nil, wsdEndpoint: String? = nil
     ) {
+        self.wsdEndpoint = wsdEndpoint
         self.netbiosNames = netbiosNames
         self.llmnrName = llmnrName
         self.mac = mac

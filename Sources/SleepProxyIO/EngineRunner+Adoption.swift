@@ -118,7 +118,7 @@ extension EngineRunner {
                 nicAnswers: nicAnswers,
                 netbiosNames: host.windows.names.isEmpty
                     ? nil : host.windows.names.map { $0.name.description + ($0.isGroup ? " (group)" : "") },
-                llmnrName: host.windows.llmnrName)
+                llmnrName: host.windows.llmnrName, wsdEndpoint: host.windows.wsd?.address)
         }
         return response
     }

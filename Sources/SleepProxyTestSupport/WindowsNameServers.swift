@@ -3,11 +3,14 @@ import Foundation
 /// A PC's Windows name services in a lab host's namespace (docs/windows.md): Samba's nmbd under the NetBIOS name
 /// `name` in workgroup WORKGROUP (it registers its names by broadcast at start and answers queries and node
 /// status as Windows does), and an LLMNR responder that answers A for `name` as Windows does (unicast from 5355,
-/// TTL 30). Both are started by PID and stopped with SIGKILL: a PC falling asleep releases no name.
+/// TTL 30), and wsdd for WS-Discovery. All are started by PID and stopped with SIGKILL: a PC falling asleep releases
+/// no name and says no Bye.
 public final class WindowsNameServers: @unchecked Sendable {
     // @unchecked: started and stopped on the test's thread only.
     public let nmbd: ManagedProcess
     public let llmnr: ManagedProcess
+    /// wsdd (Debian's), the PC's WS-Discovery: its Hello at start, its matches, its metadata on port 5357.
+    public let wsdd: ManagedProcess
 
     static let llmnrScript = """
         import socket, struct, sys
@@ -50,19 +53,26 @@ public final class WindowsNameServers: @unchecked Sendable {
         log file = \(path)/log.%m
         local master = no
         """.write(to: config, atomically: true, encoding: .utf8)
+        // The LLMNR responder and wsdd first: nmbd's registration broadcasts are what the proxy hears first, and a
+        // PC answers all three once it is up.
+        self.llmnr = try host.spawn(
+            ["/usr/bin/python3", "-c", Self.llmnrScript, name, address], logName: "llmnr")
+        self.wsdd = try host.spawn(
+            ["/usr/sbin/wsdd", "-i", host.interface, "-4", "-n", name.uppercased(), "-w", "WORKGROUP", "-s"],
+            logName: "wsdd")
+        guard self.llmnr.waitForOutput("listening", timeout: 10) else {
+            self.llmnr.stop(signal: SIGKILL)
+            self.wsdd.stop(signal: SIGKILL)
+            throw CommandError("the LLMNR responder did not start: \(self.llmnr.output)")
+        }
         self.nmbd = try host.spawn(
             ["/usr/sbin/nmbd", "--foreground", "--no-process-group", "--debug-stdout", "-s", config.path],
             logName: "nmbd")
-        self.llmnr = try host.spawn(
-            ["/usr/bin/python3", "-c", Self.llmnrScript, name, address], logName: "llmnr")
-        guard self.llmnr.waitForOutput("listening", timeout: 10) else {
-            self.stop()
-            throw CommandError("the LLMNR responder did not start: \(self.llmnr.output)")
-        }
     }
 
     public func stop() {
         self.nmbd.stop(signal: SIGKILL)
         self.llmnr.stop(signal: SIGKILL)
+        self.wsdd.stop(signal: SIGKILL)
     }
 }

@@ -44,6 +44,113 @@ public enum WindowsVectors {
         "f5ba000000010000000000000557494e504300001c0001"
     )
 
+    /// The WS-Discovery messages of the same capture: the PC's Hello at start, a client's Probe for `wsdp:Device`
+    /// and the PC's ProbeMatches, a Resolve for its endpoint and the ResolveMatches with its XAddrs.
+    public static let wsdHello = Array(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:wsd="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:wsx="http://schemas.xmlsoap.org/ws/2004/09/mex" xmlns:wsdp="http://schemas.xmlsoap.org/ws/2006/02/devprof" xmlns:pnpx="http://schemas.microsoft.com/windows/pnpx/2005/10" xmlns:pub="http://schemas.microsoft.com/windows/pub/2005/07">
+        <soap:Header>
+        <wsa:To>urn:schemas-xmlsoap-org:ws:2005:04:discovery</wsa:To>
+        <wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/Hello</wsa:Action>
+        <wsa:MessageID>urn:uuid:b46b5f08-eac2-11f1-8385-025749000002</wsa:MessageID>
+        <wsd:AppSequence InstanceId="1795825739" SequenceId="urn:uuid:b46b605c-eac2-11f1-8385-025749000002" MessageNumber="0" />
+        </soap:Header>
+        <soap:Body>
+        <wsd:Hello>
+        <wsa:EndpointReference>
+        <wsa:Address>urn:uuid:6bd51d6a-0000-4000-8000-025749000002</wsa:Address>
+        </wsa:EndpointReference>
+        <wsd:XAddrs>http://192.0.2.2:5357/6bd51d6a-0000-4000-8000-025749000002</wsd:XAddrs>
+        <wsd:MetadataVersion>1</wsd:MetadataVersion>
+        </wsd:Hello>
+        </soap:Body>
+        </soap:Envelope>
+        """.utf8)
+    public static let wsdProbe = Array(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:wsd="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:wsdp="http://schemas.xmlsoap.org/ws/2006/02/devprof">
+        <soap:Header>
+        <wsa:To>urn:schemas-xmlsoap-org:ws:2005:04:discovery</wsa:To>
+        <wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/Probe</wsa:Action>
+        <wsa:MessageID>urn:uuid:3c1bba69-fe87-4bda-bc76-764f8865819c</wsa:MessageID>
+        </soap:Header>
+        <soap:Body>
+        <wsd:Probe>
+        <wsd:Types>wsdp:Device</wsd:Types>
+        </wsd:Probe>
+        </soap:Body>
+        </soap:Envelope>
+        """.utf8)
+    public static let wsdProbeMatches = Array(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:wsd="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:wsx="http://schemas.xmlsoap.org/ws/2004/09/mex" xmlns:wsdp="http://schemas.xmlsoap.org/ws/2006/02/devprof" xmlns:pnpx="http://schemas.microsoft.com/windows/pnpx/2005/10" xmlns:pub="http://schemas.microsoft.com/windows/pub/2005/07">
+        <soap:Header>
+        <wsa:To>http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous</wsa:To>
+        <wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/ProbeMatches</wsa:Action>
+        <wsa:MessageID>urn:uuid:c3264666-eac2-11f1-8385-025749000002</wsa:MessageID>
+        <wsa:RelatesTo>urn:uuid:3c1bba69-fe87-4bda-bc76-764f8865819c</wsa:RelatesTo>
+        <wsd:AppSequence InstanceId="1795825739" SequenceId="urn:uuid:c3264b20-eac2-11f1-8385-025749000002" MessageNumber="2" />
+        </soap:Header>
+        <soap:Body>
+        <wsd:ProbeMatches>
+        <wsd:ProbeMatch>
+        <wsa:EndpointReference>
+        <wsa:Address>urn:uuid:6bd51d6a-0000-4000-8000-025749000002</wsa:Address>
+        </wsa:EndpointReference>
+        <wsd:Types>wsdp:Device pub:Computer</wsd:Types>
+        <wsd:MetadataVersion>1</wsd:MetadataVersion>
+        </wsd:ProbeMatch>
+        </wsd:ProbeMatches>
+        </soap:Body>
+        </soap:Envelope>
+        """.utf8)
+    public static let wsdResolve = Array(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:wsd="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:wsdp="http://schemas.xmlsoap.org/ws/2006/02/devprof">
+        <soap:Header>
+        <wsa:To>urn:schemas-xmlsoap-org:ws:2005:04:discovery</wsa:To>
+        <wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/Resolve</wsa:Action>
+        <wsa:MessageID>urn:uuid:c9ddd672-3764-43b8-8f5f-7535e1b3881c</wsa:MessageID>
+        </soap:Header>
+        <soap:Body>
+        <wsd:Resolve>
+        <wsa:EndpointReference>
+        <wsa:Address>urn:uuid:6bd51d6a-0000-4000-8000-025749000002</wsa:Address>
+        </wsa:EndpointReference>
+        </wsd:Resolve>
+        </soap:Body>
+        </soap:Envelope>
+        """.utf8)
+    public static let wsdResolveMatches = Array(
+        """
+        <?xml version="1.0" encoding="utf-8"?>
+        <soap:Envelope xmlns:soap="http://www.w3.org/2003/05/soap-envelope" xmlns:wsa="http://schemas.xmlsoap.org/ws/2004/08/addressing" xmlns:wsd="http://schemas.xmlsoap.org/ws/2005/04/discovery" xmlns:wsx="http://schemas.xmlsoap.org/ws/2004/09/mex" xmlns:wsdp="http://schemas.xmlsoap.org/ws/2006/02/devprof" xmlns:pnpx="http://schemas.microsoft.com/windows/pnpx/2005/10" xmlns:pub="http://schemas.microsoft.com/windows/pub/2005/07">
+        <soap:Header>
+        <wsa:To>http://schemas.xmlsoap.org/ws/2004/08/addressing/role/anonymous</wsa:To>
+        <wsa:Action>http://schemas.xmlsoap.org/ws/2005/04/discovery/ResolveMatches</wsa:Action>
+        <wsa:MessageID>urn:uuid:c599aa1e-eac2-11f1-8385-025749000002</wsa:MessageID>
+        <wsa:RelatesTo>urn:uuid:c9ddd672-3764-43b8-8f5f-7535e1b3881c</wsa:RelatesTo>
+        <wsd:AppSequence InstanceId="1795825739" SequenceId="urn:uuid:c599ad3e-eac2-11f1-8385-025749000002" MessageNumber="3" />
+        </soap:Header>
+        <soap:Body>
+        <wsd:ResolveMatches>
+        <wsd:ResolveMatch>
+        <wsa:EndpointReference>
+        <wsa:Address>urn:uuid:6bd51d6a-0000-4000-8000-025749000002</wsa:Address>
+        </wsa:EndpointReference>
+        <wsd:Types>wsdp:Device pub:Computer</wsd:Types>
+        <wsd:XAddrs>http://192.0.2.2:5357/6bd51d6a-0000-4000-8000-025749000002</wsd:XAddrs>
+        <wsd:MetadataVersion>1</wsd:MetadataVersion>
+        </wsd:ResolveMatch>
+        </wsd:ResolveMatches>
+        </soap:Body>
+        </soap:Envelope>
+        """.utf8)
+
     /// Hex with spaces between groups.
     public static func bytes(_ hex: String) -> [UInt8] {
         let digits = Array(hex.filter { !$0.isWhitespace }.utf8)

@@ -83,6 +83,7 @@ struct Adopted: ParsableCommand {
                 let llmnr = host.llmnrName.map { "; LLMNR: \($0)" } ?? ""
                 print("    NetBIOS:   \(names.joined(separator: ", "))\(llmnr)")
             }
+            if let endpoint = host.wsdEndpoint { print("    WS-Discovery: \(endpoint)") }
             let refused = host.refused > 0 ? " (\(host.refused) refused by the bounds)" : ""
             print("    records:   \(host.records) learned\(refused)")
         }

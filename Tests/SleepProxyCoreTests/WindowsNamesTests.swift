@@ -156,7 +156,7 @@ struct WindowsNamesTests {
         // A damaged Windows trailer drops the entry, not the journal.
         var identity = try #require(held.windows)
         #expect(WindowsIdentity(encoded: identity.encoded[...]) == identity)
-        #expect(WindowsIdentity(encoded: identity.encoded.dropLast()) == nil)
+        #expect(WindowsIdentity(encoded: identity.encoded.dropLast(2)) == nil)
         identity.names = Array(repeating: identity.names[0], count: WindowsRules.maximumNames)
         #expect(WindowsIdentity(encoded: identity.encoded[...]) != nil)
         var tooMany = identity.encoded
@@ -195,5 +195,76 @@ struct WindowsNamesTests {
         var removed445 = WakePolicy()
         try removed445.add(rule: "-tcp/445")
         #expect(!removed445.wakes(p139, macs: [mac], registered: [WakePolicy.smb]))
+    }
+
+    // MARK: - WS-Discovery
+
+    static let wsdGroup = IPAddress("239.255.255.250")!
+
+    static func wsdFromClient(_ payload: [UInt8]) -> [UInt8] {
+        TestFrames.udp(
+            from: V.clientMAC, to: WindowsRules.wsdGroupV4MAC, source: V.clientV4, destination: wsdGroup,
+            sourcePort: 35977, port: 3702, payload: payload)
+    }
+
+    @Test func aSleepingPCStaysInExplorersNetworkViewAndItsMetadataPortRefusesAtOnce() throws {
+        var h = try Self.learnedPC()
+        // Its LLMNR answer showed a PC: the proxy probed for devices, once.
+        let probes = Self.sent(h.log.map(\.1), toPort: 3702)
+        #expect(probes.count == 1 && probes.first?.destination == Self.wsdGroup)
+        #expect(
+            try WSDiscoveryMessage(decoding: try #require(probes.first?.payload)).types == [WindowsNames.deviceType])
+        // Its Hello (as at start) teaches its endpoint.
+        let hello = h.frame(
+            TestFrames.udp(
+                from: V.pcMAC, to: WindowsRules.wsdGroupV4MAC, source: V.pcV4, destination: Self.wsdGroup,
+                sourcePort: 45558, port: 3702, payload: V.wsdHello))
+        // A Hello without types: its endpoint resolved, once.
+        let resolve = try #require(Self.sent(hello, toPort: 3702).first)
+        #expect(
+            try WSDiscoveryMessage(decoding: resolve.payload).endpoint
+                == "urn:uuid:6bd51d6a-0000-4000-8000-025749000002")
+        #expect(h.engine.adoption.hosts[V.pcMAC]?.windows.wsd?.types == [], "wsdd's Hello lists no types")
+        // Its match to the proxy's Probe gives its types; the XAddrs of its Hello are kept.
+        h.frame(Self.fromPC(V.wsdProbeMatches, port: 3702, to: Self.proxyV4, mac: Lab.proxyMAC))
+        let endpoint = try #require(h.engine.adoption.hosts[V.pcMAC]?.windows.wsd)
+        #expect(endpoint.address == "urn:uuid:6bd51d6a-0000-4000-8000-025749000002" && endpoint.xaddrs != nil)
+        #expect(endpoint.types.map(\.local) == ["Device", "Computer"] && endpoint.instanceID == "1795825739")
+        _ = h.run(for: .seconds(40))
+        #expect(h.engine.state(of: Self.key) == .asleep)
+
+        // Explorer's Probe: nothing at once, then its match twice within SOAP-over-UDP's delays.
+        #expect(Self.sent(h.frame(Self.wsdFromClient(V.wsdProbe))).isEmpty)
+        let matches = Self.sent(h.run(for: .milliseconds(800)).map(\.1), fromPort: 3702)
+        #expect(matches.count == 2 && matches.first?.payload == matches.last?.payload)
+        let match = try WSDiscoveryMessage(decoding: try #require(matches.first?.payload))
+        let expected = try WSDiscoveryMessage(decoding: V.wsdProbeMatches)
+        #expect(match.kind == .probeMatches && match.relatesTo == expected.relatesTo)
+        #expect(match.endpoint == expected.endpoint && match.types == expected.types && match.xaddrs == nil)
+        #expect(match.instanceID == expected.instanceID && match.metadataVersion == "1")
+        #expect(matches.first?.source == V.pcV4 && matches.first?.port == 35977)
+        // The Probe's repeat (same MessageID) is answered once; a Probe for another type is not answered.
+        h.frame(Self.wsdFromClient(V.wsdProbe))
+        let printer = Array(
+            String(decoding: V.wsdProbe, as: UTF8.self).replacing("wsdp:Device", with: "wsdp:Printer")
+                .replacing("764f8865819c", with: "764f8865819d").utf8)
+        h.frame(Self.wsdFromClient(printer))
+        #expect(Self.sent(h.run(for: .seconds(1)).map(\.1), fromPort: 3702).isEmpty)
+        // Its Resolve: the XAddrs it gave.
+        h.frame(Self.wsdFromClient(V.wsdResolve))
+        let resolved = Self.sent(h.run(for: .milliseconds(800)).map(\.1), fromPort: 3702)
+        #expect(try WSDiscoveryMessage(decoding: try #require(resolved.first?.payload)).xaddrs == endpoint.xaddrs)
+        // The metadata Get's connection: refused at once from its address, and nothing wakes.
+        let syn = TestFrames.tcp(
+            from: V.clientMAC, to: Lab.proxyMAC, source: V.clientV4, destination: V.pcV4, sourcePort: 47918,
+            port: 5357, sequence: 1000)
+        let refused = h.deliver(syn)
+        #expect(H.wakeEvents(refused).isEmpty)
+        let reset = try #require(H.frames(refused).first)
+        let packet = try IPv4Packet(decoding: reset.payload)
+        let segment = try TCPSegment(decoding: packet.payload)
+        #expect(packet.header.source == IPv4Address("192.0.2.2") && segment.sourcePort == 5357)
+        #expect(segment.flags == [.rst, .ack] && segment.acknowledgementNumber == 1001)
+        #expect(h.engine.state(of: Self.key) == .asleep)
     }
 }

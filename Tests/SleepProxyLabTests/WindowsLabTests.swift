@@ -69,23 +69,33 @@ final class WindowsLabTests: ThreeHostSuite {
     /// One question as a raw datagram from the client (broadcast allowed), and how long the first answer took in
     /// milliseconds, or nil when none came within a second.
     func exchange(_ payload: [UInt8], to address: String, port: Int) throws -> Double? {
+        try self.exchange(payload, to: address, port: port, answer: false)?.milliseconds
+    }
+
+    /// The same, with the answer's text.
+    func exchange(_ payload: [UInt8], to address: String, port: Int, answer: Bool) throws -> (
+        milliseconds: Double, answer: String
+    )? {
         let script = """
             import socket, sys, time
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
-            s.settimeout(1.0)
+            s.settimeout(2.0)
             started = time.monotonic()
             s.sendto(bytes.fromhex(sys.argv[1]), (sys.argv[2], int(sys.argv[3])))
             try:
-                s.recvfrom(1500)
+                data, _ = s.recvfrom(65535)
                 print('%.3f' % ((time.monotonic() - started) * 1000))
+                print(data.decode('utf-8', 'replace').replace('\\n', ' '))
             except socket.timeout:
                 print('none')
             """
         let hex = payload.map { String(format: "%02x", $0) }.joined()
         let result = try self.client.run(
             ["/usr/bin/python3", "-c", script, hex, address, "\(port)"], timeout: .seconds(10))
-        return Double(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        let lines = result.stdout.split(separator: "\n", maxSplits: 1)
+        guard let first = lines.first, let milliseconds = Double(first) else { return nil }
+        return (milliseconds, lines.count > 1 ? String(lines[1]) : "")
     }
 
     @Test func aSleepingPCIsFoundByNetBIOSAndLLMNRAndSmbclientByNameWakesItOnly() throws {
@@ -107,7 +117,7 @@ final class WindowsLabTests: ThreeHostSuite {
         }
         #expect(ready, "nmbd never answered\n\(names.nmbd.output)")
         let learned = try self.waitForAdopted("awake", timeout: 40) {
-            ($0.netbiosNames ?? []).contains("WINPC<20>") && $0.llmnrName == "winpc"
+            ($0.netbiosNames ?? []).contains("WINPC<20>") && $0.llmnrName == "winpc" && $0.wsdEndpoint != nil
         }
         #expect(
             (learned?.netbiosNames ?? []).contains("WORKGROUP<00> (group)") && learned?.llmnrName == "winpc",
@@ -146,6 +156,27 @@ final class WindowsLabTests: ThreeHostSuite {
             #expect(milliseconds != nil, "\(what): no answer")
             print("windows lab: \(what) answered in \(milliseconds.map { String(format: "%.2f", $0) } ?? "-") ms")
         }
+        // Explorer's Network view: a Probe for devices gets the PC's match, a Resolve its XAddrs, and the metadata
+        // Get's connection is refused at once (no 10 s hang, no wake).
+        let probe = try self.exchange(WindowsVectors.wsdProbe, to: "239.255.255.250", port: 3702, answer: true)
+        #expect(probe?.answer.contains("ProbeMatches") == true, "\(String(describing: probe))\n\(daemon.output)")
+        #expect(probe?.answer.contains(learned?.wsdEndpoint ?? "-") == true)
+        print(
+            "windows lab: WS-Discovery Probe answered in \(probe.map { String(format: "%.0f", $0.milliseconds) } ?? "-") ms"
+        )
+        let resolve = try self.exchange(
+            Array(
+                String(decoding: WindowsVectors.wsdResolve, as: UTF8.self).replacing(
+                    "urn:uuid:6bd51d6a-0000-4000-8000-025749000002", with: learned?.wsdEndpoint ?? "-"
+                ).utf8), to: "239.255.255.250", port: 3702, answer: true)
+        #expect(resolve?.answer.contains("http://192.0.2.2:5357/") == true, "\(String(describing: resolve))")
+        let refused = try self.client.run(
+            [
+                "/usr/bin/python3", "-c",
+                "import socket, time; t = time.monotonic()\ntry:\n socket.create_connection(('192.0.2.2', 5357), 10)\nexcept ConnectionRefusedError:\n print('refused %.1f' % ((time.monotonic() - t) * 1000))",
+            ], timeout: .seconds(15))
+        #expect(refused.stdout.hasPrefix("refused"), "\(refused)")
+        print("windows lab: metadata connection \(refused.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ms")
         // Finding it woke nothing; nor does Home Assistant's nmap tracker (from another machine: a scanner's
         // source wakes nothing for 10 minutes, docs/waking.md).
         let scanner = try self.lab.addHost("scanner", mac: MACAddress("02:53:50:00:00:60")!, ipv4: ["192.0.2.60/24"])

@@ -205,14 +205,20 @@ struct CaptureFilterTests {
         let llmnr6 = IPAddress("ff02::1:3")!
         let plain = F.program(v4: [], v6: [])
         let windows = F.program(v4: [], v6: [], nameService: true)
-        for frame in [udp(broadcast, port: 137), udp(llmnr4, port: 5355), udp(llmnr6, port: 5355)] {
+        let wsd4 = IPAddress("239.255.255.250")!
+        let wsd6 = IPAddress("ff02::c")!
+        for frame in [
+            udp(broadcast, port: 137), udp(llmnr4, port: 5355), udp(llmnr6, port: 5355), udp(wsd4, port: 3702),
+            udp(wsd6, port: 3702),
+        ] {
             #expect(Self.run(plain, frame) == 0)
             #expect(Self.run(windows, frame) == F.snapLength)
         }
         #expect(Self.run(windows, udp(broadcast, port: 137, optionsWords: 1)) == F.snapLength)
         // Other ports, SSDP's included, other protocols, later fragments and IPv6 to 137: not passed.
         #expect(Self.run(windows, udp(broadcast, port: 138)) == 0)
-        #expect(Self.run(windows, udp(IPAddress("239.255.255.250")!, port: 1900)) == 0)
+        #expect(Self.run(windows, udp(wsd4, port: 1900)) == 0)
+        #expect(Self.run(windows, udp(wsd6, port: 1900)) == 0)
         #expect(Self.run(windows, udp(llmnr6, port: 137)) == 0)
         var fragment = udp(broadcast, port: 137)
         fragment[21] = 0x10

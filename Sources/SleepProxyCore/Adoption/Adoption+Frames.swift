@@ -96,7 +96,7 @@ extension Adoption {
         } else if host.phase == .watching, host.due == nil {
             host.due = now + AdoptionRules.quietBeforeCheck
         }
-        Self.windowsQuestions(for: &host, result: &result)
+        Self.windowsQuestions(for: &host, result: &result, now: now)
         if result.recordsChanged || host.addresses != addressesBefore || host.interface != interfaceBefore {
             self.revision &+= 1
         }
@@ -104,19 +104,34 @@ extension Adoption {
         return result
     }
 
-    /// The questions that teach a Windows PC's names (docs/windows.md §2), each once an awake spell: its node
-    /// status, at its first sign of life; its LLMNR name, once its node status named it. Its answers are unicast
-    /// to the proxy, and come back through the capture as its frames.
-    static func windowsQuestions(for host: inout AdoptedHost, result: inout AdoptionHeard) {
+    /// The questions that teach a Windows PC's names (docs/windows.md §2), at its signs of life: its node status
+    /// until it answers, then its LLMNR name until it answers, each at most `WindowsRules.questionsPerSpell` times
+    /// an awake spell and `WindowsRules.questionInterval` apart (a PC still starting its services may miss the
+    /// first); then one WS-Discovery Probe and, if its endpoint lacks XAddrs or types, one Resolve. Its answers are
+    /// unicast to the proxy, and come back through the capture as its frames.
+    static func windowsQuestions(for host: inout AdoptedHost, result: inout AdoptionHeard, now: Timestamp) {
         guard result.signOfLife, host.phase != .held,
             let v4 = host.addresses.lazy.compactMap({ if case .v4(let a) = $0 { a } else { nil } }).first
         else { return }
-        if !host.windowsAsked {
-            host.windowsAsked = true
+        let spaced = host.windowsAskedAt.map { now - $0 >= WindowsRules.questionInterval } ?? true
+        if !host.nodeStatusSeen {
+            guard spaced, host.nodeStatusAsks < WindowsRules.questionsPerSpell else { return }
+            host.nodeStatusAsks += 1
+            host.windowsAskedAt = now
             result.askNodeStatus = v4
-        } else if host.nodeStatusSeen, !host.llmnrAsked, let name = host.windows.machineName {
-            host.llmnrAsked = true
+        } else if host.windows.llmnrName == nil, let name = host.windows.machineName,
+            host.llmnrAsks < WindowsRules.questionsPerSpell, spaced || host.llmnrAsks == 0
+        {
+            host.llmnrAsks += 1
+            host.windowsAskedAt = now
             result.askLLMNR = (name, v4)
+        } else if !host.wsdProbed, host.windows.wsd == nil {
+            host.wsdProbed = true
+            result.askWSD = .probe
+        } else if let wsd = host.windows.wsd, wsd.xaddrs == nil || wsd.types.isEmpty, !host.wsdResolved {
+            // A match without XAddrs (Windows') or a Hello without types (wsdd's): its ResolveMatch has both.
+            host.wsdResolved = true
+            result.askWSD = .resolve(endpoint: wsd.address)
         }
     }
 

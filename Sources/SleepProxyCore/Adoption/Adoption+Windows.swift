@@ -24,7 +24,39 @@ extension Adoption {
             guard host.windows.llmnrName != name else { return false }
             host.windows.llmnrName = name
             return true
+        case WindowsRules.wsdPort:
+            return Self.learn(wsd: bytes, into: &host)
         default:
+            // Its Hello goes from any port to 3702.
+            guard datagram.destinationPort == WindowsRules.wsdPort else { return false }
+            return Self.learn(wsd: bytes, into: &host)
+        }
+    }
+
+    /// Its Hello, or its match (to anyone, the proxy's Probe and Resolve included), names its endpoint; its Bye
+    /// withdraws it (its WS-Discovery service stopped: a shutdown, not a sleep, which sends nothing).
+    private static func learn(wsd bytes: [UInt8], into host: inout AdoptedHost) -> Bool {
+        guard let message = try? WSDiscoveryMessage(decoding: bytes), let address = message.endpoint,
+            address.utf8.count <= WindowsRules.maximumWSDField
+        else { return false }
+        switch message.kind {
+        case .hello, .probeMatches, .resolveMatches:
+            let previous = host.windows.wsd?.address == address ? host.windows.wsd : nil
+            let xaddrs = message.xaddrs.flatMap { $0.utf8.count <= WindowsRules.maximumWSDField ? $0 : nil }
+            let endpoint = WSDEndpoint(
+                address: address, types: message.types.isEmpty ? previous?.types ?? [] : message.types,
+                xaddrs: xaddrs ?? previous?.xaddrs,
+                metadataVersion: String((message.metadataVersion ?? previous?.metadataVersion ?? "1").prefix(32)),
+                instanceID: message.instanceID.map { String($0.prefix(32)) } ?? previous?.instanceID,
+                messageNumber: message.messageNumber.flatMap { UInt64($0) } ?? previous?.messageNumber ?? 0)
+            guard endpoint != host.windows.wsd else { return false }
+            host.windows.wsd = endpoint
+            return true
+        case .bye:
+            guard host.windows.wsd?.address == address else { return false }
+            host.windows.wsd = nil
+            return true
+        case .probe, .resolve:
             return false
         }
     }

@@ -154,9 +154,12 @@ public struct Adoption: Sendable {
                 host.asked = 0
                 host.due = nil
                 // Asked again in its next awake spell: its names may change while it sleeps (a rename, a reboot).
-                host.windowsAsked = false
+                host.nodeStatusAsks = 0
+                host.llmnrAsks = 0
+                host.windowsAskedAt = nil
                 host.nodeStatusSeen = false
-                host.llmnrAsked = false
+                host.wsdProbed = false
+                host.wsdResolved = false
                 Self.forgetGoodbyes(of: &host)
                 steps.append(.fellQuiet(mac))
             }

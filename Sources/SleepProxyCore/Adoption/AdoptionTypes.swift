@@ -104,11 +104,16 @@ public struct AdoptedHost: Hashable, Sendable {
     public var recordBytes = 0
     /// Its Windows names (docs/windows.md): learned from its name-service frames, answered for while it sleeps.
     public var windows = WindowsIdentity()
-    /// The proxy asked its node status (and LLMNR name) since it was last held: asked once an awake spell.
-    var windowsAsked = false
+    /// The proxy's node-status and LLMNR questions since it was last held, and when the last went out
+    /// (`WindowsRules.questionsPerSpell`, `questionInterval`).
+    var nodeStatusAsks = 0
+    var llmnrAsks = 0
+    var windowsAskedAt: Timestamp?
     /// A node-status answer of its own was seen since it was last held: then its LLMNR name is asked.
     var nodeStatusSeen = false
-    var llmnrAsked = false
+    /// The proxy multicast a Probe (and, for an endpoint without XAddrs, a Resolve) for it this awake spell.
+    var wsdProbed = false
+    var wsdResolved = false
     /// Records refused by a bound, for the status and the log.
     public var refused = 0
     /// Wakes in a row it answered none of.
@@ -156,18 +161,30 @@ public struct AdoptionHeard: Hashable, Sendable {
     public var askNodeStatus: IPv4Address? = nil
     /// Ask it this name over LLMNR at this IPv4 address: once its node status named it.
     public var askLLMNR: (name: String, address: IPv4Address)? = nil
+    /// Multicast a WS-Discovery Probe for devices (nil endpoint) or a Resolve of its endpoint: once its node status
+    /// showed a PC, and its endpoint is not known whole.
+    public var askWSD: WSDQuestion? = nil
 
     public static func == (lhs: AdoptionHeard, rhs: AdoptionHeard) -> Bool {
         lhs.mac == rhs.mac && lhs.interface == rhs.interface && lhs.signOfLife == rhs.signOfLife
             && lhs.saidGoodbye == rhs.saidGoodbye && lhs.recordsChanged == rhs.recordsChanged
             && lhs.newTypes == rhs.newTypes && lhs.askNodeStatus == rhs.askNodeStatus
             && lhs.askLLMNR?.name == rhs.askLLMNR?.name && lhs.askLLMNR?.address == rhs.askLLMNR?.address
+            && lhs.askWSD == rhs.askWSD
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.mac)
         hasher.combine(self.signOfLife)
     }
+}
+
+/// The proxy's WS-Discovery question about an awake PC (docs/windows.md §5).
+public enum WSDQuestion: Hashable, Sendable {
+    /// A Probe for devices: every device answers, the PC among them.
+    case probe
+    /// A Resolve of its endpoint, whose match carries its XAddrs.
+    case resolve(endpoint: String)
 }
 
 /// What comes due for the adopted hosts at a time.

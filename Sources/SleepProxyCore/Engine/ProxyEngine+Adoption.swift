@@ -84,7 +84,7 @@ extension ProxyEngine {
             actions += self.ownerSpoke(
                 key, AwakeSignal(what: "its own traffic (\(frame.etherType))", at: now), .ownTraffic, now: now)
         }
-        actions += self.windowsQuestions(heard, context: context)
+        actions += self.windowsQuestions(heard, context: context, now: now)
         for type in heard.newTypes {
             actions += self.adoptionQuestion(
                 DNSQuestion(name: type, type: .ptr, unicastResponse: true), on: context, now: now)

@@ -27,6 +27,9 @@ extension ProxyEngine {
             $0.tick(store: store, now: now, limit: slice ?? MDNSRules.maximumAnnouncementsPerTick)
         }
         actions += (self.ssdp?.tick(now: now) ?? []).map(EngineAction.ssdp)
+        actions += self.windows.takeDue(now: now).map {
+            .packet(.sendFrame($0.frame, interfaceIndex: $0.interfaceIndex))
+        }
         return actions
     }
 

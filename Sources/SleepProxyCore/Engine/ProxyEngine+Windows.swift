@@ -13,7 +13,7 @@ extension ProxyEngine {
         else { return self.afterWindows(bytes, context: context, now: now) }
         guard
             let answer = self.windows.receive(
-                datagram, source: source, destination: destination, sourceMAC: frame.source, context: context)
+                datagram, source: source, destination: destination, sourceMAC: frame.source, context: context, now: now)
         else { return self.afterWindows(bytes, context: context, now: now) }
         if answer.resolves { self.takeover?.noteResolve(by: answer.asker, of: answer.host, now: now) }
         return [.packet(.sendFrame(answer.frame, interfaceIndex: context.index))]
@@ -31,7 +31,7 @@ extension ProxyEngine {
 
     /// The questions that teach an awake PC's names (docs/windows.md §2), unicast to its MAC from the proxy's own
     /// IPv4 address on the port of each protocol (a responder answers to the port asked from).
-    func windowsQuestions(_ heard: AdoptionHeard, context: InterfaceContext) -> [EngineAction] {
+    func windowsQuestions(_ heard: AdoptionHeard, context: InterfaceContext, now: Timestamp) -> [EngineAction] {
         guard let own = context.prefixes.lazy.compactMap({ if case .v4(let a) = $0.address { a } else { nil } }).first
         else { return [] }
         var questions: [(IPv4Address, UInt16, [UInt8])] = []
@@ -46,12 +46,32 @@ extension ProxyEngine {
             let query = DNSMessage(id: Self.questionID(heard.mac), questions: [DNSQuestion(name: asked, type: .a)])
             questions.append((address, WindowsRules.llmnrPort, query.encoded()))
         }
-        return questions.compactMap { address, port, payload in
+        var actions: [EngineAction] = questions.compactMap { address, port, payload in
             Takeover.datagramFrame(
                 from: .v4(own), port: port, to: .v4(address), port: port, mac: heard.mac, payload: payload,
                 context: context
             ).map { .packet(.sendFrame($0, interfaceIndex: context.index)) }
         }
+        if let question = heard.askWSD {
+            // SOAP-over-UDP: multicast to the group; every device's match comes back unicast, and only the PC's
+            // (its MAC the source) is read.
+            var message = WSDiscoveryMessage(
+                kind: question == .probe ? .probe : .resolve,
+                messageID: WindowsNames.uuid(heard.mac.rawValue, UInt64(bitPattern: now.nanoseconds)))
+            if question == .probe {
+                message.types = [WindowsNames.deviceType]
+            } else if case .resolve(let endpoint) = question {
+                message.endpoint = endpoint
+            }
+            if let frame = Takeover.datagramFrame(
+                from: .v4(own), port: WindowsRules.wsdPort, to: .v4(WindowsRules.wsdGroupV4),
+                port: WindowsRules.wsdPort,
+                mac: WindowsRules.wsdGroupV4MAC, payload: message.encoded(), context: context)
+            {
+                actions.append(.packet(.sendFrame(frame, interfaceIndex: context.index)))
+            }
+        }
+        return actions
     }
 
     /// A check of a PC that publishes nothing over mDNS but has NetBIOS names (docs/windows.md §4): a node-status
@@ -69,6 +89,55 @@ extension ProxyEngine {
     /// The transaction ID of the proxy's questions to a host: any value does (only the host's answer is read, by
     /// its MAC); one per host keeps two hosts' answers apart in a capture.
     static func questionID(_ mac: MACAddress) -> UInt16 { UInt16(truncatingIfNeeded: mac.rawValue) }
+}
+
+extension ProxyEngine {
+    /// A connection to a sleeping PC's WS-Discovery metadata port (docs/windows.md §5): refused at once with a reset
+    /// from its address, so that Explorer's Get fails in a moment instead of waiting out its 10 s, and nothing
+    /// wakes the PC (opening the Network view is nobody wanting the PC). Nil when the proxy does not hold such a PC
+    /// at the address.
+    mutating func refuseMetadata(_ bytes: [UInt8], context: InterfaceContext) -> [EngineAction]? {
+        guard let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)) else { return nil }
+        let source: IPAddress
+        let destination: IPAddress
+        let payload: ByteBuffer
+        switch frame.etherType {
+        case .ipv4:
+            guard let packet = try? IPv4Packet(decoding: frame.payload) else { return nil }
+            (source, destination, payload) = (.v4(packet.header.source), .v4(packet.header.destination), packet.payload)
+        case .ipv6:
+            guard let packet = try? IPv6Packet(decoding: frame.payload) else { return nil }
+            (source, destination, payload) = (.v6(packet.header.source), .v6(packet.header.destination), packet.payload)
+        default:
+            return nil
+        }
+        guard self.windows.hasEndpoint(at: destination, on: context.name),
+            let syn = try? TCPSegment(decoding: payload)
+        else { return nil }
+        var reset = ByteBuffer()
+        TCPSegment(
+            sourcePort: syn.destinationPort, destinationPort: syn.sourcePort, sequenceNumber: 0,
+            acknowledgementNumber: syn.sequenceNumber &+ 1, flags: [.rst, .ack], window: 0
+        ).write(to: &reset)
+        var packet = ByteBuffer()
+        switch (destination, source) {
+        case (.v4(let from), .v4(let to)):
+            IPv4Packet(header: IPv4Header(source: from, destination: to, proto: .tcp), payload: reset).write(
+                to: &packet)
+        case (.v6(let from), .v6(let to)):
+            IPv6Packet(header: IPv6Header(source: from, destination: to, nextHeader: .tcp), payload: reset).write(
+                to: &packet)
+        default:
+            return nil
+        }
+        let out = EthernetFrame(
+            destination: frame.source, source: context.macAddress, etherType: frame.etherType, payload: packet)
+        self.windows.statistics.metadataRefused += 1
+        return [
+            .packet(
+                .sendFrame(EthernetFrame.withTransportChecksumsRecomputed(out.bytes), interfaceIndex: context.index))
+        ]
+    }
 }
 
 /// Reading the frames the Windows side wants straight from their bytes: every frame of the link passes here.
@@ -90,7 +159,27 @@ public enum WindowsFrames {
         }
         guard bytes.count >= portAt + 2 else { return false }
         let port = UInt16(bytes[portAt]) << 8 | UInt16(bytes[portAt + 1])
-        return port == WindowsRules.netbiosPort || port == WindowsRules.llmnrPort
+        return port == WindowsRules.netbiosPort || port == WindowsRules.llmnrPort || port == WindowsRules.wsdPort
+    }
+
+    /// Whether the frame is a TCP connection request (SYN without ACK) to the WS-Discovery metadata port.
+    public static func isMetadataConnection(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count >= 14 else { return false }
+        let etherType = UInt16(bytes[12]) << 8 | UInt16(bytes[13])
+        let tcpAt: Int
+        switch etherType {
+        case 0x0800:
+            guard bytes.count >= 34, bytes[23] == 6, bytes[20] & 0x1F == 0, bytes[21] == 0 else { return false }
+            tcpAt = 14 + Int(bytes[14] & 0x0F) * 4
+        case 0x86DD:
+            guard bytes.count >= 54, bytes[20] == 6 else { return false }
+            tcpAt = 54
+        default:
+            return false
+        }
+        guard bytes.count >= tcpAt + 14 else { return false }
+        let port = UInt16(bytes[tcpAt + 2]) << 8 | UInt16(bytes[tcpAt + 3])
+        return port == WindowsRules.wsdMetadataPort && bytes[tcpAt + 13] & 0x12 == 0x02
     }
 
     /// The UDP datagram a frame carries, with its addresses; nil when it does not decode.

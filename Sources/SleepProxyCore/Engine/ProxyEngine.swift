@@ -67,6 +67,7 @@ public struct ProxyEngine: Sendable {
         for candidate in [
             self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline(),
             self.quietChecks.nextDeadline(), self.resuming?.due, self.adoption.nextDeadline(),
+            self.windows.nextDeadline(),
         ] {
             if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
         }
@@ -278,10 +279,11 @@ public struct ProxyEngine: Sendable {
     {
         var actions: [EngineAction] = []
         // A Windows client asking for a sleeping PC's name (docs/windows.md §3): answered here, not a wake candidate.
-        if !outgoing, !self.windows.isEmpty, WindowsFrames.isNameService(bytes),
-            let context = self.interfaces[interfaceIndex]
-        {
-            return self.windowsFrame(bytes, context: context, now: now)
+        if !outgoing, !self.windows.isEmpty, let context = self.interfaces[interfaceIndex] {
+            if WindowsFrames.isNameService(bytes) { return self.windowsFrame(bytes, context: context, now: now) }
+            if WindowsFrames.isMetadataConnection(bytes), let refused = self.refuseMetadata(bytes, context: context) {
+                return refused
+            }
         }
         // An adopted host's own frames (its MAC the Ethernet source) teach what it publishes (docs/adoption.md).
         if !outgoing, self.adoption.isFromAdopted(bytes), let context = self.interfaces[interfaceIndex] {

@@ -16,8 +16,51 @@ public enum WindowsRules {
     /// Names kept per host: a PC registers three to six (its workstation, messenger and server names, and its
     /// workgroup's); 16 bounds what a forged MAC can make us keep, and one node-status answer's table.
     public static let maximumNames = 16
-    /// Bytes of a saved identity: 16 names of 18 bytes, the statistics, the LLMNR name and its lengths.
-    public static let maximumEncodedLength = 1 + maximumNames * 18 + 1 + NetBIOSMessage.statisticsLength + 1 + 255
+    /// The proxy's node-status and LLMNR questions to an awake PC: each at most three times an awake spell, 25 s
+    /// apart (the idle check's pace, docs/adoption.md §3), until it answers.
+    public static let questionsPerSpell = 3
+    public static let questionInterval: Duration = .seconds(25)
+    /// WS-Discovery (docs/windows.md §5): its port, and SOAP-over-UDP's delays. A match waits a random 0-500 ms
+    /// (APP_MAX_DELAY) and is sent once more 50-250 ms later (UNICAST_UDP_REPEAT 1, UDP_MIN_DELAY, UDP_MAX_DELAY).
+    public static let wsdPort: UInt16 = 3702
+    public static let wsdGroupV4 = IPv4Address(rawValue: 0xEFFF_FFFA)
+    public static let wsdGroupV4MAC = MACAddress(rawValue: 0x0100_5E7F_FFFA)
+    public static let wsdMaximumDelay: Duration = .milliseconds(500)
+    public static let wsdRepeatDelay: (minimum: Duration, maximum: Duration) = (.milliseconds(50), .milliseconds(250))
+    /// The metadata port of a Windows PC's WS-Discovery (its XAddrs): a connection there is refused at once.
+    public static let wsdMetadataPort: UInt16 = 5357
+    /// Recent Probe and Resolve MessageIDs remembered, to answer each once (SOAP-over-UDP repeats every message).
+    public static let wsdRecentMessages = 64
+    /// Bytes of one saved WS-Discovery field (an address, XAddrs): a PC's are under 100.
+    public static let maximumWSDField = 1024
+    /// Bytes of a saved identity: 16 names of 18 bytes, the statistics, the LLMNR name and its lengths, and the
+    /// endpoint's four fields and types.
+    public static let maximumEncodedLength =
+        1 + maximumNames * 18 + 1 + NetBIOSMessage.statisticsLength + 1 + 255
+        + 1 + (4 + WSDiscoveryMessage.maximumTypes * 2) * (2 + maximumWSDField) + 1
+}
+
+/// A PC's WS-Discovery endpoint, as its Hello or its matches gave it (docs/windows.md §5).
+public struct WSDEndpoint: Hashable, Sendable {
+    public var address: String
+    public var types: [WSDiscoveryMessage.QName]
+    public var xaddrs: String?
+    public var metadataVersion: String
+    public var instanceID: String?
+    /// The MessageNumber of its latest message: the proxy's answers count on from it.
+    public var messageNumber: UInt64
+
+    public init(
+        address: String, types: [WSDiscoveryMessage.QName], xaddrs: String?, metadataVersion: String,
+        instanceID: String?, messageNumber: UInt64
+    ) {
+        self.address = address
+        self.types = types
+        self.xaddrs = xaddrs
+        self.metadataVersion = metadataVersion
+        self.instanceID = instanceID
+        self.messageNumber = messageNumber
+    }
 }
 
 /// What a Windows PC (or Samba host) showed of its names while it was awake (docs/windows.md §2): its NetBIOS
@@ -30,10 +73,12 @@ public struct WindowsIdentity: Hashable, Sendable {
     public var statistics: [UInt8] = [UInt8](repeating: 0, count: NetBIOSMessage.statisticsLength)
     /// The single-label name it answered LLMNR for, lower-cased; nil until it was seen answering.
     public var llmnrName: String?
+    /// Its WS-Discovery endpoint; nil until its Hello or a match of its own was seen.
+    public var wsd: WSDEndpoint?
 
     public init() {}
 
-    public var isEmpty: Bool { self.names.isEmpty && self.llmnrName == nil }
+    public var isEmpty: Bool { self.names.isEmpty && self.llmnrName == nil && self.wsd == nil }
 
     /// Its own names: a group name (`WORKGROUP<00>`) is shared, and not the PC's to answer alone (RFC 1002
     /// §4.2.13: only the owner of a unique name answers a query for it).
@@ -93,6 +138,23 @@ public struct WindowsIdentity: Hashable, Sendable {
         let llmnr = Array((self.llmnrName ?? "").utf8.prefix(255))
         bytes.append(UInt8(llmnr.count))
         bytes += llmnr
+        guard let wsd = self.wsd else { return bytes + [0] }
+        func field(_ text: String) {
+            let utf8 = Array(text.utf8.prefix(WindowsRules.maximumWSDField))
+            bytes += [UInt8(utf8.count >> 8), UInt8(truncatingIfNeeded: utf8.count)] + utf8
+        }
+        bytes.append(1)
+        for text in [
+            wsd.address, wsd.xaddrs ?? "", wsd.metadataVersion, wsd.instanceID ?? "", String(wsd.messageNumber),
+        ] {
+            field(text)
+        }
+        let types = wsd.types.prefix(WSDiscoveryMessage.maximumTypes)
+        bytes.append(UInt8(types.count))
+        for type in types {
+            field(type.namespace)
+            field(type.local)
+        }
         return bytes
     }
 
@@ -117,9 +179,31 @@ public struct WindowsIdentity: Hashable, Sendable {
             let statistics = take(Int(length))
         else { return nil }
         self.statistics = Array(statistics)
-        guard let nameLength = take(1)?.first, let name = take(Int(nameLength)), at == bytes.endIndex else {
-            return nil
-        }
+        guard let nameLength = take(1)?.first, let name = take(Int(nameLength)) else { return nil }
         self.llmnrName = name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
+        // Entries written before 0.8.0 end here; later ones say whether an endpoint follows.
+        guard at < bytes.endIndex else { return }
+        guard let hasEndpoint = take(1)?.first, hasEndpoint <= 1 else { return nil }
+        if hasEndpoint == 1 {
+            func field() -> String? {
+                guard let length = take(2), case let count = Int(length.first!) << 8 | Int(length.last!),
+                    count <= WindowsRules.maximumWSDField, let text = take(count)
+                else { return nil }
+                return String(decoding: text, as: UTF8.self)
+            }
+            guard let address = field(), let xaddrs = field(), let version = field(), let instance = field(),
+                let number = field().flatMap({ UInt64($0) }), let count = take(1)?.first,
+                Int(count) <= WSDiscoveryMessage.maximumTypes
+            else { return nil }
+            var types: [WSDiscoveryMessage.QName] = []
+            for _ in 0..<count {
+                guard let namespace = field(), let local = field() else { return nil }
+                types.append(WSDiscoveryMessage.QName(namespace: namespace, local: local))
+            }
+            self.wsd = WSDEndpoint(
+                address: address, types: types, xaddrs: xaddrs.isEmpty ? nil : xaddrs, metadataVersion: version,
+                instanceID: instance.isEmpty ? nil : instance, messageNumber: number)
+        }
+        guard at == bytes.endIndex else { return nil }
     }
 }

@@ -18,10 +18,61 @@ public struct WindowsNames: Sendable {
     /// LLMNR names (lower-cased) of the hosts spoken for.
     private var byLLMNR: [String: OwnerKey] = [:]
     public internal(set) var statistics = WindowsStatistics()
+    /// WS-Discovery matches waiting for their delay (SOAP-over-UDP), in the order they are due.
+    private var pending: [(due: Timestamp, frame: [UInt8], interfaceIndex: Int)] = []
+    /// The Probe and Resolve MessageIDs answered lately (`WindowsRules.wsdRecentMessages`): each is sent twice.
+    private var recentMessages: [String] = []
+    /// Counts the matches sent, for their MessageIDs.
+    private var sent: UInt64 = 0
 
     public init() {}
 
     public var isEmpty: Bool { self.held.isEmpty }
+
+    public func nextDeadline() -> Timestamp? { self.pending.first?.due }
+
+    /// Whether a PC with a WS-Discovery endpoint is held at `address` on the interface.
+    public func hasEndpoint(at address: IPAddress, on interface: String) -> Bool {
+        self.held.contains { key, held in
+            guard key.interface == interface, held.identity.wsd != nil else { return false }
+            switch address {
+            case .v4(let a): return held.v4.contains(a)
+            case .v6(let a): return held.v6.contains(a)
+            }
+        }
+    }
+
+    /// The matches whose delay ran out.
+    public mutating func takeDue(now: Timestamp) -> [(frame: [UInt8], interfaceIndex: Int)] {
+        guard let first = self.pending.first, first.due <= now else { return [] }
+        let count = self.pending.firstIndex { $0.due > now } ?? self.pending.count
+        let due = self.pending.prefix(count).map { ($0.frame, $0.interfaceIndex) }
+        self.pending.removeFirst(count)
+        return due
+    }
+
+    /// `wsdp:Device`, what Windows probes for.
+    public static let deviceType = WSDiscoveryMessage.QName(
+        namespace: "http://schemas.xmlsoap.org/ws/2006/02/devprof", local: "Device")
+
+    /// A version-4-shaped UUID URN from two numbers, mixed (SplitMix64's finaliser): the MessageIDs of the proxy's
+    /// messages, unique as long as the numbers are.
+    public static func uuid(_ a: UInt64, _ b: UInt64) -> String {
+        func mix(_ value: UInt64) -> UInt64 {
+            var z = value &+ 0x9E37_79B9_7F4A_7C15
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let high = mix(a ^ mix(b)) & 0xFFFF_FFFF_FFFF_0FFF | 0x0000_0000_0000_4000
+        let low = mix(b ^ mix(a)) & 0x3FFF_FFFF_FFFF_FFFF | 0x8000_0000_0000_0000
+        func hex(_ value: UInt64, _ digits: Int) -> String {
+            let text = String(value, radix: 16)
+            return String(repeating: "0", count: max(0, digits - text.count)) + text
+        }
+        return "urn:uuid:\(hex(high >> 32, 8))-\(hex(high >> 16 & 0xFFFF, 4))-\(hex(high & 0xFFFF, 4))-"
+            + "\(hex(low >> 48, 4))-\(hex(low & 0xFFFF_FFFF_FFFF, 12))"
+    }
 
     /// What a client resolved through an answer, for the wake gate.
     public struct Answer: Sendable {
@@ -56,14 +107,21 @@ public struct WindowsNames: Sendable {
         if let llmnr = held.identity.llmnrName, self.byLLMNR[llmnr] == key { self.byLLMNR[llmnr] = nil }
     }
 
-    /// A UDP datagram to port 137 or 5355 seen on `context` (the caller checked the port). Malformed input is
-    /// counted and dropped.
+    /// A UDP datagram to port 137, 5355 or 3702 seen on `context` (the caller checked the port). Malformed input
+    /// is counted and dropped. A WS-Discovery match is not answered at once but queued (`takeDue`).
     public mutating func receive(
         _ datagram: UDPDatagram, source: IPAddress, destination: IPAddress, sourceMAC: MACAddress,
-        context: InterfaceContext
+        context: InterfaceContext, now: Timestamp
     ) -> Answer? {
         let bytes = Array(datagram.payload.readableBytesView)
         switch datagram.destinationPort {
+        case WindowsRules.wsdPort:
+            guard let message = try? WSDiscoveryMessage(decoding: bytes) else {
+                self.statistics.malformed += 1
+                return nil
+            }
+            self.answer(wsd: message, from: source, port: datagram.sourcePort, mac: sourceMAC, context, now: now)
+            return nil
         case WindowsRules.netbiosPort:
             guard case .v4(let from) = source, case .v4(let to) = destination else { return nil }
             guard let query = try? NetBIOSMessage(decoding: bytes) else {
@@ -175,10 +233,81 @@ public struct WindowsNames: Sendable {
     }
 }
 
+extension WindowsNames {
+    /// A Probe matched by a sleeping PC's types (and carrying no scopes, as Windows' do not), or a Resolve of its
+    /// endpoint: its match, unicast from its address and port 3702, queued after a random 0-500 ms and once more
+    /// 50-250 ms later (SOAP-over-UDP). A repeated MessageID is answered once.
+    fileprivate mutating func answer(
+        wsd message: WSDiscoveryMessage, from source: IPAddress, port: UInt16, mac: MACAddress,
+        _ context: InterfaceContext, now: Timestamp
+    ) {
+        guard message.kind == .probe || message.kind == .resolve, !self.recentMessages.contains(message.messageID)
+        else { return }
+        let matches = self.held.filter { key, held in
+            guard key.interface == context.name, let endpoint = held.identity.wsd else { return false }
+            if message.kind == .resolve { return message.endpoint == endpoint.address }
+            return (message.scopes ?? "").isEmpty && message.types.allSatisfy(endpoint.types.contains)
+        }
+        guard !matches.isEmpty else { return }
+        self.recentMessages.append(message.messageID)
+        if self.recentMessages.count > WindowsRules.wsdRecentMessages { self.recentMessages.removeFirst() }
+        for (key, held) in matches.sorted(by: { $0.key < $1.key }) {
+            guard var endpoint = held.identity.wsd else { continue }
+            let from: IPAddress
+            switch source {
+            case .v4:
+                guard let address = held.v4.first else { continue }
+                from = .v4(address)
+            case .v6:
+                guard let address = held.v6.first else { continue }
+                from = .v6(address)
+            }
+            self.sent &+= 1
+            endpoint.messageNumber &+= 1
+            self.held[key]?.identity.wsd = endpoint
+            var match = WSDiscoveryMessage(
+                kind: message.kind == .probe ? .probeMatches : .resolveMatches,
+                messageID: Self.uuid(key.primaryMAC.rawValue ^ self.sent, UInt64(bitPattern: now.nanoseconds)))
+            match.relatesTo = message.messageID
+            match.instanceID = endpoint.instanceID
+            match.messageNumber = String(endpoint.messageNumber)
+            match.endpoint = endpoint.address
+            match.types = endpoint.types
+            match.metadataVersion = endpoint.metadataVersion
+            // Windows' ProbeMatch carries no XAddrs (a Resolve gets them); its ResolveMatch does.
+            if message.kind == .resolve { match.xaddrs = endpoint.xaddrs }
+            guard
+                let frame = Takeover.datagramFrame(
+                    from: from, port: WindowsRules.wsdPort, to: source, port: port, mac: mac, payload: match.encoded(),
+                    context: context)
+            else { continue }
+            // The delay from the message and the host, spread over the window as a random one would be.
+            var hasher = Hasher()
+            hasher.combine(message.messageID)
+            hasher.combine(key)
+            let spread = UInt64(UInt(bitPattern: hasher.finalize()))
+            let first = now + .milliseconds(Int64(spread % 501))
+            let repeatDelay = WindowsRules.wsdRepeatDelay
+            let extra = (repeatDelay.maximum - repeatDelay.minimum) / 1_000_000 * Int(spread >> 32 % 1_000_000)
+            let second = first + repeatDelay.minimum + extra
+            self.enqueue(first, frame, context.index)
+            self.enqueue(second, frame, context.index)
+            self.statistics.wsdMatches += 1
+        }
+    }
+
+    private mutating func enqueue(_ due: Timestamp, _ frame: [UInt8], _ interfaceIndex: Int) {
+        let index = self.pending.firstIndex { $0.due > due } ?? self.pending.count
+        self.pending.insert((due, frame, interfaceIndex), at: index)
+    }
+}
+
 /// What the Windows side answered, for the metrics.
 public struct WindowsStatistics: Hashable, Sendable {
     public var nameQueries = 0
     public var nodeStatus = 0
     public var llmnrAnswers = 0
+    public var wsdMatches = 0
+    public var metadataRefused = 0
     public var malformed = 0
 }

@@ -39,12 +39,13 @@ public enum CaptureFilter {
     /// length (`BPF_LDX | BPF_B | BPF_MSH`); a half-word at X + `k` (`BPF_LD | BPF_H | BPF_IND`).
     public static let jset: UInt16 = 0x45, ldxMSH: UInt16 = 0xB1, ldhIndirect: UInt16 = 0x48
     /// The UDP ports of the Windows name protocols a sleeping PC is asked on (docs/windows.md): NetBIOS name
-    /// service (broadcast) and LLMNR (multicast), which go to no watched address.
-    public static let nameServicePorts: (netbios: UInt32, llmnr: UInt32) = (137, 5355)
-    /// LLMNR's groups (RFC 4795 §2: 224.0.0.252 and ff02::1:3) as Ethernet multicast MACs (RFC 1112 §6.4, RFC 2464
-    /// §7), joined on the link with the name ports.
+    /// service (broadcast), LLMNR and WS-Discovery (multicast), which go to no watched address.
+    public static let nameServicePorts: (netbios: UInt32, llmnr: UInt32, wsd: UInt32) = (137, 5355, 3702)
+    /// LLMNR's groups (RFC 4795 §2: 224.0.0.252 and ff02::1:3) and WS-Discovery's (239.255.255.250 and ff02::c) as
+    /// Ethernet multicast MACs (RFC 1112 §6.4, RFC 2464 §7), joined on the link with the name ports.
     public static let nameServiceGroups: [MACAddress] = [
         MACAddress(rawValue: 0x0100_5E00_00FC), MACAddress(rawValue: 0x3333_0001_0003),
+        MACAddress(rawValue: 0x0100_5E7F_FFFA), MACAddress(rawValue: 0x3333_0000_000C),
     ]
     /// Source MACs passed whole at most: four instructions each, and the first one's jump to the accept past the
     /// others must fit the 8-bit offset (docs/adoption.md §2).
@@ -138,25 +139,27 @@ public enum CaptureFilter {
         return program
     }
 
-    /// UDP to port 137 or 5355 over IPv4 (a first fragment: only it has the ports) or to 5355 over IPv6 (no
-    /// extension header, as LLMNR is sent): accepted; anything else goes on to the blocks after it. Sixteen
-    /// instructions; the jumps count from the instruction after each.
+    /// UDP to port 137, 5355 or 3702 over IPv4 (a first fragment: only it has the ports), or to 5355 or 3702 over
+    /// IPv6 (no extension header, as LLMNR and WS-Discovery are sent): accepted; anything else goes on to the blocks
+    /// after it. Eighteen instructions; the jumps count from the instruction after each.
     static let nameServiceBlock: [Instruction] = [
         ins(ldh, 0, 0, 12),
-        ins(jeq, 0, 8, 0x0800),  // IPv6 → 10
+        ins(jeq, 0, 9, 0x0800),  // IPv6 → 11
         ins(ldb, 0, 0, 23),
-        ins(jeq, 0, 12, 17),  // not UDP → 16
+        ins(jeq, 0, 14, 17),  // not UDP → 18
         ins(ldh, 0, 0, 20),
-        ins(jset, 10, 0, 0x1FFF),  // a later fragment → 16
+        ins(jset, 12, 0, 0x1FFF),  // a later fragment → 18
         ins(ldxMSH, 0, 0, 14),
         ins(ldhIndirect, 0, 0, 16),  // the destination port: 14 + header + 2
-        ins(jeq, 6, 0, nameServicePorts.netbios),  // → 15
-        ins(jeq, 5, 6, nameServicePorts.llmnr),  // → 15, else 16
-        ins(jeq, 0, 5, 0x86DD),  // → 16
+        ins(jeq, 8, 0, nameServicePorts.netbios),  // → 17
+        ins(jeq, 7, 0, nameServicePorts.llmnr),  // → 17
+        ins(jeq, 6, 7, nameServicePorts.wsd),  // → 17, else 18
+        ins(jeq, 0, 6, 0x86DD),  // → 18
         ins(ldb, 0, 0, 20),
-        ins(jeq, 0, 3, 17),  // → 16
+        ins(jeq, 0, 4, 17),  // → 18
         ins(ldh, 0, 0, 56),
-        ins(jeq, 0, 1, nameServicePorts.llmnr),  // → 16
+        ins(jeq, 1, 0, nameServicePorts.llmnr),  // → 17
+        ins(jeq, 0, 1, nameServicePorts.wsd),  // → 18
         ins(ret, 0, 0, snapLength),
     ]
 }
