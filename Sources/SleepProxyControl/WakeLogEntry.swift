@@ -41,11 +41,13 @@ public struct WakeLogEntry: Codable, Hashable, Sendable {
     public var summary: String
 
     public struct Trigger: Codable, Hashable, Sendable {
-        /// Why; the JSON keeps the words `connection`, `mdns-conflict`, `address-conflict`, `lease-expired`,
-        /// `administrator`, `address-request`.
+        /// Why; the JSON keeps the words `connection`, `mdns-conflict`, `netbios-conflict`, `address-conflict`,
+        /// `lease-expired`, `administrator`, `address-request`.
         public enum Kind: String, Codable, Hashable, Sendable, CaseIterable {
             case connection
             case mdnsConflict = "mdns-conflict"
+            /// Another machine registered one of the host's NetBIOS names.
+            case netbiosConflict = "netbios-conflict"
             case addressConflict = "address-conflict"
             case leaseExpired = "lease-expired"
             case administrator

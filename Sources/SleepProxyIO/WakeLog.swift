@@ -115,6 +115,7 @@ public final class WakeLog: @unchecked Sendable {
         switch trigger {
         case .connection: .connection
         case .mdnsConflict: .mdnsConflict
+        case .netbiosConflict: .netbiosConflict
         case .addressConflict: .addressConflict
         case .leaseExpired: .leaseExpired
         case .administrator: .administrator
@@ -141,6 +142,8 @@ public final class WakeLog: @unchecked Sendable {
                 port: port)
         case .mdnsConflict(let name, let from):
             trigger = .init(type: .mdnsConflict, name: name.description, from: from.description)
+        case .netbiosConflict(let name, let from):
+            trigger = .init(type: .netbiosConflict, name: name, from: from.description)
         case .addressConflict(let address, let from):
             trigger = .init(type: .addressConflict, address: address.description, from: from.description)
         case .leaseExpired: trigger = .init(type: .leaseExpired)

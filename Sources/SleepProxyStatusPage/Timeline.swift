@@ -158,6 +158,7 @@ public enum Timeline {
             if let client = trigger.client { what += " from \(client)" }
             if let port = trigger.port { what += " to \(trigger.transport ?? "") port \(port)" }
         case .mdnsConflict: what = "mDNS conflict for \(trigger.name ?? "?") from \(trigger.from ?? "?")"
+        case .netbiosConflict: what = "NetBIOS name \(trigger.name ?? "?") registered by \(trigger.from ?? "?")"
         case .addressConflict: what = "address conflict for \(trigger.address ?? "?") from \(trigger.from ?? "?")"
         case .leaseExpired: what = "lease ended"
         case .administrator: what = "sleepproxyctl wake"

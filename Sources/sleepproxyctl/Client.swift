@@ -89,6 +89,7 @@ enum Client {
             return "\(trigger.transport ?? "?")/\(trigger.port.map(String.init) ?? "?") from \(trigger.client ?? "?")"
         case .addressConflict: return "address \(trigger.address ?? "?") claimed by \(trigger.from ?? "?")"
         case .mdnsConflict: return "mDNS conflict on \(trigger.name ?? "?")"
+        case .netbiosConflict: return "NetBIOS name \(trigger.name ?? "?") registered by \(trigger.from ?? "?")"
         case .addressRequest: return "\(trigger.client ?? "?") asked for \(trigger.address ?? "?") after resolving it"
         case .leaseExpired, .administrator: return trigger.type.rawValue
         }

@@ -267,4 +267,24 @@ struct WindowsNamesTests {
         #expect(segment.flags == [.rst, .ack] && segment.acknowledgementNumber == 1001)
         #expect(h.engine.state(of: Self.key) == .asleep)
     }
+
+    @Test func anotherMachineRegisteringThePCsNameIsDefendedAndWakesIt() throws {
+        var h = try Self.sleepingPC()
+        // Someone registers WORKGROUP<00> (a group name): anyone may.
+        var group = try NetBIOSMessage(decoding: V.registration)
+        group.questions[0].name = NetBIOSName("WORKGROUP", suffix: 0)!
+        group.additionals[0].rdata = [0x80, 0, 192, 0, 2, 3]
+        let shared = h.frame(Self.fromClient(group.encoded(), port: 137, sourcePort: 137, to: Self.broadcast))
+        #expect(Self.sent(shared).isEmpty && H.wakeEvents(shared).isEmpty)
+        // Someone registers WINPC<20> (unique) for its own address: told no, and the PC is woken to defend it.
+        var taken = try NetBIOSMessage(decoding: V.registration)
+        taken.additionals[0].rdata = [0, 0, 192, 0, 2, 3]
+        let actions = h.frame(Self.fromClient(taken.encoded(), port: 137, sourcePort: 137, to: Self.broadcast))
+        let negative = try NetBIOSMessage(decoding: try #require(Self.sent(actions).first?.payload))
+        #expect(negative.isResponse && negative.opcode == .registration && negative.responseCode == 6)
+        #expect(negative.id == taken.id && negative.answers.first?.name == NetBIOSName("WINPC", suffix: 0x20))
+        #expect(Self.sent(actions).first?.source == V.pcV4 && Self.sent(actions).first?.destination == V.clientV4)
+        let wake = try #require(H.wakeEvents(actions).first)
+        #expect(wake.kind == .wake && wake.trigger == .netbiosConflict(name: "WINPC<20>", from: V.clientV4))
+    }
 }

@@ -16,7 +16,18 @@ extension ProxyEngine {
                 datagram, source: source, destination: destination, sourceMAC: frame.source, context: context, now: now)
         else { return self.afterWindows(bytes, context: context, now: now) }
         if answer.resolves { self.takeover?.noteResolve(by: answer.asker, of: answer.host, now: now) }
-        return [.packet(.sendFrame(answer.frame, interfaceIndex: context.index))]
+        var actions: [EngineAction] = [.packet(.sendFrame(answer.frame, interfaceIndex: context.index))]
+        if let name = answer.conflict, let registration = self.registrar.store[answer.host] {
+            actions.append(
+                .log(
+                    .warning,
+                    "conflict: \(answer.asker) registers the NetBIOS name \(name) of sleeping host \(Self.name(registration)); defended, and waking the owner to defend it"
+                ))
+            actions += self.withTakeover(now: now) {
+                $0.wake(answer.host, trigger: .netbiosConflict(name: name, from: answer.asker), now: now)
+            }
+        }
+        return actions
     }
 
     /// A frame the Windows side did not answer: what the engine does with any frame.

@@ -8,6 +8,8 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
     case connection(transport: Transport, client: IPAddress, clientPort: UInt16, port: UInt16)
     /// Another responder answered one of the host's unique mDNS records differently.
     case mdnsConflict(name: DNSName, from: IPAddress)
+    /// Another machine registered one of the host's unique NetBIOS names (docs/windows.md §4).
+    case netbiosConflict(name: String, from: IPAddress)
     /// Another machine (its MAC) claimed one of the host's addresses (ARP or neighbour discovery).
     case addressConflict(address: IPAddress, from: MACAddress)
     /// The lease ran out while the host slept (expiry action "wake").
@@ -23,6 +25,7 @@ public enum WakeTrigger: Hashable, Sendable, CustomStringConvertible {
         case .connection(let transport, let client, let clientPort, let port):
             return "\(transport.rawValue) connection from \(client) port \(clientPort) to port \(port)"
         case .mdnsConflict(let name, let from): return "mDNS conflict on \(name) from \(from)"
+        case .netbiosConflict(let name, let from): return "NetBIOS name \(name) registered by \(from)"
         case .addressConflict(let address, let from): return "address \(address) claimed by \(from)"
         case .leaseExpired: return "lease expired"
         case .administrator: return "administrator"

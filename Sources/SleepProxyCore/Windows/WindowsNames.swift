@@ -81,6 +81,8 @@ public struct WindowsNames: Sendable {
         public var asker: IPAddress
         /// A name resolution (a query for its name, not a node-status listing).
         public var resolves: Bool
+        /// Another machine registered this name of the PC's: defended, and the PC is to be woken.
+        public var conflict: String? = nil
     }
 
     /// The host sleeps: its names are answered from now.
@@ -144,6 +146,9 @@ public struct WindowsNames: Sendable {
         netbios query: NetBIOSMessage, from source: IPv4Address, port: UInt16, to destination: IPv4Address,
         mac: MACAddress, _ context: InterfaceContext
     ) -> Answer? {
+        if !query.isResponse, query.opcode == .registration || query.opcode == .multihomedRegistration {
+            return self.defend(registration: query, from: source, port: port, mac: mac, context)
+        }
         guard !query.isResponse, query.opcode == .query, query.questions.count == 1,
             let question = query.questions.first
         else { return nil }
@@ -234,6 +239,41 @@ public struct WindowsNames: Sendable {
 }
 
 extension WindowsNames {
+    /// Another machine registering one of a sleeping PC's unique names (RFC 1002 §5.1.1.2): the owner of a B-node
+    /// name answers with a negative registration response (RCODE ACT_ERR) from its address, as the PC would, and
+    /// the answer carries the conflict so that the engine wakes the PC to defend the name itself, as for an mDNS
+    /// conflict. A group name may be registered by anyone.
+    fileprivate mutating func defend(
+        registration: NetBIOSMessage, from source: IPv4Address, port: UInt16, mac: MACAddress,
+        _ context: InterfaceContext
+    ) -> Answer? {
+        guard let question = registration.questions.first, question.type == NetBIOSMessage.typeNB,
+            let key = self.byName[question.name], key.interface == context.name, key.primaryMAC != mac,
+            let held = self.held[key], let address = held.v4.first, !held.v4.contains(source),
+            registration.additionals.first?.addressEntries?.first.map({ $0.flags & NetBIOSMessage.groupBit == 0 })
+                ?? true
+        else { return nil }
+        var negative = NetBIOSMessage(
+            id: registration.id,
+            flags: NetBIOSMessage.flagResponse | UInt16(NetBIOSMessage.Opcode.registration.rawValue) << 11
+                | NetBIOSMessage.flagAuthoritative | NetBIOSMessage.flagRecursionDesired
+                | NetBIOSMessage.flagRecursionAvailable | UInt16(NetBIOSMessage.activeError))
+        let raw = address.rawValue
+        negative.answers = [
+            NetBIOSMessage.Record(
+                name: question.name, type: NetBIOSMessage.typeNB, ttl: 0,
+                rdata: [0, 0] + [24, 16, 8, 0].map { UInt8(truncatingIfNeeded: raw >> $0) })
+        ]
+        guard
+            let frame = Takeover.datagramFrame(
+                from: .v4(address), port: WindowsRules.netbiosPort, to: .v4(source), port: port, mac: mac,
+                payload: negative.encoded(), context: context)
+        else { return nil }
+        self.statistics.conflicts += 1
+        return Answer(
+            frame: frame, host: key, asker: .v4(source), resolves: false, conflict: question.name.description)
+    }
+
     /// A Probe matched by a sleeping PC's types (and carrying no scopes, as Windows' do not), or a Resolve of its
     /// endpoint: its match, unicast from its address and port 3702, queued after a random 0-500 ms and once more
     /// 50-250 ms later (SOAP-over-UDP). A repeated MessageID is answered once.
@@ -309,5 +349,6 @@ public struct WindowsStatistics: Hashable, Sendable {
     public var llmnrAnswers = 0
     public var wsdMatches = 0
     public var metadataRefused = 0
+    public var conflicts = 0
     public var malformed = 0
 }
