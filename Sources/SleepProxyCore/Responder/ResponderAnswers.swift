@@ -65,6 +65,21 @@ extension Responder {
     /// lacking one family gets an NSEC saying so. Records already in `answers` are left out.
     ///
     /// Address records of `family` come first: some resolvers (avahi's) take the first address they see.
+    /// `answers`, their additionals and `extra` (negative answers), packed into as many responses as they need
+    /// (RFC 6762 §17), each counted and addressed to `destination`.
+    mutating func responses(
+        _ answers: [DNSResourceRecord], extra: [DNSResourceRecord], to destination: MDNSTransmission.Destination,
+        context: InterfaceContext, store: RecordStore, scope: AnswerScope, family: IPFamily
+    ) -> [(action: ResponderAction, message: DNSMessage)] {
+        let additionals =
+            self.additionals(for: answers, context: context, store: store, scope: scope, family: family) + extra
+        return Self.pack(answers: answers, additionals: additionals, limit: MDNSRules.maximumResponsePayload).map {
+            message, bytes in
+            self.statistics.packetsSent += 1
+            return (.transmit(MDNSTransmission(destination: destination, message: message, bytes: bytes)), message)
+        }
+    }
+
     func additionals(
         for answers: [DNSResourceRecord], context: InterfaceContext, store: RecordStore, scope: AnswerScope,
         family: IPFamily
@@ -220,21 +235,11 @@ extension Responder {
         let wantsUnicast = direct || questions.contains(where: \.unicastResponse)
         var actions: [ResponderAction] = []
         if !unicast.isEmpty || (wantsUnicast && multicast.isEmpty && !negatives.isEmpty) {
-            let extra =
-                self.additionals(
-                    for: unicast, context: context, store: store, scope: scope, family: channel.family)
-                + (multicast.isEmpty ? negatives.map(\.record) : [])
-            for (message, bytes) in Self.pack(
-                answers: unicast, additionals: extra, limit: MDNSRules.maximumResponsePayload)
-            {
-                self.statistics.packetsSent += 1
-                actions.append(
-                    .transmit(
-                        MDNSTransmission(
-                            destination: .unicast(
-                                address: source.address, port: source.port, interfaceIndex: context.index),
-                            message: message, bytes: bytes)))
-            }
+            actions += self.responses(
+                unicast, extra: multicast.isEmpty ? negatives.map(\.record) : [],
+                to: .unicast(address: source.address, port: source.port, interfaceIndex: context.index),
+                context: context, store: store, scope: scope, family: channel.family
+            ).map(\.action)
         }
         if !multicast.isEmpty || (!wantsUnicast && !negatives.isEmpty) {
             // RFC 6762 §6: unique answers go at once, shared ones after 20–120 ms; a held TC query already waited.
@@ -291,19 +296,12 @@ extension Responder {
             }
             let negatives = response.negatives.filter(stillHeld).map(\.record)
             if !ready.isEmpty || !negatives.isEmpty {
-                let extra =
-                    self.additionals(
-                        for: ready, context: context, store: store, scope: .everyone, family: channel.family)
-                    + negatives
-                for (message, bytes) in Self.pack(
-                    answers: ready, additionals: extra, limit: MDNSRules.maximumResponsePayload)
-                {
-                    self.statistics.packetsSent += 1
-                    actions.append(
-                        .transmit(
-                            MDNSTransmission(
-                                destination: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family),
-                                message: message, bytes: bytes)))
+                let sent = self.responses(
+                    ready, extra: negatives,
+                    to: .multicast(interfaceIndex: channel.interfaceIndex, family: channel.family),
+                    context: context, store: store, scope: .everyone, family: channel.family)
+                for (action, message) in sent {
+                    actions.append(action)
                     for record in message.answers + message.additionals {
                         self.stamp(MulticastKey(channel: channel, name: record.name, rdata: record.rdata), now: now)
                     }
