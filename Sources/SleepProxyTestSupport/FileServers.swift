@@ -13,13 +13,10 @@ public final class FileServers: @unchecked Sendable {
     public init(in host: LabHost, directory: URL) throws {
         let root = directory.appendingPathComponent("samba-\(host.name)")
         let share = root.appendingPathComponent("share")
-        for sub in ["lock", "state", "cache", "private", "pid", "ncalrpc", "share"] {
-            try FileManager.default.createDirectory(
-                at: root.appendingPathComponent(sub), withIntermediateDirectories: true)
-        }
+        let paths = try Self.privateSambaPaths(under: root)
+        try FileManager.default.createDirectory(at: share, withIntermediateDirectories: true)
         try "awake\n".write(to: share.appendingPathComponent("hello.txt"), atomically: true, encoding: .utf8)
         let config = root.appendingPathComponent("smb.conf")
-        let path = root.path
         // NetBIOS off (nmbd is not run); every path private to the lab, so that nothing of the machine's own
         // Samba is read or written.
         try """
@@ -30,13 +27,7 @@ public final class FileServers: @unchecked Sendable {
         map to guest = Bad User
         disable netbios = yes
         smb ports = 445
-        lock directory = \(path)/lock
-        state directory = \(path)/state
-        cache directory = \(path)/cache
-        private dir = \(path)/private
-        pid directory = \(path)/pid
-        ncalrpc dir = \(path)/ncalrpc
-        log file = \(path)/log.%m
+        \(paths)
         load printers = no
         printing = bsd
         printcap name = /dev/null
@@ -66,6 +57,21 @@ public final class FileServers: @unchecked Sendable {
                 throw CommandError("port \(port) did not open: smbd \(self.smbd.output) http \(self.http.output)")
             }
         }
+    }
+
+    /// The `[global]` lines that keep a Samba program's state under `root` (its directories made), so that nothing
+    /// of the machine's own Samba is read or written.
+    public static func privateSambaPaths(under root: URL) throws -> String {
+        let directories = [
+            ("lock directory", "lock"), ("state directory", "state"), ("cache directory", "cache"),
+            ("private dir", "private"), ("pid directory", "pid"), ("ncalrpc dir", "ncalrpc"),
+        ]
+        for (_, sub) in directories {
+            try FileManager.default.createDirectory(
+                at: root.appendingPathComponent(sub), withIntermediateDirectories: true)
+        }
+        return (directories.map { "\($0.0) = \(root.path)/\($0.1)" } + ["log file = \(root.path)/log.%m"])
+            .joined(separator: "\n")
     }
 
     public func stop() {

@@ -33,24 +33,13 @@ public final class WindowsNameServers: @unchecked Sendable {
 
     public init(in host: LabHost, name: String, address: String, directory: URL) throws {
         let root = directory.appendingPathComponent("nmbd-\(host.name)")
-        for sub in ["lock", "state", "cache", "private", "pid"] {
-            try FileManager.default.createDirectory(
-                at: root.appendingPathComponent(sub), withIntermediateDirectories: true)
-        }
         let config = root.appendingPathComponent("smb.conf")
-        let path = root.path
-        // Every path private to the lab, so that nothing of the machine's own Samba is read or written.
         try """
         [global]
         workgroup = WORKGROUP
         netbios name = \(name.uppercased())
         server role = standalone server
-        lock directory = \(path)/lock
-        state directory = \(path)/state
-        cache directory = \(path)/cache
-        private dir = \(path)/private
-        pid directory = \(path)/pid
-        log file = \(path)/log.%m
+        \(try FileServers.privateSambaPaths(under: root))
         local master = no
         """.write(to: config, atomically: true, encoding: .utf8)
         // The LLMNR responder and wsdd first: nmbd's registration broadcasts are what the proxy hears first, and a

@@ -287,4 +287,55 @@ struct WindowsNamesTests {
         let wake = try #require(H.wakeEvents(actions).first)
         #expect(wake.kind == .wake && wake.trigger == .netbiosConflict(name: "WINPC<20>", from: V.clientV4))
     }
+
+    @Test func aHeldPCsOwnQuestionHandsItBackAndIsNotAnsweredNorAreItsQueuedMatches() throws {
+        var h = try Self.sleepingPC()
+        h.frame(Self.fromPC(V.wsdProbeMatches, port: 3702, to: Self.proxyV4, mac: Lab.proxyMAC))
+        // A client's Probe queues its match; then the PC resumes and asks for its own name over LLMNR.
+        _ = h.run(for: .seconds(40))
+        h.frame(Self.wsdFromClient(V.wsdProbe))
+        let own = h.frame(
+            TestFrames.udp(
+                from: V.pcMAC, to: MACAddress("01:00:5e:00:00:fc")!, source: V.pcV4,
+                destination: .v4(WindowsRules.llmnrGroupV4), sourcePort: 50001, port: 5355, payload: V.llmnrQuery))
+        #expect(Self.sent(own, fromPort: 5355).isEmpty, "the proxy answered the PC's own question")
+        #expect(h.engine.state(of: Self.key) == nil, "not handed back by its own question")
+        #expect(Self.sent(h.run(for: .seconds(1)).map(\.1), fromPort: 3702).isEmpty, "a queued match went out")
+    }
+
+    @Test func aFloodOfProbesQueuesNoMoreThanTheBound() throws {
+        var h = try Self.sleepingPC()
+        h.frame(Self.fromPC(V.wsdProbeMatches, port: 3702, to: Self.proxyV4, mac: Lab.proxyMAC))
+        _ = h.run(for: .seconds(40))
+        #expect(h.engine.state(of: Self.key) == .asleep)
+        let text = String(decoding: V.wsdProbe, as: UTF8.self)
+        func probe(_ n: Int) -> [UInt8] {
+            Self.wsdFromClient(Array(text.replacing("764f8865819c", with: String(format: "%012x", n)).utf8))
+        }
+        // Each match is sent twice: N/2 Probes fill the queue exactly, one more is dropped.
+        let fits = WindowsRules.maximumPendingMatches / 2
+        for n in 0..<fits { h.frame(probe(n)) }
+        #expect(h.engine.windows.statistics.matchesDropped == 0)
+        h.frame(probe(fits))
+        #expect(h.engine.windows.statistics.matchesDropped == 1)
+        for n in (fits + 1)..<(fits + 1000) { h.frame(probe(n)) }
+        let sent = Self.sent(h.run(for: .seconds(1)).map(\.1), fromPort: 3702)
+        #expect(sent.count == WindowsRules.maximumPendingMatches)
+    }
+
+    @Test func aPCWhoseFirewallDropsNodeStatusIsCheckedByARPNotHeldWhileAwake() throws {
+        var h = H()
+        h.record(try h.engine.setAdopted([V.pcMAC], now: h.now))
+        // Its registration broadcasts teach its names; it never answers the proxy's node status.
+        h.frame(Self.fromPC(V.registration, port: 137, to: Self.broadcast, mac: .broadcast))
+        #expect(h.engine.adoption.hosts[V.pcMAC]?.windows.answersNodeStatus == false)
+        var asked: [EngineAction] = []
+        _ = h.run(for: .seconds(30)) { _, actions in asked += actions }
+        let nodeStatus = Self.sent(asked, toPort: 137).filter {
+            (try? NetBIOSMessage(decoding: $0.payload))?.questions.first?.type == NetBIOSMessage.typeNBSTAT
+        }
+        #expect(nodeStatus.count <= WindowsRules.questionsPerSpell, "only the learning questions")
+        let arpProbes = H.frames(asked).filter { $0.etherType == .arp && $0.destination == V.pcMAC }
+        #expect(!arpProbes.isEmpty, "its checks are ARP probes")
+    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import SleepProxyControl
 import SleepProxyTestSupport
 import SleepProxyWire
@@ -23,19 +24,13 @@ final class WindowsLabTests: ThreeHostSuite {
     /// leaves the namespace).
     func clientConfig() throws -> String {
         let root = self.lab.directory.appendingPathComponent("samba-client")
-        for sub in ["lock", "state", "cache", "private"] {
-            try FileManager.default.createDirectory(
-                at: root.appendingPathComponent(sub), withIntermediateDirectories: true)
-        }
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
         let config = root.appendingPathComponent("smb.conf")
         try """
         [global]
         workgroup = WORKGROUP
         name resolve order = bcast
-        lock directory = \(root.path)/lock
-        state directory = \(root.path)/state
-        cache directory = \(root.path)/cache
-        private dir = \(root.path)/private
+        \(try FileServers.privateSambaPaths(under: root))
         """.write(to: config, atomically: true, encoding: .utf8)
         return config.path
     }
@@ -98,6 +93,17 @@ final class WindowsLabTests: ThreeHostSuite {
         return (milliseconds, lines.count > 1 ? String(lines[1]) : "")
     }
 
+    /// ARP frames on the PC's link that give 192.0.2.2 with another MAC than its own: the proxy standing in for it.
+    static func claimsByOthers(_ sleeper: SleepingHost) -> [CapturedFrame] {
+        sleeper.capturedFrames.filter { frame in
+            guard let ethernet = try? EthernetFrame(decoding: ByteBuffer(bytes: frame.bytes)),
+                ethernet.etherType == .arp,
+                let arp = try? ARPPacket(decoding: ethernet.payload)
+            else { return false }
+            return arp.senderIP == IPv4Address(192, 0, 2, 2) && arp.senderMAC != sleeper.host.mac
+        }
+    }
+
     @Test func aSleepingPCIsFoundByNetBIOSAndLLMNRAndSmbclientByNameWakesItOnly() throws {
         let servers = try FileServers(in: self.sleeper.host, directory: self.lab.directory)
         defer { servers.stop() }
@@ -123,7 +129,13 @@ final class WindowsLabTests: ThreeHostSuite {
             (learned?.netbiosNames ?? []).contains("WORKGROUP<00> (group)") && learned?.llmnrName == "winpc",
             "\(String(describing: learned))\n\(daemon.output)")
 
-        #expect(!daemon.output.contains("is asleep"), "held while awake\n\(daemon.output)")
+        // Awake all along: nobody else claimed its address (the PC's own link shows every ARP broadcast)…
+        #expect(Self.claimsByOthers(self.sleeper).isEmpty, "its address claimed while awake\n\(daemon.output)")
+        // …and the daemon has no day for it (a host it never held has none), or one in which it never slept.
+        let day = try self.ctl(["history", Self.mac]).history
+        #expect(
+            day.map { !$0.records.contains { $0.state == .asleep } } ?? true,
+            "held while awake: \(String(describing: day))")
 
         // It falls asleep without a word: held within the idle check.
         names.stop()

@@ -142,9 +142,9 @@ public struct Adoption: Sendable {
                 host.due = now + AdoptionRules.checkInterval
                 if let name {
                     steps.append(.askName(mac, name, interface: interface, everyFamily: host.asked > 1))
-                } else if !host.windows.uniqueNames.isEmpty {
-                    // A PC known by its NetBIOS names is asked its node status: its NIC may answer ARP in its
-                    // sleep, never that (docs/windows.md §4).
+                } else if host.windows.answersNodeStatus {
+                    // A PC that answered the proxy's node status is asked that: its NIC may answer ARP in its
+                    // sleep, never node status (docs/windows.md §4).
                     steps.append(.askNetBIOS(mac, v4!, interface: interface))
                 } else {
                     steps.append(.probeAddress(mac, v4!, interface: interface))

@@ -5,18 +5,25 @@ import SleepProxyWire
 /// answered while they sleep; a client that resolved a PC that way vouches for its connection, as an mDNS
 /// resolve does.
 extension ProxyEngine {
-    /// A client's NetBIOS or LLMNR question (the caller checked the port with `WindowsFrames.isNameService`).
-    /// Other datagrams to those ports, including a held host's own, go the usual way.
+    /// A client's NetBIOS, LLMNR or WS-Discovery question (the caller checked the port with
+    /// `WindowsFrames.isNameService`). An adopted host's own frame teaches and shows it awake first, whatever it
+    /// asks: a held PC's own question (its names checked at resume) hands it back and is never answered for it.
+    /// Datagrams not answered here go the usual way.
     mutating func windowsFrame(_ bytes: [UInt8], context: InterfaceContext, now: Timestamp) -> [EngineAction] {
+        var actions: [EngineAction] = []
+        if self.adoption.isFromAdopted(bytes) { actions += self.adoptionFrame(bytes, context: context, now: now) }
         guard let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)), frame.source != context.macAddress,
-            let (source, destination, datagram) = WindowsFrames.udp(in: frame)
-        else { return self.afterWindows(bytes, context: context, now: now) }
-        guard
+            let (source, destination, datagram) = WindowsFrames.udp(in: frame),
             let answer = self.windows.receive(
                 datagram, source: source, destination: destination, sourceMAC: frame.source, context: context, now: now)
-        else { return self.afterWindows(bytes, context: context, now: now) }
+        else {
+            return actions
+                + self.withTakeover(now: now) {
+                    $0.receive(frame: bytes, interfaceIndex: context.index, outgoing: false, now: now)
+                }
+        }
         if answer.resolves { self.takeover?.noteResolve(by: answer.asker, of: answer.host, now: now) }
-        var actions: [EngineAction] = [.packet(.sendFrame(answer.frame, interfaceIndex: context.index))]
+        actions.append(.packet(.sendFrame(answer.frame, interfaceIndex: context.index)))
         if let name = answer.conflict, let registration = self.registrar.store[answer.host] {
             actions.append(
                 .log(
@@ -28,16 +35,6 @@ extension ProxyEngine {
             }
         }
         return actions
-    }
-
-    /// A frame the Windows side did not answer: what the engine does with any frame.
-    private mutating func afterWindows(_ bytes: [UInt8], context: InterfaceContext, now: Timestamp) -> [EngineAction] {
-        var actions: [EngineAction] = []
-        if self.adoption.isFromAdopted(bytes) { actions += self.adoptionFrame(bytes, context: context, now: now) }
-        return actions
-            + self.withTakeover(now: now) {
-                $0.receive(frame: bytes, interfaceIndex: context.index, outgoing: false, now: now)
-            }
     }
 
     /// The questions that teach an awake PC's names (docs/windows.md §2), unicast to its MAC from the proxy's own

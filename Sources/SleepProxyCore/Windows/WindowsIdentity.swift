@@ -29,6 +29,9 @@ public enum WindowsRules {
     public static let wsdRepeatDelay: (minimum: Duration, maximum: Duration) = (.milliseconds(50), .milliseconds(250))
     /// The metadata port of a Windows PC's WS-Discovery (its XAddrs): a connection there is refused at once.
     public static let wsdMetadataPort: UInt16 = 5357
+    /// Matches (each sent twice) waiting for their delay at most: Explorer probes a few times a minute, so a home
+    /// has a handful waiting; a flood of Probes with ever new MessageIDs makes the proxy keep no more than this.
+    public static let maximumPendingMatches = 64
     /// Recent Probe and Resolve MessageIDs remembered, to answer each once (SOAP-over-UDP repeats every message).
     public static let wsdRecentMessages = 64
     /// Bytes of one saved WS-Discovery field (an address, XAddrs): a PC's are under 100.
@@ -75,6 +78,10 @@ public struct WindowsIdentity: Hashable, Sendable {
     public var llmnrName: String?
     /// Its WS-Discovery endpoint; nil until its Hello or a match of its own was seen.
     public var wsd: WSDEndpoint?
+    /// It answered the proxy's node-status question: its checks may ask that. A PC whose firewall drops inbound
+    /// NetBIOS (Windows' Public profile) still broadcasts its registrations, and asked node status there it would
+    /// look asleep while awake; it is checked by ARP instead (docs/windows.md §4).
+    public var answersNodeStatus = false
 
     public init() {}
 
@@ -110,7 +117,9 @@ public struct WindowsIdentity: Hashable, Sendable {
         let names = Array(table.prefix(WindowsRules.maximumNames))
         var padded = Array(statistics.prefix(NetBIOSMessage.statisticsLength))
         padded += [UInt8](repeating: 0, count: NetBIOSMessage.statisticsLength - padded.count)
-        guard names != self.names || padded != self.statistics else { return false }
+        let answered = !self.answersNodeStatus
+        self.answersNodeStatus = true
+        guard names != self.names || padded != self.statistics else { return answered }
         self.names = names
         self.statistics = padded
         return true
@@ -138,12 +147,14 @@ public struct WindowsIdentity: Hashable, Sendable {
         let llmnr = Array((self.llmnrName ?? "").utf8.prefix(255))
         bytes.append(UInt8(llmnr.count))
         bytes += llmnr
-        guard let wsd = self.wsd else { return bytes + [0] }
+        // Flags: bit 0 an endpoint follows, bit 1 it answers node status.
+        let flags: UInt8 = (self.wsd == nil ? 0 : 1) | (self.answersNodeStatus ? 2 : 0)
+        guard let wsd = self.wsd else { return bytes + [flags] }
         func field(_ text: String) {
             let utf8 = Array(text.utf8.prefix(WindowsRules.maximumWSDField))
             bytes += [UInt8(utf8.count >> 8), UInt8(truncatingIfNeeded: utf8.count)] + utf8
         }
-        bytes.append(1)
+        bytes.append(flags)
         for text in [
             wsd.address, wsd.xaddrs ?? "", wsd.metadataVersion, wsd.instanceID ?? "", String(wsd.messageNumber),
         ] {
@@ -183,8 +194,9 @@ public struct WindowsIdentity: Hashable, Sendable {
         self.llmnrName = name.isEmpty ? nil : String(decoding: name, as: UTF8.self)
         // Entries written before 0.8.0 end here; later ones say whether an endpoint follows.
         guard at < bytes.endIndex else { return }
-        guard let hasEndpoint = take(1)?.first, hasEndpoint <= 1 else { return nil }
-        if hasEndpoint == 1 {
+        guard let flags = take(1)?.first, flags <= 3 else { return nil }
+        self.answersNodeStatus = flags & 2 != 0
+        if flags & 1 != 0 {
             func field() -> String? {
                 guard let length = take(2), case let count = Int(length.first!) << 8 | Int(length.last!),
                     count <= WindowsRules.maximumWSDField, let text = take(count)

@@ -19,7 +19,7 @@ public struct WindowsNames: Sendable {
     private var byLLMNR: [String: OwnerKey] = [:]
     public internal(set) var statistics = WindowsStatistics()
     /// WS-Discovery matches waiting for their delay (SOAP-over-UDP), in the order they are due.
-    private var pending: [(due: Timestamp, frame: [UInt8], interfaceIndex: Int)] = []
+    private var pending: [(due: Timestamp, host: OwnerKey, frame: [UInt8], interfaceIndex: Int)] = []
     /// The Probe and Resolve MessageIDs answered lately (`WindowsRules.wsdRecentMessages`): each is sent twice.
     private var recentMessages: [String] = []
     /// Counts the matches sent, for their MessageIDs.
@@ -104,6 +104,8 @@ public struct WindowsNames: Sendable {
     }
 
     public mutating func silence(_ key: OwnerKey) {
+        // A match queued for it would go out after it is awake again: dropped with it.
+        self.pending.removeAll { $0.host == key }
         guard let held = self.held.removeValue(forKey: key) else { return }
         for name in held.identity.uniqueNames where self.byName[name] == key { self.byName[name] = nil }
         if let llmnr = held.identity.llmnrName, self.byLLMNR[llmnr] == key { self.byLLMNR[llmnr] = nil }
@@ -115,6 +117,8 @@ public struct WindowsNames: Sendable {
         _ datagram: UDPDatagram, source: IPAddress, destination: IPAddress, sourceMAC: MACAddress,
         context: InterfaceContext, now: Timestamp
     ) -> Answer? {
+        // A held host's own question is its own business (the engine hands it back); it is never answered for it.
+        guard !self.held.keys.contains(where: { $0.primaryMAC == sourceMAC }) else { return nil }
         let bytes = Array(datagram.payload.readableBytesView)
         switch datagram.destinationPort {
         case WindowsRules.wsdPort:
@@ -330,15 +334,19 @@ extension WindowsNames {
             let repeatDelay = WindowsRules.wsdRepeatDelay
             let extra = (repeatDelay.maximum - repeatDelay.minimum) / 1_000_000 * Int(spread >> 32 % 1_000_000)
             let second = first + repeatDelay.minimum + extra
-            self.enqueue(first, frame, context.index)
-            self.enqueue(second, frame, context.index)
+            guard self.pending.count + 2 <= WindowsRules.maximumPendingMatches else {
+                self.statistics.matchesDropped += 1
+                continue
+            }
+            self.enqueue(first, key, frame, context.index)
+            self.enqueue(second, key, frame, context.index)
             self.statistics.wsdMatches += 1
         }
     }
 
-    private mutating func enqueue(_ due: Timestamp, _ frame: [UInt8], _ interfaceIndex: Int) {
+    private mutating func enqueue(_ due: Timestamp, _ host: OwnerKey, _ frame: [UInt8], _ interfaceIndex: Int) {
         let index = self.pending.firstIndex { $0.due > due } ?? self.pending.count
-        self.pending.insert((due, frame, interfaceIndex), at: index)
+        self.pending.insert((due, host, frame, interfaceIndex), at: index)
     }
 }
 
@@ -350,5 +358,7 @@ public struct WindowsStatistics: Hashable, Sendable {
     public var wsdMatches = 0
     public var metadataRefused = 0
     public var conflicts = 0
+    /// Matches not queued because `WindowsRules.maximumPendingMatches` were waiting (a flood of Probes).
+    public var matchesDropped = 0
     public var malformed = 0
 }
