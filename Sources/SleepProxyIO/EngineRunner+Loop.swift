@@ -67,6 +67,10 @@ extension EngineRunner {
                 let due = applied + EngineRunner.watchUpdateInterval
                 deadline = min(deadline ?? due, due)
             }
+            if self.hostsByStateBehind, let counted = self.hostsByStateAt {
+                let due = counted + EngineRunner.hostsByStateInterval
+                deadline = min(deadline ?? due, due)
+            }
             let timeout: TimeInterval
             if let deadline {
                 timeout = min(1, max(0, Double((deadline - SystemClock.now()).nanosecondsClamped) / 1e9))

@@ -366,16 +366,26 @@ public final class EngineRunner: @unchecked Sendable {
 
     /// When the counts by state were last taken: they cost a look at every host, so at most once a second.
     var hostsByStateAt: Timestamp?
+    /// A batch ran since the counts by state were taken: they may be behind, and are taken again once
+    /// `hostsByStateInterval` has passed even if nothing else happens (the loop wakes for it), so that a scrape or
+    /// the Home Assistant link never shows a count more than a second old.
+    var hostsByStateBehind = false
+    /// The counts by state cost one pass over every host (docs/scale.md): at most
+    /// once this often.
+    static let hostsByStateInterval: Duration = .seconds(1)
 
     func publishStatus() {
         let counts = self.engine.counts
         let now = SystemClock.now()
         var byState: [HostState: Int]? = nil
         var ssdpEntries: (Int, Int)? = nil
-        if self.hostsByStateAt.map({ now - $0 >= .seconds(1) }) ?? true {
+        if self.hostsByStateAt.map({ now - $0 >= EngineRunner.hostsByStateInterval }) ?? true {
             byState = self.engine.hostsByState
             if let upnp = self.engine.upnpSummary { ssdpEntries = (upnp.entries, upnp.unclaimedEntries) }
             self.hostsByStateAt = now
+            self.hostsByStateBehind = false
+        } else {
+            self.hostsByStateBehind = true
         }
         self.statusLock.withLock {
             self.status.hostCount = counts.hosts
