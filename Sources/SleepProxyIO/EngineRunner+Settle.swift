@@ -92,12 +92,11 @@ extension EngineRunner {
     /// `SpokenForRecord.liveInterval`, as when one joined; touched every interval otherwise. Rewriting it at every
     /// hand-back of a morning's wave would encode every host held each batch.
     func keepSpokenForLive(now: Timestamp) {
-        guard let directory = self.liveRecordDirectory else { return }
-        let url = directory.appendingPathComponent(SpokenForRecord.fileName)
+        guard let directory = self.liveRecordDirectory, let path = self.liveRecordPath else { return }
         if self.spokenForLeft, !self.liveRecordRemoved {
             self.liveRecordRemoved = true
             self.liveRecordKeys = []
-            _ = unlink(url.path)
+            _ = unlink(path)
         }
         if let last = self.liveRecordAt, now - last < SpokenForRecord.liveInterval { return }
         self.liveRecordAt = now
@@ -113,10 +112,10 @@ extension EngineRunner {
                 self.liveRecordKeys = Set(keys)
             } catch {
                 self.liveRecordKeys = []
-                _ = unlink(url.path)
+                _ = unlink(path)
             }
         } else {
-            _ = utimes(url.path, nil)
+            _ = utimes(path, nil)
         }
     }
 }

@@ -133,6 +133,8 @@ extension EngineRunner {
         public var recordCount = 0
         public var statistics = RegistrationStatistics()
         public var droppedDatagrams = 0
+        /// Multicast questions dropped as a storming device's repeats (`EngineCounts.repeatedQuestions`).
+        public var repeatedQuestions = 0
         /// Captured frames dropped because the engine's frame queue was full (`PacketLinks.maximumQueuedBytes`).
         public var droppedFrames = 0
         /// Unicast answers (mDNS and SSDP) the engine thread left to the event loops (`MulticastSockets.send`).

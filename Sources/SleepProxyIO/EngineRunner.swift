@@ -89,6 +89,9 @@ public final class EngineRunner: @unchecked Sendable {
     /// The runtime directory when it is not the state directory: where the live spoken-for record is kept
     /// (`SpokenForRecord`, memory; never on the state directory's card).
     var liveRecordDirectory: URL?
+    /// The live record's path, made once: building a file URL looks at the disk (a stat to learn whether it is a
+    /// directory), and done after every batch it was a sixth of the daemon's time on a busy LAN (docs/busy-lan.md).
+    var liveRecordPath: String?
     /// A host joined the set spoken for since the live record was written, or left it (then it is written at once).
     var spokenForJoined = false
     var spokenForLeft = false
@@ -160,6 +163,7 @@ public final class EngineRunner: @unchecked Sendable {
         self.liveRecordDirectory = runtimeDirectory.flatMap {
             $0.standardizedFileURL == configuration.stateDirectory.standardizedFileURL ? nil : $0
         }
+        self.liveRecordPath = self.liveRecordDirectory?.appendingPathComponent(SpokenForRecord.fileName).path
         self.history = history
         var takeover: Takeover? = nil
         var warnings: [String] = []
@@ -399,6 +403,7 @@ public final class EngineRunner: @unchecked Sendable {
             self.status.ssdp = counts.ssdp
             self.status.batches += 1
             self.status.handBacks = counts.handBacks
+            self.status.repeatedQuestions = counts.repeatedQuestions
             if let responder = counts.responder {
                 self.status.responder = responder
                 self.status.instanceLabel = counts.instanceLabel

@@ -113,6 +113,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
         self.count("sleepproxy_parse_errors_total", ["reason": "frame_malformed"], status.takeover.malformedFrames)
         self.count("sleepproxy_datagrams_dropped_total", [:], status.droppedDatagrams)
         self.count("sleepproxy_frames_dropped_total", [:], status.droppedFrames)
+        self.count("sleepproxy_mdns_repeats_coalesced_total", [:], status.repeatedQuestions)
         self.count("sleepproxy_journal_syncs_total", [:], status.journalSyncs)
         self.count("sleepproxy_unicast_sends_deferred_total", [:], status.unicastSendsDeferred)
         self.count("sleepproxy_unicast_sends_failed_total", [:], status.unicastSendsFailed)

@@ -74,7 +74,10 @@ enum Benchmarks {
                 try AdoptionWatchBenchmark.run()
             case "home-assistant":
                 try HomeAssistantBenchmarks.run()
+            case "busy-lan-local":
+                BusyLANFrameCosts.run()
             case "busy-lan":
+                BusyLANFrameCosts.run()
                 let daemon = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
                     .appendingPathComponent("sleepproxyd")
                 try BusyLANBenchmark.runLab(daemon: daemon)
@@ -108,7 +111,7 @@ enum Benchmarks {
                 try ResponderBenchmarks.runLab(daemon: daemon)
             default:
                 print(
-                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, wear, crash, month, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
+                    "unknown benchmark group '\(group)'; known: wire, registration, neighbours, adoption, home-assistant, busy-lan, busy-lan-local, wear, crash, month, responder, responder-local, scale, scale-local, ssdp, status, status-local, takeover, wake, wake-local"
                 )
                 exit(2)
             }

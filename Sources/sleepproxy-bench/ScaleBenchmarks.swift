@@ -38,7 +38,7 @@ enum ScaleBenchmarks {
         .v6(IPv6Address(high: 0xFE80_0000_0000_0000, low: 0x0253_50FF_FE00_0000 + UInt64(n)))
     }
 
-    static func makeEngine(maximumHosts: Int) -> ProxyEngine {
+    static func makeEngine(maximumHosts: Int, ssdp: Bool = false) -> ProxyEngine {
         var configuration = RegistrationConfiguration()
         configuration.maximumHosts = maximumHosts
         configuration.maximumRecords = maximumHosts * 25
@@ -48,7 +48,8 @@ enum ScaleBenchmarks {
             configuration: ResponderConfiguration(
                 instanceLabel: "20-40-10-65.0 Bench", hostLabel: "bench", registrationPort: 5599, seed: 7))
         return ProxyEngine(
-            registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover())
+            registrar: Registrar(configuration: configuration), responder: responder, takeover: Takeover(),
+            ssdp: ssdp ? SSDPProxy(seed: 7) : nil)
     }
 
     /// Registers `count` hosts, one per millisecond of engine time, running timers and feeding the engine's own

@@ -102,8 +102,19 @@ public struct EngineProgram {
             if let violation = self.checked(self.step(operation), operation) { return violation }
             // Time passed: the hosts woken meanwhile may come up, a step of their own.
             if operation % 12 >= 10, let violation = self.checked(self.answerWakes(), operation) { return violation }
+            if let violation = self.idleTickActs() {
+                return "step \(self.steps) (operation \(operation % 12)): \(violation)"
+            }
         }
         return nil
+    }
+
+    /// The daemon's loop runs the timers only when `nextDeadline()` says one is due (docs/busy-lan.md): a tick
+    /// before it must do nothing, or that work would never be done.
+    mutating func idleTickActs() -> String? {
+        guard self.engine.nextDeadline().map({ $0 > self.now }) ?? true else { return nil }
+        let actions = self.engine.tick(now: self.now)
+        return actions.isEmpty ? nil : "a tick with no timer due acted: \(actions)"
     }
 
     /// Checks the invariants after one step and notes how far the lifecycle got.

@@ -54,6 +54,8 @@ public struct EngineCounts: Sendable {
     public var ssdp: SSDPStatistics?
     /// Hosts handed back, by what showed them awake.
     public var handBacks: [HandBackSignal: Int]
+    /// Multicast questions dropped as a storming device's repeats (`RepeatedQuestions`).
+    public var repeatedQuestions = 0
 }
 
 /// A registration's reply and where it goes (the datagram's source; only an address a reply can go to,

@@ -12,6 +12,12 @@ extension ProxyEngine {
         guard let context = self.interfaces[interfaceIndex] else { return [] }
         // Our own multicast, looped back: nothing in it can be news (`MulticastEchoes`).
         if port == MDNSRules.port, context.isOwnAddress(source), self.echoes.isEcho(bytes, now: now) { return [] }
+        if port == MDNSRules.port,
+            self.repeatedQuestions.isRepeat(
+                bytes, from: .init(address: source, port: port, interfaceIndex: interfaceIndex), now: now)
+        {
+            return []
+        }
         let packet = self.responder?.decode(
             bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex)
         var actions: [EngineAction] = []

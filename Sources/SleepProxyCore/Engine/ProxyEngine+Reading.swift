@@ -24,7 +24,8 @@ extension ProxyEngine {
             hosts: self.registrar.store.hostCount, records: self.registrar.store.recordCount,
             registrations: self.registrar.statistics, responder: self.responder?.statistics,
             instanceLabel: self.responder?.configuration.instanceLabel, takeover: self.takeover?.statistics,
-            wakeDecisions: self.takeover?.gate.statistics, ssdp: self.ssdp?.statistics, handBacks: self.handBacks)
+            wakeDecisions: self.takeover?.gate.statistics, ssdp: self.ssdp?.statistics, handBacks: self.handBacks,
+            repeatedQuestions: self.repeatedQuestions.coalesced)
     }
 
     /// How many hosts are in each state.

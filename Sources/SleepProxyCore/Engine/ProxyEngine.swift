@@ -29,6 +29,8 @@ public struct ProxyEngine: Sendable {
     var quietChecks = TimerQueue<OwnerKey, Void>()
     /// What the proxy multicast lately, to know the loopback copies (`MulticastEchoes`).
     var echoes = MulticastEchoes()
+    /// A storming device's repeated questions, dropped before they are decoded (docs/busy-lan.md).
+    var repeatedQuestions = RepeatedQuestions()
     /// Lines the network can cause, bounded (`LineBudget`; `outcomeLines`).
     var lineBudget = LineBudget()
     /// Whether each accepted registration gets a log line (the daemon's log level shows notices); deriving it
