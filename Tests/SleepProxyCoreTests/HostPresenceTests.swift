@@ -36,6 +36,12 @@ struct HostPresenceTests {
 
     // MARK: - Entering
 
+    /// The stored phase can only be one a held host is in: `waking` is the takeover's, and `handed-back` and
+    /// `gone` end the presence (docs/host-lifecycle.md).
+    @Test func theStoredPhaseIsAlwaysAHeldOne() {
+        #expect(Set(HostPresence.Phase.allCases.map(\.state)) == Set(HostState.held).subtracting([.waking]))
+    }
+
     @Test func registeringStartsSilentProbedByAddressOrByName() {
         let (byAddress, entered) = HostPresence.enter(.registered, probesAddresses: true, now: Self.t0)
         #expect(

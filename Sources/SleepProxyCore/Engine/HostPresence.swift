@@ -91,8 +91,11 @@ public struct HostPresence: Hashable, Sendable {
         }
     }
 
-    /// `starting`, `asleep`, `awake` or `standby` (`waking` is the takeover's: `ProxyEngine.state(of:)`).
-    public private(set) var state: HostState
+    /// Where the held host stands; its type cannot say `waking` (the takeover's: `ProxyEngine.state(of:)`),
+    /// `handed-back` or `gone` (those end the presence).
+    public private(set) var phase: Phase
+    /// The phase in the engine's one vocabulary.
+    public var state: HostState { self.phase.state }
     /// Only while `starting`, for a host probed by name instead of by address.
     public private(set) var nameProbes: NameProbes?
     /// The proxy spoke for the host at least once in this registration: a sign of life now means it woke.
@@ -107,7 +110,7 @@ public struct HostPresence: Hashable, Sendable {
     /// responder's and SSDP's own marks follow from the orders and must always agree with this.
     public var speaks: Bool { self.state == .asleep }
 
-    private init(state: HostState) { self.state = state }
+    private init(phase: Phase) { self.phase = phase }
 
     // MARK: - Entering
 
@@ -116,7 +119,7 @@ public struct HostPresence: Hashable, Sendable {
     public static func enter(
         _ entry: Entry, previous: HostPresence? = nil, probesAddresses: Bool, adopted: Bool = false, now: Timestamp
     ) -> (HostPresence, Transition) {
-        var presence = HostPresence(state: .starting)
+        var presence = HostPresence(phase: .starting)
         presence.adopted = adopted
         var check: Timestamp? = nil
         if !probesAddresses {
@@ -137,7 +140,7 @@ public struct HostPresence: Hashable, Sendable {
     /// An adopted host fell quiet: its questions went unanswered (`Adoption`), so it is asleep from the start and
     /// spoken for at once; its addresses are claimed as nobody answers them.
     public static func adoptQuiet(previous: HostPresence? = nil) -> (HostPresence, Transition) {
-        var presence = HostPresence(state: .asleep)
+        var presence = HostPresence(phase: .asleep)
         presence.adopted = true
         presence.spokeFor = true
         let transition = Transition(
@@ -265,13 +268,31 @@ public struct HostPresence: Hashable, Sendable {
     }
 
     private mutating func move(
-        to state: HostState, _ reason: HostStateReason, detail: String?, orders: [Order]
+        to phase: Phase, _ reason: HostStateReason, detail: String?, orders: [Order]
     ) -> Transition {
         let from = self.state
-        self.state = state
+        self.phase = phase
         self.nameProbes = nil
-        if state == .asleep { self.spokeFor = true }
-        return Transition(from: from, to: state, orders: orders, event: Event(state, reason, detail: detail))
+        if phase == .asleep { self.spokeFor = true }
+        return Transition(
+            from: from, to: phase.state, orders: orders, event: Event(phase.state, reason, detail: detail))
+    }
+
+    /// The phases a held host can be in: `HostState` without the takeover's `waking` and the two ends.
+    public enum Phase: CaseIterable, Hashable, Sendable {
+        case starting
+        case asleep
+        case awake
+        case standby
+
+        public var state: HostState {
+            switch self {
+            case .starting: .starting
+            case .asleep: .asleep
+            case .awake: .awake
+            case .standby: .standby
+            }
+        }
     }
 }
 
