@@ -239,6 +239,9 @@ struct AdoptionTests {
             asleep.first { H.transmissions([$0.1]).contains { $0.message.answers.contains { $0.name == Self.name } } })
         #expect(first.0 - lastWord <= .seconds(5))
         #expect(h.engine.state(of: key) == .asleep)
+        // Its line says why an adopted host is asleep (the formatter reads the registration, not a detail string).
+        let lines = asleep.compactMap { if case .log(_, let line) = $0.1 { line } else { nil } }
+        #expect(lines.contains { $0.contains("is asleep (adopted: it answered none of") }, "\(lines)")
         // What it announced is what the host published, byte for byte.
         let announced = H.transmissions([first.1]).flatMap { $0.message.answers }
         #expect(Set(announced) == Set(Self.announcement().answers))

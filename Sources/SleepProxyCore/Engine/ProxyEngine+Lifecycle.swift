@@ -145,7 +145,7 @@ extension ProxyEngine {
             )
         case (.asleep, .noProbeAnswer):
             return .log(.info, "\(name) is asleep (\(detail) did not answer its probes); the proxy answers for it now")
-        case (.asleep, .noNameAnswer) where event.detail == "adopted":
+        case (.asleep, .noNameAnswer) where registration.isAdopted:
             return .log(
                 .info,
                 "\(name) is asleep (adopted: it answered none of \(AdoptionRules.checkQuestions) questions for its name); the proxy answers for it now"
