@@ -103,6 +103,12 @@ public final class EngineRunner: @unchecked Sendable {
     var liveRecordRemoved = true
     let statusLock = NIOLock()
     var status = Status()
+    /// When the counts by state were last taken: they cost a look at every host, so at most once a second.
+    var hostsByStateAt: Timestamp?
+    /// A batch ran since the counts by state were taken: they may be behind, and are taken again once
+    /// `hostsByStateInterval` has passed even if nothing else happens (the loop wakes for it), so that a scrape or
+    /// the Home Assistant link never shows a count more than a second old.
+    var hostsByStateBehind = false
     /// `observeChanges`; guarded by `statusLock`.
     var changeObserver: (@Sendable () -> Void)?
     /// The engine thread is running (its `finished` will be signalled).
@@ -305,20 +311,6 @@ public final class EngineRunner: @unchecked Sendable {
         }
     }
 
-    public var currentStatus: Status {
-        self.statusLock.lock()
-        defer { self.statusLock.unlock() }
-        var status = self.status
-        status.droppedDatagrams = self.mailbox.dropped - self.mailbox.dropped(lane: Event.framesLane)
-        // Frames refused by the mailbox are counted by PacketLinks with those over its byte budget.
-        status.droppedFrames = self.packets?.droppedFrames ?? 0
-        status.unicastSendsDeferred =
-            (self.mdns?.deferredUnicastSends ?? 0) + (self.ssdpSockets?.deferredUnicastSends ?? 0)
-        status.unicastSendsFailed = (self.mdns?.failedUnicastSends ?? 0) + (self.ssdpSockets?.failedUnicastSends ?? 0)
-        status.multicastSocketsReopened = (self.mdns?.reopened ?? 0) + (self.ssdpSockets?.reopened ?? 0)
-        return status
-    }
-
     func post(_ event: Event) { self.mailbox.post(event) }
 
     /// Applies reloaded settings on the engine thread.
@@ -329,15 +321,9 @@ public final class EngineRunner: @unchecked Sendable {
         self.mailbox.post(.reconfigure(takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply))
     }
 
-    /// A SIGHUP's outcome, for `sleepproxyctl status` and the API (a refused file is otherwise only in the log).
     /// The configuration file's adopted hosts after a reload.
     public func adopt(_ macs: Set<MACAddress>) {
         self.mailbox.post(.adopt(macs))
-    }
-
-    public func noteReload(succeeded: Bool, message: String) {
-        let reload = DaemonStatus.Reload(time: Date(), succeeded: succeeded, message: message)
-        self.statusLock.withLock { self.status.lastReload = reload }
     }
 
     /// Runs an admin request on the engine thread; `reply` gets the answer (or a failure when the engine is full
@@ -355,61 +341,4 @@ public final class EngineRunner: @unchecked Sendable {
     }
 
     /// The Home Assistant link's own counts and connection state, for `status`, the metrics and the warnings.
-    public func updateHomeAssistant(_ update: (inout DaemonStatus.MQTTLinkStatus) -> Void) {
-        self.statusLock.withLock {
-            guard var mqtt = self.status.mqtt else { return }
-            update(&mqtt)
-            self.status.mqtt = mqtt
-        }
-    }
-
-    /// Shows the link in `status` from the start (not connected yet).
-    public func noteHomeAssistant(broker: String) {
-        self.statusLock.withLock { self.status.mqtt = DaemonStatus.MQTTLinkStatus(broker: broker) }
-    }
-
-    /// When the counts by state were last taken: they cost a look at every host, so at most once a second.
-    var hostsByStateAt: Timestamp?
-    /// A batch ran since the counts by state were taken: they may be behind, and are taken again once
-    /// `hostsByStateInterval` has passed even if nothing else happens (the loop wakes for it), so that a scrape or
-    /// the Home Assistant link never shows a count more than a second old.
-    var hostsByStateBehind = false
-    /// The counts by state cost one pass over every host (docs/scale.md): at most
-    /// once this often.
-    static let hostsByStateInterval: Duration = .seconds(1)
-
-    func publishStatus() {
-        let counts = self.engine.counts
-        let now = SystemClock.now()
-        var byState: [HostState: Int]? = nil
-        var ssdpEntries: (Int, Int)? = nil
-        if self.hostsByStateAt.map({ now - $0 >= EngineRunner.hostsByStateInterval }) ?? true {
-            byState = self.engine.hostsByState
-            if let upnp = self.engine.upnpSummary { ssdpEntries = (upnp.entries, upnp.unclaimedEntries) }
-            self.hostsByStateAt = now
-            self.hostsByStateBehind = false
-        } else {
-            self.hostsByStateBehind = true
-        }
-        self.statusLock.withLock {
-            self.status.hostCount = counts.hosts
-            self.status.recordCount = counts.records
-            self.status.statistics = counts.registrations
-            if let byState { self.status.hostsByState = byState }
-            if let (held, unclaimed) = ssdpEntries {
-                self.status.ssdpEntries = held
-                self.status.ssdpUnclaimedEntries = unclaimed
-            }
-            self.status.ssdp = counts.ssdp
-            self.status.batches += 1
-            self.status.handBacks = counts.handBacks
-            self.status.repeatedQuestions = counts.repeatedQuestions
-            if let responder = counts.responder {
-                self.status.responder = responder
-                self.status.instanceLabel = counts.instanceLabel
-            }
-            if let takeover = counts.takeover { self.status.takeover = takeover }
-            if let decisions = counts.wakeDecisions { self.status.wakeDecisions = decisions }
-        }
-    }
 }

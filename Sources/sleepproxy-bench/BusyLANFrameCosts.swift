@@ -42,22 +42,20 @@ enum BusyLANFrameCosts {
         }
         // Browses for two types in turn: the same question twice within a second would be dropped as a storming
         // device's repeat (`RepeatedQuestions`) before it is decoded, which is not what is measured here.
-        let warm = ["_airplay._tcp.local.", "_raop._tcp.local."].map { Self.browse($0, knownAnswers: true) }
         var turn = 0
-        _ = measure("warm browse (three known answers)", iterations: 20_000, target: 1 / Self.frameBudget) {
-            turn &+= 1
-            return engine.receiveMDNS(
-                warm[turn & 1], from: source, port: 5353, destination: .v4(.mdnsGroup), interfaceIndex: index,
-                now: next()
-            ).count
-        }
-        let cold = ["_airplay._tcp.local.", "_raop._tcp.local."].map { Self.browse($0, knownAnswers: false) }
-        _ = measure("cold browse (no known answers)", iterations: 20_000, target: 1 / Self.frameBudget) {
-            turn &+= 1
-            return engine.receiveMDNS(
-                cold[turn & 1], from: source, port: 5353, destination: .v4(.mdnsGroup), interfaceIndex: index,
-                now: next()
-            ).count
+        for (label, knownAnswers) in [
+            ("warm browse (three known answers)", true), ("cold browse (no known answers)", false),
+        ] {
+            let browses = ["_airplay._tcp.local.", "_raop._tcp.local."].map {
+                Self.browse($0, knownAnswers: knownAnswers)
+            }
+            _ = measure(label, iterations: 20_000, target: 1 / Self.frameBudget) {
+                turn &+= 1
+                return engine.receiveMDNS(
+                    browses[turn & 1], from: source, port: 5353, destination: .v4(.mdnsGroup), interfaceIndex: index,
+                    now: next()
+                ).count
+            }
         }
         let announcement = Self.announcement()
         _ = measure("a device's own announcement", iterations: 20_000, target: 1 / Self.frameBudget) {

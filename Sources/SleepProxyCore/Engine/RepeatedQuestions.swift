@@ -14,8 +14,10 @@ import SleepProxyWire
 struct RepeatedQuestions: Sendable {
     /// RFC 6762 §5.2: a querier waits at least one second between the first two queries of a question.
     static let window: Duration = .seconds(1)
-    /// Sources remembered at most (ours): one entry each, the last question it asked. A LAN of 500 devices that
-    /// each ask now and then fits; past it the table starts over, which only means a repeat is answered once more.
+    /// Sources remembered at most (ours): one entry each, the last question it asked, by digest and length (about
+    /// 60 bytes an entry, so a hostile flood of forged sources holds at most about 60 KB here, not the packets). A LAN
+    /// of 500 devices that each ask now and then fits; past it the table starts over, which only means a repeat is
+    /// answered once more.
     static let capacity = 1_024
 
     struct Source: Hashable, Sendable {
@@ -24,7 +26,9 @@ struct RepeatedQuestions: Sendable {
         var interfaceIndex: Int
     }
 
-    private var last: [Source: (bytes: [UInt8], at: Timestamp)] = [:]
+    /// A question's bytes are known by their digest (`MulticastEchoes.digest`, seeded per process, so a forged
+    /// collision cannot be chosen) and their length.
+    private var last: [Source: (digest: Int, length: Int, at: Timestamp)] = [:]
     /// Questions dropped as repeats since the start.
     private(set) var coalesced = 0
 
@@ -35,12 +39,15 @@ struct RepeatedQuestions: Sendable {
     mutating func isRepeat(_ bytes: [UInt8], from source: Source, now: Timestamp) -> Bool {
         // Header (RFC 1035 §4.1.1): QR is the top bit of byte 2; NSCOUNT is bytes 8-9.
         guard bytes.count >= 12, bytes[2] & 0x80 == 0, bytes[8] == 0, bytes[9] == 0 else { return false }
-        if let previous = self.last[source], now - previous.at < Self.window, previous.bytes == bytes {
+        let digest = MulticastEchoes.digest(bytes)
+        if let previous = self.last[source], now - previous.at < Self.window, previous.length == bytes.count,
+            previous.digest == digest
+        {
             self.coalesced += 1
             return true
         }
         if self.last.count >= Self.capacity, self.last[source] == nil { self.last.removeAll(keepingCapacity: true) }
-        self.last[source] = (bytes, now)
+        self.last[source] = (digest, bytes.count, now)
         return false
     }
 }
