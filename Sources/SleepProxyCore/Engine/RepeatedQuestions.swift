@@ -15,7 +15,7 @@ struct RepeatedQuestions: Sendable {
     /// RFC 6762 §5.2: a querier waits at least one second between the first two queries of a question.
     static let window: Duration = .seconds(1)
     /// Sources remembered at most (ours): one entry each, the last question it asked, by digest and length (about
-    /// 60 bytes an entry, so a hostile flood of forged sources holds at most about 60 KB here, not the packets). A LAN
+    /// 60 bytes an entry plus the table's own, so a flood of forged sources holds under 100 KB here, not packets). A LAN
     /// of 500 devices that each ask now and then fits; past it the table starts over, which only means a repeat is
     /// answered once more.
     static let capacity = 1_024
