@@ -24,7 +24,7 @@ struct HostPresenceTests {
 
     static func awake() -> HostPresence {
         var presence = Self.asleep()
-        _ = presence.ownerSeen(Self.signal, answeringAny: false)
+        _ = presence.ownerSeen(Self.signal, wasAnswering: true, answeringAny: false)
         return presence
     }
 
@@ -115,8 +115,27 @@ struct HostPresenceTests {
             ])
         #expect(byName.nameProbes?.sent == 0)
         var byAddress = Self.starting()
-        #expect(byAddress.signOfLife(Self.signal, .ssdp, now: later) == .none(.starting))
+        #expect(
+            byAddress.signOfLife(Self.signal, .ssdp, now: later)
+                == Transition(
+                    from: .starting, to: .starting, orders: [], event: nil, note: .stillAwake(Self.signal.what)))
         #expect(byAddress.lastAwake == Self.signal)
+        #expect(byAddress.signOfLife(Self.signal, .ssdp, now: later) == .none(.starting), "said once a registration")
+    }
+
+    /// Only its first sign of life before the proxy spoke for it is worth a line (the host is still going to
+    /// sleep); the note comes from the transition, so nothing reads the host's flags before it.
+    @Test func theFirstSignOfLifeIsNotedOnce() {
+        var byName = Self.starting(byName: true)
+        #expect(byName.signOfLife(Self.signal, .mdns, now: Self.t0).note == .stillAwake(Self.signal.what))
+        #expect(byName.signOfLife(Self.signal, .mdns, now: Self.t0).note == nil)
+        var probed = Self.starting()
+        #expect(
+            probed.ownerSeen(Self.signal, wasAnswering: false, answeringAny: true).note == .stillAwake(Self.signal.what)
+        )
+        #expect(probed.ownerSeen(Self.signal, wasAnswering: false, answeringAny: true) == .none(.starting))
+        var handedBack = Self.asleep()
+        #expect(handedBack.signOfLife(Self.signal, .mdns, now: Self.t0).note == nil, "its hand-back says it")
     }
 
     /// The adoption rows (docs/adoption.md): held asleep at once, spoken for; a word of its own hands it back even
@@ -131,7 +150,10 @@ struct HostPresenceTests {
                     event: Event(.asleep, .noNameAnswer, detail: "adopted")))
         #expect(held.speaks && held.spokeFor && held.adopted)
         var nic = held
-        #expect(nic.ownerSeen(Self.signal, answeringAny: false) == .none(.asleep))
+        #expect(
+            nic.ownerSeen(Self.signal, wasAnswering: true, answeringAny: false)
+                == Transition(
+                    from: .asleep, to: .asleep, orders: [], event: nil, note: .answersItself(Self.signal.what)))
         #expect(nic.state == .asleep && nic.lastAwake == Self.signal)
         var restored = HostPresence.enter(.restored, probesAddresses: true, adopted: true, now: Self.t0).0
         let word = restored.signOfLife(Self.signal, .ownTraffic, now: Self.t0)
@@ -164,15 +186,19 @@ struct HostPresenceTests {
 
     @Test func ownerSeenEverywhereIsAwake() {
         var asleep = Self.asleep()
-        #expect(asleep.ownerSeen(Self.signal, answeringAny: true) == .none(.asleep), "answered for elsewhere")
+        #expect(
+            asleep.ownerSeen(Self.signal, wasAnswering: true, answeringAny: true).to == .asleep,
+            "answered for elsewhere")
         #expect(asleep.lastAwake == Self.signal)
         #expect(
-            asleep.ownerSeen(Self.signal, answeringAny: false)
+            asleep.ownerSeen(Self.signal, wasAnswering: true, answeringAny: false)
                 == Transition(
                     from: .asleep, to: .awake, orders: [.silence],
-                    event: Event(.awake, .answersItself, detail: Self.signal.what)))
+                    event: Event(.awake, .answersItself, detail: Self.signal.what),
+                    note: .answersItself(Self.signal.what)))
         var starting = Self.starting()
-        #expect(starting.ownerSeen(Self.signal, answeringAny: false) == .none(.starting))
+        _ = starting.ownerSeen(Self.signal, wasAnswering: false, answeringAny: false)
+        #expect(starting.ownerSeen(Self.signal, wasAnswering: false, answeringAny: false) == .none(.starting))
     }
 
     @Test func aPeersClaimStandsBy() {

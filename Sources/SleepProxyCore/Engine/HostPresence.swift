@@ -1,3 +1,5 @@
+import SleepProxyWire
+
 /// One held host's lifecycle (docs/host-lifecycle.md): a value in one state at a time, and transitions for every
 /// edge of its life, its entry and its end included. Each transition returns one `Transition` (where it was,
 /// where it is, the orders it gives, and what a person sees of it); the engine carries the orders out on the
@@ -74,6 +76,27 @@ public struct HostPresence: Hashable, Sendable {
         }
     }
 
+    /// What the log says of a held host that no history entry keeps: a transition's side remark, or something the
+    /// takeover, the responder or adoption noticed about the host. Written out by `ProxyEngine.line(_:_:)` alone.
+    public enum Note: Hashable, Sendable {
+        /// Its first sign of life in this registration, before the proxy ever spoke for it: still going to sleep.
+        case stillAwake(String)
+        /// It answered for an address the proxy was answering for: that address is left to it.
+        case answersItself(String)
+        /// The takeover claimed one of its addresses (the host's probes went unanswered).
+        case claimed(IPAddress)
+        /// Another proxy answers for it too; this one keeps it (it answered first, or advertises the better metric).
+        case keptFromPeer(String)
+        /// The proxy it stood by for left: this one takes it over, without a wake.
+        case tookOverFromStandby(String)
+        /// Another machine answers one of its mDNS records differently: the host is woken to defend it.
+        case mdnsConflict(source: IPAddress, record: String)
+        /// Another machine registers one of its unique NetBIOS names: defended, and the host woken too.
+        case netbiosConflict(asker: IPAddress, name: String)
+        /// Adopted and quiet, but the store is full: not answered for.
+        case adoptionRefused(maximumHosts: Int, maximumRecords: Int)
+    }
+
     /// One transition's result, in the shape of swift-nio-ssh's state machine results: one value the caller
     /// acts on, never a list it has to read for whether anything happened.
     public struct Transition: Hashable, Sendable {
@@ -84,6 +107,8 @@ public struct HostPresence: Hashable, Sendable {
         public var orders: [Order]
         /// Nil when nothing a person sees changed.
         public var event: Event?
+        /// What the log says of it beyond its event (nothing the history keeps): nil for most.
+        public var note: Note? = nil
 
         /// Nothing happened: the host stays where it was and nothing is ordered.
         static func none(_ state: HostState) -> Transition {
@@ -168,6 +193,7 @@ public struct HostPresence: Hashable, Sendable {
     /// A sign of life from the host itself (its mDNS, its own name probe, its SSDP). Once the proxy spoke for
     /// it, the host woke: hand-back. Before, it is still going to sleep: its name probes start over.
     public mutating func signOfLife(_ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp) -> Transition {
+        let first = self.lastAwake == nil
         self.lastAwake = signal
         // An adopted host is held only while it is shown quiet: a word of its own, even before the proxy spoke
         // for it (restored from the journal and still being asked), means it is up.
@@ -176,11 +202,14 @@ public struct HostPresence: Hashable, Sendable {
             return Transition(
                 from: self.state, to: .handedBack, orders: [.handBack(kind, what: signal.what)], event: nil)
         }
-        guard var probes = self.nameProbes else { return .none(self.state) }
+        let note: Note? = first ? .stillAwake(signal.what) : nil
+        guard var probes = self.nameProbes else {
+            return Transition(from: self.state, to: self.state, orders: [], event: nil, note: note)
+        }
         probes.sent = 0
         probes.next = max(probes.next, now + EngineRules.quietProbeInterval)
         self.nameProbes = probes
-        return Transition(from: self.state, to: self.state, orders: [.checkAt(probes.next)], event: nil)
+        return Transition(from: self.state, to: self.state, orders: [.checkAt(probes.next)], event: nil, note: note)
     }
 
     /// The quiet check came due: ask the name once more, or, all questions unanswered, the host is asleep.
@@ -196,13 +225,20 @@ public struct HostPresence: Hashable, Sendable {
         return Transition(from: self.state, to: self.state, orders: [.askName, .checkAt(probes.next)], event: nil)
     }
 
-    /// The host answered for one of its addresses itself (`signal`); `answeringAny`: the takeover still answers
-    /// for another of them. Asleep and answered for nowhere, it is awake: silent, its records kept.
-    public mutating func ownerSeen(_ signal: AwakeSignal, answeringAny: Bool) -> Transition {
+    /// The host answered for one of its addresses itself (`signal`); `wasAnswering`: the takeover was answering
+    /// for that address; `answeringAny`: it still answers for another of them. Asleep and answered for nowhere,
+    /// it is awake: silent, its records kept.
+    public mutating func ownerSeen(_ signal: AwakeSignal, wasAnswering: Bool, answeringAny: Bool) -> Transition {
+        let first = self.lastAwake == nil
         self.lastAwake = signal
+        let note: Note? = wasAnswering ? .answersItself(signal.what) : first ? .stillAwake(signal.what) : nil
         // An adopted host's NIC answers for it in sleep (docs/adoption.md §4): not a sign that it woke.
-        guard self.state == .asleep, !answeringAny, !self.adopted else { return .none(self.state) }
-        return self.move(to: .awake, .answersItself, detail: signal.what, orders: [.silence])
+        guard self.state == .asleep, !answeringAny, !self.adopted else {
+            return Transition(from: self.state, to: self.state, orders: [], event: nil, note: note)
+        }
+        var transition = self.move(to: .awake, .answersItself, detail: signal.what, orders: [.silence])
+        transition.note = note
+        return transition
     }
 
     /// Another sleep proxy answers for the host and keeps it (docs/several-proxies.md): stand by.

@@ -148,12 +148,9 @@ extension ProxyEngine {
                 || store.recordCount + registration.records.count > limits.maximumRecords
         {
             self.adoption.holdRefused(mac, now: now)
-            return [
-                .log(
-                    .warning,
-                    "adopt: \(Self.name(registration)) is quiet, but the proxy holds as many hosts or records as max-hosts (\(limits.maximumHosts)) and max-records (\(limits.maximumRecords)) allow; it is not answered for"
-                )
-            ]
+            let note = HostPresence.Note.adoptionRefused(
+                maximumHosts: limits.maximumHosts, maximumRecords: limits.maximumRecords)
+            return [Self.line(for: note, registration)]
         }
         self.registrar.restore(registration)
         var actions: [EngineAction] = [.journal(.put(registration))]

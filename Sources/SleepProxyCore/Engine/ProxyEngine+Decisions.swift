@@ -16,11 +16,8 @@ extension ProxyEngine {
                     key, AwakeSignal(what: "it probed its own names over mDNS", at: now), .ownNameProbe, now: now)
             case .conflict(let key, let record, let source):
                 guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(
-                        .warning,
-                        "conflict: \(source) answers \(record.name) \(record.type) differently from sleeping host \(Self.name(registration)); waking the owner to defend it"
-                    ))
+                let what = "\(record.name) \(record.type)"
+                result.append(Self.line(for: .mdnsConflict(source: source, record: what), registration))
                 result += self.withTakeover(now: now) {
                     $0.wake(key, trigger: .mdnsConflict(name: record.name, from: source), now: now)
                 }
@@ -76,18 +73,13 @@ extension ProxyEngine {
             case .peerClaim(let key, let peer, let kept):
                 guard let registration = self.registrar.store[key], self.presence[key] != nil else { continue }
                 if kept {
-                    result.append(
-                        .log(
-                            .info,
-                            "peers: \(peer) also answers for \(Self.name(registration)); this proxy keeps it (it answered first or advertises the better metric), the other stands by; no wake"
-                        ))
+                    result.append(Self.line(for: .keptFromPeer("\(peer)"), registration))
                     continue
                 }
                 result += self.transition(registration, now: now) { $0.peerClaimed("\(peer)") }
             case .tookOver(let key, let why):
                 guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(.notice, "peers: taking \(Self.name(registration)) over from standby (\(why)); no wake"))
+                result.append(Self.line(for: .tookOverFromStandby(why), registration))
             case .event(let event):
                 result.append(.wakeEvent(event))
                 // Declines are information (collapsed by the gate: one line per scanner and per declined source);
@@ -101,35 +93,19 @@ extension ProxyEngine {
                 }
             case .claimed(let key, let address):
                 guard let registration = self.registrar.store[key] else { continue }
-                result.append(
-                    .log(
-                        .info,
-                        "takeover: claimed \(address) for \(Self.name(registration)) (its probes went unanswered)"))
+                result.append(Self.line(for: .claimed(address), registration))
                 result += self.transition(registration, now: now) {
                     $0.fellQuiet(.noProbeAnswer, detail: "\(address)")
                 }
             case .ownerSeen(let key, let address, let signal, let wasAnswering):
-                guard let registration = self.registrar.store[key],
-                    let first = self.presence[key].map({ $0.lastAwake == nil })
-                else { continue }
-                if wasAnswering {
-                    result.append(
-                        .log(
-                            .info,
-                            "takeover: \(Self.name(registration)) answers for \(address) itself (\(signal)); that address is left to it and probed again later"
-                        ))
-                } else if first {
-                    result.append(
-                        .log(
-                            .info,
-                            "takeover: \(Self.name(registration)) is still awake on \(address) (\(signal)); probing again later"
-                        ))
-                }
+                guard let registration = self.registrar.store[key] else { continue }
                 // Answering on another address keeps the host asleep (per-address takeover, docs/protocol.md §5.2);
                 // answering on none means the host is up everywhere: silent until it is quiet again.
                 let answeringAny = self.takeover?.isAnsweringAny(key) ?? true
                 let seen = AwakeSignal(what: "\(signal) for \(address)", at: now)
-                result += self.transition(registration, now: now) { $0.ownerSeen(seen, answeringAny: answeringAny) }
+                result += self.transition(registration, now: now) {
+                    $0.ownerSeen(seen, wasAnswering: wasAnswering, answeringAny: answeringAny)
+                }
             }
         }
         return result

@@ -129,8 +129,44 @@ extension ProxyEngine {
 
     // MARK: - Log lines
 
-    /// The log line a host's event gets, if any: every line about a host's state is written here, from the
-    /// event, and nowhere else.
+    /// The log lines said of a held host: these two functions write every one, from a note (`HostPresence.Note`)
+    /// or from an event of its history, and nothing else in the engine does.
+    static func line(for note: HostPresence.Note, _ registration: OwnerRegistration) -> EngineAction {
+        let name = Self.name(registration)
+        switch note {
+        case .stillAwake(let what):
+            return .log(.info, "\(name) is still awake (\(what)); the proxy waits for it to go quiet")
+        case .answersItself(let what):
+            return .log(
+                .info,
+                "takeover: \(name) answers itself (\(what)); that address is left to it and probed again later")
+        case .claimed(let address):
+            return .log(.info, "takeover: claimed \(address) for \(name) (its probes went unanswered)")
+        case .keptFromPeer(let peer):
+            return .log(
+                .info,
+                "peers: \(peer) also answers for \(name); this proxy keeps it (it answered first or advertises the better metric), the other stands by; no wake"
+            )
+        case .tookOverFromStandby(let why):
+            return .log(.notice, "peers: taking \(name) over from standby (\(why)); no wake")
+        case .mdnsConflict(let source, let record):
+            return .log(
+                .warning,
+                "conflict: \(source) answers \(record) differently from sleeping host \(name); waking the owner to defend it"
+            )
+        case .netbiosConflict(let asker, let netbiosName):
+            return .log(
+                .warning,
+                "conflict: \(asker) registers the NetBIOS name \(netbiosName) of sleeping host \(name); defended, and waking the owner to defend it"
+            )
+        case .adoptionRefused(let maximumHosts, let maximumRecords):
+            return .log(
+                .warning,
+                "adopt: \(name) is quiet, but the proxy holds as many hosts or records as max-hosts (\(maximumHosts)) and max-records (\(maximumRecords)) allow; it is not answered for"
+            )
+        }
+    }
+
     static func line(for event: HostPresence.Event, from: HostState?, _ registration: OwnerRegistration)
         -> EngineAction?
     {

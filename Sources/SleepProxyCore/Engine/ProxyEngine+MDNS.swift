@@ -77,19 +77,12 @@ extension ProxyEngine {
     mutating func ownerSpoke(_ key: OwnerKey, _ signal: AwakeSignal, _ kind: HandBackSignal, now: Timestamp)
         -> [EngineAction]
     {
-        guard let registration = self.registrar.store[key], let presence = self.presence[key] else { return [] }
-        let first = presence.lastAwake == nil
+        guard let registration = self.registrar.store[key], self.presence[key] != nil else { return [] }
         let transition = self.presence[key]!.signOfLife(signal, kind, now: now)
         var actions = self.carryOut(transition, for: registration, now: now)
         // Handed back (spoken for, or adopted and restored from the journal): the host is no longer held, its
         // sighting ended any wake under way, and nothing is left to tell the takeover.
         guard transition.to != .handedBack else { return actions }
-        if first {
-            actions.append(
-                .log(
-                    .info,
-                    "\(Self.name(registration)) is still awake (\(signal.what)); the proxy waits for it to go quiet"))
-        }
         actions += self.withTakeover(now: now) { $0.ownerActive(key, now: now) }
         return actions
     }

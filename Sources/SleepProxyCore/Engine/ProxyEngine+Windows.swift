@@ -25,11 +25,7 @@ extension ProxyEngine {
         if answer.resolves { self.takeover?.noteResolve(by: answer.asker, of: answer.host, now: now) }
         actions.append(.packet(.sendFrame(answer.frame, interfaceIndex: context.index)))
         if let name = answer.conflict, let registration = self.registrar.store[answer.host] {
-            actions.append(
-                .log(
-                    .warning,
-                    "conflict: \(answer.asker) registers the NetBIOS name \(name) of sleeping host \(Self.name(registration)); defended, and waking the owner to defend it"
-                ))
+            actions.append(Self.line(for: .netbiosConflict(asker: answer.asker, name: "\(name)"), registration))
             actions += self.withTakeover(now: now) {
                 $0.wake(answer.host, trigger: .netbiosConflict(name: name, from: answer.asker), now: now)
             }

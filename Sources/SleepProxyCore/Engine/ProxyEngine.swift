@@ -320,6 +320,7 @@ public struct ProxyEngine: Sendable {
     ) -> [EngineAction] {
         let key = registration.key
         var actions: [EngineAction] = []
+        if logs, let note = transition.note { actions.append(Self.line(for: note, registration)) }
         if let event = transition.event {
             if logs, let line = Self.line(for: event, from: transition.from, registration) { actions.append(line) }
             actions.append(
