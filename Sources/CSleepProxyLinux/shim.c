@@ -6,6 +6,8 @@
 #include <link.h>
 #include <malloc.h>
 #include <sched.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -101,6 +103,38 @@ size_t csp_release_readonly_segments(void) {
     // dl_iterate_phdr holds the loader's lock: no object can be unloaded (and its range reused) meanwhile.
     dl_iterate_phdr(csp_release_object, &released);
     return released;
+}
+
+extern char **environ;
+
+int csp_spawn(pid_t *pid, const char *path, char *const argv[], int input, int output, int error) {
+    posix_spawn_file_actions_t actions;
+    posix_spawnattr_t attributes;
+    int result = posix_spawn_file_actions_init(&actions);
+    if (result != 0) return result;
+    result = posix_spawnattr_init(&attributes);
+    if (result != 0) {
+        posix_spawn_file_actions_destroy(&actions);
+        return result;
+    }
+    sigset_t none, pipe;
+    sigemptyset(&none);
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    if (result == 0) result = posix_spawn_file_actions_adddup2(&actions, input, 0);
+    if (result == 0) result = posix_spawn_file_actions_adddup2(&actions, output, 1);
+    if (result == 0) result = posix_spawn_file_actions_adddup2(&actions, error, 2);
+    if (result == 0) result = posix_spawn_file_actions_addclosefrom_np(&actions, 3);
+    if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
+    if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &pipe);
+    if (result == 0) result = posix_spawnattr_setpgroup(&attributes, 0);
+    if (result == 0)
+        result = posix_spawnattr_setflags(
+            &attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, environ);
+    posix_spawnattr_destroy(&attributes);
+    posix_spawn_file_actions_destroy(&actions);
+    return result;
 }
 
 void csp_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }

@@ -29,45 +29,30 @@ public enum Command {
     public static func run(_ arguments: [String], timeout: Duration = .seconds(30), input: Data? = nil) throws
         -> CommandResult
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        let stdout = Pipe()
-        let stderr = Pipe()
-        let stdin = Pipe()
-        process.standardOutput = stdout
-        process.standardError = stderr
-        process.standardInput = stdin
-        try Command.start(process)
+        let output = try ChildProcess.pipe()
+        let errors = try ChildProcess.pipe()
+        let feed = try ChildProcess.pipe()
+        let pid: pid_t
+        do {
+            pid = try ChildProcess.spawn(arguments, input: feed.read, output: output.write, error: errors.write)
+        } catch {
+            for fd in [output.read, output.write, errors.read, errors.write, feed.read, feed.write] { close(fd) }
+            throw error
+        }
+        for fd in [output.write, errors.write, feed.read] { close(fd) }
         // Read both pipes on their own threads while the child runs (docs/linux.md §7), so a chatty child cannot
         // block on a full pipe, not even while it is given its input.
-        let outReader = PipeReader(stdout.fileHandleForReading)
-        let errReader = PipeReader(stderr.fileHandleForReading)
-        if let input { stdin.fileHandleForWriting.write(input) }
-        try? stdin.fileHandleForWriting.close()
-        // Foundation learns that a child ended when a socket it handed down closes; a long-lived process started
-        // by another test at the same moment can inherit that socket, or the writing end of these pipes, and hold
-        // it open, and then neither the exit nor the pipes' end of file comes. The kernel knows: read the status
-        // without reaping (WNOWAIT), so Foundation still reaps it. The time limit bounds the child, never the
-        // pipes: seen in CI, an `ip link add` that had long exited 0 was reported as timed out.
-        let reaped = DispatchSemaphore(value: 0)
-        // A thread of its own: a child whose exit Foundation never learns would hold a pool thread for good.
-        Thread.detachNewThread {
-            process.waitUntilExit()
-            reaped.signal()
-        }
-        let pid = process.processIdentifier
+        let outReader = PipeReader(output.read)
+        let errReader = PipeReader(errors.read)
+        if let input { ChildProcess.write(input, to: feed.write) }
+        close(feed.write)
+        // The time limit bounds the child, never the pipes: a grandchild that outlives it may hold them open.
+        // Asked every 5 ms: cheap next to a child's start, and no thread blocks for it.
         var status: Int32? = nil
         func waitForExit(until deadline: Date) {
             while status == nil, Date() < deadline {
-                if reaped.wait(timeout: .now() + .milliseconds(5)) == .success {
-                    // Foundation gives a signal's number alone; report it as the kernel path does.
-                    status =
-                        process.terminationReason == .uncaughtSignal
-                        ? 128 + process.terminationStatus : process.terminationStatus
-                } else {
-                    status = Self.exitStatusWithoutReaping(pid)
-                }
+                status = ChildProcess.reap(pid)
+                if status == nil { usleep(5_000) }
             }
         }
         let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
@@ -95,17 +80,6 @@ public enum Command {
     /// taken as all of it: only a process that inherited the pipe (see `run`) keeps it open longer.
     static let drainGrace: TimeInterval = 1
 
-    /// The exit status of a child that has ended, read without reaping it (waitid with WNOWAIT); nil while it runs.
-    /// A child killed by a signal reports 128 + the signal, as a shell would.
-    static func exitStatusWithoutReaping(_ pid: Int32) -> Int32? {
-        var info = siginfo_t()
-        guard waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT | WNOHANG) == 0,
-            info._sifields._sigchld.si_pid == pid
-        else { return nil }
-        let status = info._sifields._sigchld.si_status
-        return info.si_code == Int32(CLD_EXITED) ? status : 128 + status
-    }
-
     /// Runs a command that must succeed.
     @discardableResult
     public static func check(_ arguments: [String], timeout: Duration = .seconds(30)) throws -> CommandResult {
@@ -127,15 +101,16 @@ public enum Command {
 
 /// Reads a pipe on a thread of its own until end of file, or until told to stop once nothing more is waiting.
 final class PipeReader: @unchecked Sendable {
-    // @unchecked: `data`, `stopBy` and `ended` are guarded by `lock`; `handle` is only read by the thread.
+    // @unchecked: `data`, `stopBy` and `ended` are guarded by `lock`; the descriptor is only read by the thread.
     private let lock = NSLock()
     private var data = Data()
     private var stopBy: Date? = nil
     private let ended = DispatchSemaphore(value: 0)
 
-    init(_ handle: FileHandle) {
-        let fd = handle.fileDescriptor
+    /// Reads `fd` until end of file and then closes it.
+    init(_ fd: Int32) {
         Thread.detachNewThread { [self] in
+            defer { close(fd) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
@@ -162,20 +137,5 @@ final class PipeReader: @unchecked Sendable {
         self.lock.withLock { self.stopBy = deadline }
         self.ended.wait()
         return self.lock.withLock { self.data }
-    }
-}
-
-extension Command {
-    /// Starts `process` with no signal blocked. Foundation spawns from the calling thread and hands its signal
-    /// mask down, and the threads tests run on block nearly every signal (the concurrency runtime's and
-    /// Dispatch's do): children then held SIGTERM pending until they were killed, and check_tcp's alarm() never
-    /// fired, so its timeout never came (docs/linux.md §7).
-    public static func start(_ process: Process) throws {
-        var none = sigset_t()
-        var saved = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &saved)
-        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
-        try process.run()
     }
 }

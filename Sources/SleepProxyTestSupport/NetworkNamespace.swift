@@ -12,29 +12,34 @@ import Foundation
 /// (docs/linux.md §7: named namespaces leak on a crash, held anonymous ones do not). Processes started in it get
 /// SIGKILL when the test process dies (PR_SET_PDEATHSIG through setpriv), so they cannot keep it alive either.
 public final class NetworkNamespace: @unchecked Sendable {
-    // @unchecked: `holder`, `stdin` and `children` are guarded by `lock`.
+    // @unchecked: `children` and `closed` are guarded by `lock`; `holdingEnd` is closed once, by `close()`.
     public let pid: Int32
-    private let holder: Process
-    private let stdin: Pipe
+    /// The writing end of the holder's standard input: while it is open, the namespace lives.
+    private let holdingEnd: Int32
     private let lock = NSLock()
     private var children: [ManagedProcess] = []
     private var closed = false
 
     public init() throws {
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        holder.arguments = ["--net", "--", "/bin/sh", "-c", "ip link set lo up && echo ready && exec cat >/dev/null"]
-        let stdin = Pipe()
-        let stdout = Pipe()
-        holder.standardInput = stdin
-        holder.standardOutput = stdout
-        holder.standardError = FileHandle.nullDevice
-        try Command.start(holder)
+        let feed = try ChildProcess.pipe()
+        let report = try ChildProcess.pipe()
+        let null = try ChildProcess.null()
+        let pid: pid_t
+        do {
+            pid = try ChildProcess.spawn(
+                ["unshare", "--net", "--", "/bin/sh", "-c", "ip link set lo up && echo ready && exec cat >/dev/null"],
+                input: feed.read, output: report.write, error: null)
+        } catch {
+            for fd in [feed.read, feed.write, report.read, report.write, null] { Glibc.close(fd) }
+            throw error
+        }
+        for fd in [feed.read, report.write, null] { Glibc.close(fd) }
+        defer { Glibc.close(report.read) }
         // Wait for "ready" (bounded), so the namespace exists and lo is up before anyone uses it. Polled on this
         // thread, never on a shared pool: seen in CI, a pool whose threads all waited on other tests' children
         // left the reader unscheduled and a namespace that was long ready reported as not started. A busy kernel
         // tearing down other tests' namespaces can make `unshare` itself slow, hence the generous bound.
-        let fd = stdout.fileHandleForReading.fileDescriptor
+        let fd = report.read
         let deadline = Date(timeIntervalSinceNow: Self.startTimeout)
         var ready = false
         while !ready, Date() < deadline {
@@ -49,12 +54,14 @@ public final class NetworkNamespace: @unchecked Sendable {
             }
         }
         guard ready else {
-            holder.terminate()
+            Glibc.close(feed.write)
+            kill(pid, SIGKILL)
+            let reapBy = Date(timeIntervalSinceNow: 5)
+            while ChildProcess.reap(pid) == nil, Date() < reapBy { usleep(5_000) }
             throw CommandError("the namespace holder did not start within \(Int(Self.startTimeout)) s")
         }
-        self.pid = holder.processIdentifier
-        self.holder = holder
-        self.stdin = stdin
+        self.pid = pid
+        self.holdingEnd = feed.write
     }
 
     /// How long `unshare` may take to report a namespace ready.
@@ -109,58 +116,55 @@ public final class NetworkNamespace: @unchecked Sendable {
 
     /// Stops every process started here, then releases the namespace.
     public func close() {
-        let children: [ManagedProcess] = self.lock.withLock {
-            guard !self.closed else { return [] }
+        let children: [ManagedProcess]? = self.lock.withLock {
+            guard !self.closed else { return nil }
             self.closed = true
             return self.children
         }
+        // Once only: the holding end's number may be another file's by a second call.
+        guard let children else { return }
         for child in children { child.stop(signal: SIGKILL) }
-        try? self.stdin.fileHandleForWriting.close()
-        // Bounded, and without Foundation's reaping (see ManagedProcess.isRunning).
+        Glibc.close(self.holdingEnd)
+        // Bounded; reaped here, so no zombie is left for the rest of the run.
+        // Killed only while not yet reaped: once reaped, its PID may be another process's.
+        var reaped = false
         let deadline = Date(timeIntervalSinceNow: 10)
-        while ManagedProcess.isAlive(self.pid), Date() < deadline { usleep(5_000) }
-        if ManagedProcess.isAlive(self.pid) { kill(self.pid, SIGKILL) }
+        while !reaped, Date() < deadline {
+            reaped = ChildProcess.reap(self.pid) != nil
+            if !reaped { usleep(5_000) }
+        }
+        if !reaped {
+            kill(self.pid, SIGKILL)
+            let reapBy = Date(timeIntervalSinceNow: 5)
+            while ChildProcess.reap(self.pid) == nil, Date() < reapBy { usleep(5_000) }
+        }
     }
 }
 
 /// A process started by a test, tracked and stopped by its PID (never by name).
 public final class ManagedProcess: @unchecked Sendable {
-    // @unchecked: Process is thread-safe for the calls made here.
-    private let process: Process
+    // @unchecked: `exitStatus` is guarded by `lock`.
+    public let pid: Int32
     public let log: URL
+    private let lock = NSLock()
+    private var exitStatus: Int32? = nil
 
     init(arguments: [String], log: URL) throws {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: log)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        process.standardInput = FileHandle.nullDevice
-        try Command.start(process)
-        self.process = process
+        let output = open(log.path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard output >= 0 else { throw CommandError("cannot open \(log.path): \(String(cString: strerror(errno)))") }
+        defer { Glibc.close(output) }
+        let null = try ChildProcess.null()
+        defer { Glibc.close(null) }
+        self.pid = try ChildProcess.spawn(arguments, input: null, output: output, error: output)
         self.log = log
     }
 
-    public var pid: Int32 { self.process.processIdentifier }
-
-    /// Alive and not a zombie, read from /proc: Foundation's `Process` has been seen never to reap a child (and
-    /// `waitUntilExit()` then never returns), so nothing here waits on it.
-    public var isRunning: Bool { ManagedProcess.isAlive(self.pid) }
-
-    /// Alive while any of its threads is: a multi-threaded process's main thread shows as a zombie as soon as it
-    /// exits, while the other threads, still holding the process's files (a daemon's state-directory lock),
-    /// finish their own exit.
-    static func isAlive(_ pid: Int32) -> Bool {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.contains { task in
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")"),
-                stat.distance(from: close, to: stat.endIndex) > 2
-            else { return false }
-            let state = stat[stat.index(close, offsetBy: 2)]
-            return state != "Z" && state != "X"
+    /// Until it has ended, and then reaped (its status kept): a reaped child's PID may be another's.
+    public var isRunning: Bool {
+        self.lock.withLock {
+            if self.exitStatus == nil { self.exitStatus = ChildProcess.reap(self.pid) }
+            return self.exitStatus == nil
         }
     }
 

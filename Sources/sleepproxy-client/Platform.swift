@@ -37,8 +37,11 @@ enum Systemd {
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
+        // Foundation's `waitUntilExit()` spins a core on Linux while the child runs; its handler does not.
+        let ended = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in ended.signal() }
         guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
+        ended.wait()
         return process.terminationStatus
     }
 }

@@ -29,10 +29,11 @@ extension Trait where Self == OwnThreadTrait {
     static var ownThread: Self { OwnThreadTrait() }
 }
 
-/// How many blocking tests run at once. Each lab test mostly waits (for timers of the protocols it exercises),
-/// so four fit on two cores; `SLEEPPROXY_LAB_PARALLEL` overrides it (1 runs them one by one, for a bisection).
+/// How many blocking tests run at once. Each lab test mostly waits (for timers of the protocols it exercises,
+/// and for its children, without spinning: `Command`), so eight fit on two cores, which stay about half idle;
+/// `SLEEPPROXY_LAB_PARALLEL` overrides it (1 runs them one by one, for a bisection).
 actor BlockingTestSlots {
-    static let defaultLimit = 4
+    static let defaultLimit = 8
     static let shared = BlockingTestSlots(
         limit: ProcessInfo.processInfo.environment["SLEEPPROXY_LAB_PARALLEL"].flatMap(Int.init).map { max(1, $0) }
             ?? defaultLimit)

@@ -11,7 +11,8 @@ import Testing
 /// proxies"). Before, each took the other's claim for a conflict and woke the host: 74 magic packets in a minute,
 /// and neither answered ARP for it. Now: no magic packet, exactly one MAC answers for the host, and when that
 /// proxy stops the other takes the host over without waking it, and wakes it for a real connection.
-@Suite("Two sleep proxies on one link", .lab(.namespaces, serialized: true))
+/// Each test builds a lab of its own, so they run side by side.
+@Suite("Two sleep proxies on one link", .lab(.namespaces))
 final class PeerProxiesLabTests: ThreeHostSuite {
     static let secondMAC = MACAddress("02:53:50:00:00:03")!
 

@@ -10,6 +10,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 /// Enters the network namespace open at `fd` on the calling thread only (setns is per-thread).
@@ -31,6 +32,12 @@ void csp_malloc_trim(void);
 /// the page cache; what runs again faults back in. Writable segments, RELRO and objects with text relocations are
 /// left alone, since their pages may differ from the file. Returns the bytes of address range advised.
 size_t csp_release_readonly_segments(void);
+
+/// Starts `path` with `argv` (NULL-terminated) and this process's environment, `input`, `output` and `error` as its
+/// standard descriptors and no other (posix_spawn, closefrom 3), no signal blocked, SIGPIPE at its default, in a
+/// process group of its own. Returns 0 with `*pid` set, or an errno value. For the tests' helpers: Foundation's
+/// `Process.run()` reads /proc/self/fd past a buffer's end and crashes now and then (docs/testing.md).
+int csp_spawn(pid_t *pid, const char *path, char *const argv[], int input, int output, int error);
 
 /// Makes stdout line-buffered so that log lines reach journald or a pipe as they happen
 /// (Swift 6 cannot touch the global `stdout` directly).
