@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Builds a Debian package of sleep-proxy from this repository: deploy/build-deb.sh [OUTPUT_DIRECTORY].
 # The binaries are linked with the Swift runtime, so the package needs only libnl at run time.
+#   deploy/build-deb.sh --build-only    only the release build of the two binaries
+#   SKIP_BUILD=1                        package what the last release build left
+#   SLEEPPROXY_SCRATCH=DIR              the build directory (.build by default; scripts/test builds beside its tests')
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scratch=(--scratch-path "${SLEEPPROXY_SCRATCH:-.build}")
+if [ -z "${SKIP_BUILD:-}" ]; then
+    swift build -c release "${scratch[@]}" --static-swift-stdlib --product sleepproxyd
+    swift build -c release "${scratch[@]}" --static-swift-stdlib --product sleepproxyctl
+fi
+[ "${1:-}" != "--build-only" ] || exit 0
 out=${1:-$PWD}
 version=$(sed -n 's/.*public static let current = "\(.*\)"/\1/p' Sources/SleepProxyControl/Version.swift)
 arch=$(dpkg --print-architecture)
-
-if [ -z "${SKIP_BUILD:-}" ]; then
-    swift build -c release --static-swift-stdlib --product sleepproxyd
-    swift build -c release --static-swift-stdlib --product sleepproxyctl
-fi
-bin=$(swift build -c release --show-bin-path)
+bin=$(swift build -c release "${scratch[@]}" --show-bin-path)
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT

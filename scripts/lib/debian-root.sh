@@ -4,8 +4,17 @@
 #   make_debian_root DIRECTORY LOG [EXTRA-PACKAGE,...]
 #
 # Prints nothing on success; on failure the last lines of LOG and a sentence on standard error, and returns 1.
+# With SLEEPPROXY_DEBIAN_ROOT_TAR naming a tar of such a root (scripts/test makes one while it builds) and no extra
+# packages, the root is unpacked from it instead.
 make_debian_root() {
     local root=$1 log=$2 extra=${3:-}
+    if [ -z "$extra" ] && [ -n "${SLEEPPROXY_DEBIAN_ROOT_TAR:-}" ] && [ -s "$SLEEPPROXY_DEBIAN_ROOT_TAR" ]; then
+        echo "==> the Debian root made while building"
+        tar -C "$root" -xf "$SLEEPPROXY_DEBIAN_ROOT_TAR" >"$log" 2>&1 && return 0
+        tail -20 "$log" >&2
+        echo "could not unpack $SLEEPPROXY_DEBIAN_ROOT_TAR" >&2
+        return 1
+    fi
     # shellcheck disable=SC1091
     . /etc/os-release
     local mirror
