@@ -10,6 +10,7 @@ make_debian_root() {
     local root=$1 log=$2 extra=${3:-}
     if [ -z "$extra" ] && [ -n "${SLEEPPROXY_DEBIAN_ROOT_TAR:-}" ] && [ -s "$SLEEPPROXY_DEBIAN_ROOT_TAR" ]; then
         echo "==> the Debian root made while building"
+        mkdir -p "$root"
         tar -C "$root" -xf "$SLEEPPROXY_DEBIAN_ROOT_TAR" >"$log" 2>&1 && return 0
         tail -20 "$log" >&2
         echo "could not unpack $SLEEPPROXY_DEBIAN_ROOT_TAR" >&2
