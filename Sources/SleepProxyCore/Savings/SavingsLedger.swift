@@ -1,0 +1,187 @@
+/// Where each host's time goes, day by day: asleep under the proxy's watch, awake, or neither (docs/savings.md).
+/// Durations come from the monotonic clock alone, so an NTP step or `date -s` can neither lengthen nor shorten
+/// them; the wall clock only says which local day a span belongs to, and where midnight cut it (`LocalDayTime`,
+/// read by the I/O layer with the box's time zone). No clock and no I/O here.
+public struct SavingsLedger: Hashable, Sendable {
+    /// Ours: the "at least 13 months" is 396 days; a few more so that a whole month a year ago is still
+    /// there on the last day of the month.
+    public static let daysKept = 400
+    /// Ours: a home has tens of hosts; each costs at most `daysKept` days of 32 bytes (about 12.5 KiB). Past it the
+    /// host heard of longest ago is forgotten for the new one.
+    public static let maximumHosts = 1_024
+
+    /// One host's day.
+    public struct Day: Hashable, Sendable {
+        /// Days since 1970-01-01 in the box's time zone.
+        public var day: Int
+        public var asleepMilliseconds: Int64 = 0
+        public var awakeMilliseconds: Int64 = 0
+        /// Magic packets sent for it (a wake that began), and wakes the gate declined (scans, monitors).
+        public var wakes = 0
+        public var declinedWakes = 0
+
+        public init(day: Int) { self.day = day }
+    }
+
+    /// One host: its latest name, how its time counts now, and its days, oldest first.
+    public struct Host: Hashable, Sendable {
+        public var name: String?
+        public var counts: SavingsState
+        public var days: [Day]
+        /// The last local day anything happened to it (for `maximumHosts`).
+        public var lastDay: Int
+    }
+
+    public private(set) var hosts: [String: Host] = [:]
+    /// Where the last `advance` stood; nil before the first.
+    public private(set) var last: (monotonic: Timestamp, local: LocalDayTime)? = nil
+
+    public init() {}
+
+    public static func == (lhs: SavingsLedger, rhs: SavingsLedger) -> Bool {
+        lhs.hosts == rhs.hosts && lhs.last?.monotonic == rhs.last?.monotonic && lhs.last?.local == rhs.last?.local
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(self.hosts)
+        hasher.combine(self.last?.monotonic)
+        hasher.combine(self.last?.local)
+    }
+
+    // MARK: - Time
+
+    /// Credits the time since the last call to each host's current state. A span that crossed local midnight is
+    /// cut there: what came after it goes to the new day, the rest to the day before. A wall clock stepped back
+    /// puts the whole span on the day it now shows.
+    public mutating func advance(now: Timestamp, local: LocalDayTime) {
+        guard let last = self.last else {
+            self.last = (now, local)
+            return
+        }
+        // The monotonic clock never goes back; a caller that did would otherwise count a span twice.
+        guard now >= last.monotonic else { return }
+        self.last = (now, local)
+        let elapsed = (now - last.monotonic).nanosecondsClamped / 1_000_000
+        guard elapsed > 0 else { return }
+        var spans: [(day: Int, milliseconds: Int64)] = [(local.day, elapsed)]
+        if local.day > last.local.day {
+            let today = min(elapsed, max(0, local.millisecondsIntoDay))
+            spans = [(last.local.day, elapsed - today), (local.day, today)]
+        }
+        for key in Array(self.hosts.keys) {
+            let counts = self.hosts[key]!.counts
+            guard counts != .neither else { continue }
+            for span in spans where span.milliseconds > 0 {
+                self.update(key, day: span.day) {
+                    if counts == .asleep {
+                        $0.asleepMilliseconds += span.milliseconds
+                    } else {
+                        $0.awakeMilliseconds += span.milliseconds
+                    }
+                }
+            }
+        }
+        self.prune(today: local.day)
+    }
+
+    // MARK: - Events
+
+    /// The host's state changed (`host`: its MAC, the key every other view of it uses). The time before counts
+    /// as it counted until now.
+    public mutating func hostEntered(
+        _ state: HostState, host: String, name: String?, now: Timestamp, local: LocalDayTime
+    ) {
+        self.advance(now: now, local: local)
+        let counts = SavingsState(state)
+        if self.hosts[host] == nil {
+            guard counts != .neither else { return }
+            self.makeRoom(today: local.day)
+            self.hosts[host] = Host(name: name, counts: counts, days: [], lastDay: local.day)
+        }
+        self.hosts[host]!.counts = counts
+        self.hosts[host]!.lastDay = local.day
+        if let name { self.hosts[host]!.name = name }
+    }
+
+    /// A wake began for the host (`declined`: the gate said no, docs/waking.md).
+    public mutating func woke(host: String, declined: Bool, now: Timestamp, local: LocalDayTime) {
+        self.advance(now: now, local: local)
+        guard self.hosts[host] != nil else { return }
+        self.update(host, day: local.day) {
+            if declined { $0.declinedWakes += 1 } else { $0.wakes += 1 }
+        }
+    }
+
+    // MARK: - Bounds
+
+    private mutating func update(_ host: String, day: Int, _ body: (inout Day) -> Void) {
+        var days = self.hosts[host]!.days
+        // Almost always the last day, or a new last one; a clock stepped back may ask for an earlier one.
+        let index: Int
+        if let lastIndex = days.indices.last, days[lastIndex].day == day {
+            index = lastIndex
+        } else if let found = days.firstIndex(where: { $0.day >= day }) {
+            if days[found].day != day { days.insert(Day(day: day), at: found) }
+            index = found
+        } else {
+            days.append(Day(day: day))
+            index = days.count - 1
+        }
+        body(&days[index])
+        self.hosts[host]!.days = days
+    }
+
+    /// Days older than `daysKept` go, and hosts left with none that count as neither.
+    private mutating func prune(today: Int) {
+        let oldest = today - Self.daysKept + 1
+        for key in Array(self.hosts.keys) {
+            var host = self.hosts[key]!
+            guard let first = host.days.first, first.day < oldest else { continue }
+            host.days.removeAll { $0.day < oldest }
+            if host.days.isEmpty, host.counts == .neither {
+                self.hosts[key] = nil
+            } else {
+                self.hosts[key] = host
+            }
+        }
+    }
+
+    /// Room for one more host: the one heard of longest ago goes.
+    private mutating func makeRoom(today: Int) {
+        guard self.hosts.count >= Self.maximumHosts else { return }
+        if let oldest = self.hosts.min(by: { ($0.value.lastDay, $0.key) < ($1.value.lastDay, $1.key) })?.key {
+            self.hosts[oldest] = nil
+        }
+    }
+}
+
+/// A moment in the box's calendar: which local day, and how far into it. What the wall clock is good for here.
+public struct LocalDayTime: Hashable, Sendable {
+    /// Days since 1970-01-01 in the box's time zone.
+    public var day: Int
+    /// Milliseconds since that day's local midnight.
+    public var millisecondsIntoDay: Int64
+
+    public init(day: Int, millisecondsIntoDay: Int64) {
+        self.day = day
+        self.millisecondsIntoDay = millisecondsIntoDay
+    }
+}
+
+/// How a host's time counts for the savings.
+public enum SavingsState: Hashable, Sendable {
+    case asleep
+    case awake
+    case neither
+
+    /// Asleep while the proxy answers for it or wakes it; awake while it is held but up, and once handed back (it
+    /// is up on its own); neither when it is gone (its lease ended, it was forgotten, or it is off or away) or
+    /// stood by for (the other proxy answers for it and counts it: docs/several-proxies.md).
+    public init(_ state: HostState) {
+        switch state {
+        case .asleep, .waking: self = .asleep
+        case .starting, .awake, .handedBack: self = .awake
+        case .standby, .gone: self = .neither
+        }
+    }
+}
