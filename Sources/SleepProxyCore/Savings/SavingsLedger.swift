@@ -32,7 +32,7 @@ public struct SavingsLedger: Hashable, Sendable {
         public var lastDay: Int
     }
 
-    public private(set) var hosts: [String: Host] = [:]
+    public internal(set) var hosts: [String: Host] = [:]
     /// Where the last `advance` stood; nil before the first.
     public private(set) var last: (monotonic: Timestamp, local: LocalDayTime)? = nil
 

@@ -1,0 +1,79 @@
+/// The ledger as text, for its file (docs/savings.md, "On disk"): a header line, then each host's line and its days,
+/// oldest first. What is kept is the days; how each host counts now comes back from the engine after a restart,
+/// and the time the daemon was stopped counts for nobody.
+extension SavingsLedger {
+    public static let header = "sleep-proxy-savings 1"
+    /// Ours: a ledger at its bounds (1,024 hosts of 400 days, about 31 bytes a day) is about 13 MB of text; a file
+    /// past this is not ours or is damaged.
+    public static let maximumFileBytes = 16 << 20
+
+    public enum DecodingError: Error, Hashable, Sendable {
+        case notALedger
+        case tooLarge
+        case malformedLine(Int)
+        case tooManyHosts
+        case tooManyDays(host: String)
+        case daysOutOfOrder(line: Int)
+    }
+
+    /// Every host with at least one day; days in order.
+    public func encoded() -> String {
+        var text = Self.header + "\n"
+        for key in self.hosts.keys.sorted() {
+            let host = self.hosts[key]!
+            guard !host.days.isEmpty else { continue }
+            text += "host \(key)" + (host.name.map { " \($0)" } ?? "") + "\n"
+            for day in host.days {
+                text +=
+                    "\(day.day) \(day.asleepMilliseconds) \(day.awakeMilliseconds) \(day.wakes) \(day.declinedWakes)\n"
+            }
+        }
+        return text
+    }
+
+    /// A ledger read back: every host counting as neither until the engine says otherwise. Throws on anything
+    /// that is not such a file, and then nothing of it is taken.
+    public init(decoding text: String) throws(DecodingError) {
+        guard text.utf8.count <= Self.maximumFileBytes else { throw .tooLarge }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
+        guard lines.popFirst() == Substring(Self.header) else { throw .notALedger }
+        var hosts: [String: Host] = [:]
+        var current: String? = nil
+        for (offset, line) in lines.enumerated() where !line.isEmpty {
+            let number = offset + 2
+            if line.hasPrefix("host ") {
+                let rest = line.dropFirst(5)
+                let key = String(rest.prefix { $0 != " " })
+                guard !key.isEmpty, hosts[key] == nil, key.utf8.count <= 64 else { throw .malformedLine(number) }
+                let name = rest.dropFirst(key.count + 1)
+                guard name.utf8.count <= 1_009 else { throw .malformedLine(number) }  // a DNS name, escaped
+                guard hosts.count < Self.maximumHosts else { throw .tooManyHosts }
+                hosts[key] = Host(name: name.isEmpty ? nil : String(name), counts: .neither, days: [], lastDay: 0)
+                current = key
+                continue
+            }
+            guard let key = current else { throw .malformedLine(number) }
+            let fields = line.split(separator: " ")
+            guard fields.count == 5, let day = Int(fields[0]), let asleep = Int64(fields[1]),
+                let awake = Int64(fields[2]), let wakes = Int(fields[3]), let declined = Int(fields[4]),
+                asleep >= 0, awake >= 0, wakes >= 0, declined >= 0,
+                asleep <= Self.millisecondsADay, awake <= Self.millisecondsADay
+            else { throw .malformedLine(number) }
+            guard hosts[key]!.days.count < Self.daysKept else { throw .tooManyDays(host: key) }
+            if let previous = hosts[key]!.days.last, previous.day >= day { throw .daysOutOfOrder(line: number) }
+            var entry = Day(day: day)
+            entry.asleepMilliseconds = asleep
+            entry.awakeMilliseconds = awake
+            entry.wakes = wakes
+            entry.declinedWakes = declined
+            hosts[key]!.days.append(entry)
+            hosts[key]!.lastDay = day
+        }
+        self.init()
+        self.hosts = hosts.filter { !$0.value.days.isEmpty }
+    }
+
+    /// A day's time in one state is at most the day (a day with a wall clock stepped back may hold a little more;
+    /// twice the day covers it).
+    static let millisecondsADay: Int64 = 2 * 86_400_000
+}

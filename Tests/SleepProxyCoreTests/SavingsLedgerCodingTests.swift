@@ -1,0 +1,74 @@
+import Testing
+
+@testable import SleepProxyCore
+
+/// The ledger's file (docs/savings.md, "On disk"): what is written reads back whole; anything else is refused
+/// whole, line named, and nothing of it is taken.
+@Suite("Savings ledger on disk")
+struct SavingsLedgerCodingTests {
+    typealias Ledger = SavingsLedger
+
+    static func sample() -> SavingsLedger {
+        var ledger = SavingsLedger()
+        let start = Timestamp.seconds(100)
+        let local = LocalDayTime(day: 20_000, millisecondsIntoDay: 3_600_000)
+        ledger.advance(now: start, local: local)
+        ledger.hostEntered(.asleep, host: "02:00:00:00:00:01", name: "mac mini.local.", now: start, local: local)
+        ledger.hostEntered(.awake, host: "02:00:00:00:00:02", name: nil, now: start, local: local)
+        ledger.woke(host: "02:00:00:00:00:01", declined: true, now: start + .seconds(10), local: local)
+        let tomorrow = LocalDayTime(day: 20_001, millisecondsIntoDay: 60_000)
+        ledger.advance(now: start + .seconds(86_400), local: tomorrow)
+        return ledger
+    }
+
+    @Test func whatIsWrittenReadsBackWhole() throws {
+        let ledger = Self.sample()
+        let read = try SavingsLedger(decoding: ledger.encoded())
+        #expect(read.hosts.mapValues(\.days) == ledger.hosts.mapValues(\.days))
+        #expect(read.hosts["02:00:00:00:00:01"]?.name == "mac mini.local.")
+        #expect(read.hosts["02:00:00:00:00:02"]?.name == nil)
+        #expect(read.hosts.values.allSatisfy { $0.counts == .neither }, "how each counts comes from the engine")
+        #expect(read.last == nil)
+    }
+
+    @Test func anythingElseIsRefusedWithItsLine() {
+        let good = Self.sample().encoded()
+        let cases: [(String, SavingsLedger.DecodingError)] = [
+            ("", .notALedger),
+            ("sleep-proxy-savings 2\n", .notALedger),
+            (Ledger.header + "\n20000 1 2 3 4\n", .malformedLine(2)),
+            (Ledger.header + "\nhost a\n20000 1 2 3\n", .malformedLine(3)),
+            (Ledger.header + "\nhost a\n20000 -1 2 3 4\n", .malformedLine(3)),
+            (Ledger.header + "\nhost a\n20000 999999999999 2 3 4\n", .malformedLine(3)),
+            (Ledger.header + "\nhost a\n20000 1 2 x 4\n", .malformedLine(3)),
+            (Ledger.header + "\nhost \n", .malformedLine(2)),
+            (Ledger.header + "\nhost a\nhost a\n", .malformedLine(3)),
+            (Ledger.header + "\nhost a\n20001 1 2 3 4\n20000 1 2 3 4\n", .daysOutOfOrder(line: 4)),
+            (good + "garbage\n", .malformedLine(good.split(separator: "\n").count + 1)),
+        ]
+        for (text, error) in cases {
+            #expect(throws: error, "\(text)") { try SavingsLedger(decoding: text) }
+        }
+        #expect(throws: SavingsLedger.DecodingError.tooLarge) {
+            try SavingsLedger(decoding: Ledger.header + "\n" + String(repeating: " ", count: Ledger.maximumFileBytes))
+        }
+    }
+
+    /// `maximumHosts` hosts and `daysKept` days each read back; one more of either is refused.
+    @Test func theBoundsHoldAtNAndRefuseNPlusOne() throws {
+        func hosts(_ count: Int) -> String {
+            Ledger.header + "\n" + (0..<count).map { "host h\($0)\n20000 1 1 0 0\n" }.joined()
+        }
+        #expect(try SavingsLedger(decoding: hosts(Ledger.maximumHosts)).hosts.count == Ledger.maximumHosts)
+        #expect(throws: SavingsLedger.DecodingError.tooManyHosts) {
+            try SavingsLedger(decoding: hosts(Ledger.maximumHosts + 1))
+        }
+        func days(_ count: Int) -> String {
+            Ledger.header + "\nhost a\n" + (0..<count).map { "\(20_000 + $0) 1 1 0 0\n" }.joined()
+        }
+        #expect(try SavingsLedger(decoding: days(Ledger.daysKept)).hosts["a"]?.days.count == Ledger.daysKept)
+        #expect(throws: SavingsLedger.DecodingError.tooManyDays(host: "a")) {
+            try SavingsLedger(decoding: days(Ledger.daysKept + 1))
+        }
+    }
+}
