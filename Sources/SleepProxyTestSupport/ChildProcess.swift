@@ -11,8 +11,8 @@ import Foundation
 /// past the end of the directory buffer, and now and then crashes the test process (swift-corelibs-foundation
 /// PR 5472; seen here once the lab stopped spinning); its `waitUntilExit()` spins a core while the child runs; and
 /// a child it starts can inherit another test's pipes. The caller reaps what it starts (`reap`).
-enum ChildProcess {
-    static func spawn(_ arguments: [String], input: Int32, output: Int32, error: Int32) throws -> pid_t {
+public enum ChildProcess {
+    public static func spawn(_ arguments: [String], input: Int32, output: Int32, error: Int32) throws -> pid_t {
         let argv: [UnsafeMutablePointer<CChar>?] = (["/usr/bin/env"] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid = pid_t()
@@ -37,7 +37,7 @@ enum ChildProcess {
     }
 
     /// /dev/null, for a standard descriptor that has nothing to give or take.
-    static func null() throws -> Int32 {
+    public static func null() throws -> Int32 {
         let fd = open("/dev/null", O_RDWR | O_CLOEXEC)
         guard fd >= 0 else { throw CommandError("cannot open /dev/null: \(String(cString: strerror(errno)))") }
         return fd
@@ -45,7 +45,7 @@ enum ChildProcess {
 
     /// The child's exit status once it has ended (reaped here, so ask once it has: the PID is free again after),
     /// nil while it runs. A child killed by a signal reports 128 + the signal, as a shell would.
-    static func reap(_ pid: pid_t) -> Int32? {
+    public static func reap(_ pid: pid_t) -> Int32? {
         var raw: Int32 = 0
         let result = waitpid(pid, &raw, WNOHANG)
         // ECHILD: reaped already, by an earlier call; nothing more will come.

@@ -1,4 +1,5 @@
 import Foundation
+import SleepProxyTestSupport
 
 #if canImport(Glibc)
     import Glibc
@@ -43,15 +44,14 @@ enum BusyBox: CaseIterable, CustomStringConvertible {
         case .busy:
             // Each ends by itself after `seconds`, and is stopped by its PID when the run ends: the spinning
             // process is the one started (no wrapper whose death would leave it running).
-            var hogs: [Process] = []
+            // Started as the lab starts its children (`ChildProcess`, not Foundation's `Process`: docs/linux.md §7).
+            let null = try ChildProcess.null()
+            defer { close(null) }
+            var hogs: [Int32] = []
             for _ in 0..<Self.busyProcesses {
-                let hog = Process()
-                hog.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-                hog.arguments = [
-                    "-c", "import time\nend = time.monotonic() + \(seconds)\nwhile time.monotonic() < end: pass",
-                ]
-                try hog.run()
-                hogs.append(hog)
+                let program = "import time\nend = time.monotonic() + \(seconds)\nwhile time.monotonic() < end: pass"
+                hogs.append(
+                    try ChildProcess.spawn(["python3", "-c", program], input: null, output: null, error: null))
             }
             return BoxLoad(hogs: hogs, cgroup: nil)
         case .quarterCore:
@@ -62,11 +62,16 @@ enum BusyBox: CaseIterable, CustomStringConvertible {
 
 /// What `BusyBox.impose` set up, undone by `end()`.
 struct BoxLoad {
-    let hogs: [Process]
+    /// The CPU-bound processes' PIDs, ours until reaped here.
+    let hogs: [Int32]
     let cgroup: CPUQuota?
 
     func end() {
-        for hog in self.hogs { kill(hog.processIdentifier, SIGKILL) }
+        for hog in self.hogs {
+            kill(hog, SIGKILL)
+            let reapBy = Date(timeIntervalSinceNow: 5)
+            while ChildProcess.reap(hog) == nil, Date() < reapBy { usleep(5_000) }
+        }
         self.cgroup?.remove()
     }
 }

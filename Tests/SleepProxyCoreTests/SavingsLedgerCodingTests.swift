@@ -54,6 +54,23 @@ struct SavingsLedgerCodingTests {
         }
     }
 
+    /// A wall clock stepped back over the same day again and again files more than a day on it; the day saturates,
+    /// and what the ledger writes always reads back.
+    @Test func aDayFiledAgainAndAgainStillReadsBack() throws {
+        var ledger = SavingsLedger()
+        var now = Timestamp.seconds(0)
+        let day = LocalDayTime(day: 20_000, millisecondsIntoDay: 0)
+        ledger.advance(now: now, local: day)
+        ledger.hostEntered(.asleep, host: "a", name: nil, now: now, local: day)
+        for _ in 0..<5 {
+            now = now + .seconds(86_400)
+            ledger.advance(now: now, local: day)
+        }
+        #expect(ledger.hosts["a"]?.days.last?.asleepMilliseconds == SavingsLedger.maximumMillisecondsADay)
+        let read = try SavingsLedger(decoding: ledger.encoded())
+        #expect(read.hosts["a"]?.days == ledger.hosts["a"]?.days)
+    }
+
     /// `maximumHosts` hosts and `daysKept` days each read back; one more of either is refused.
     @Test func theBoundsHoldAtNAndRefuseNPlusOne() throws {
         func hosts(_ count: Int) -> String {

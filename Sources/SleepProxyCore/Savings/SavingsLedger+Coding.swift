@@ -57,7 +57,7 @@ extension SavingsLedger {
             guard fields.count == 5, let day = Int(fields[0]), let asleep = Int64(fields[1]),
                 let awake = Int64(fields[2]), let wakes = Int(fields[3]), let declined = Int(fields[4]),
                 asleep >= 0, awake >= 0, wakes >= 0, declined >= 0,
-                asleep <= Self.millisecondsADay, awake <= Self.millisecondsADay
+                asleep <= Self.maximumMillisecondsADay, awake <= Self.maximumMillisecondsADay
             else { throw .malformedLine(number) }
             guard hosts[key]!.days.count < Self.daysKept else { throw .tooManyDays(host: key) }
             if let previous = hosts[key]!.days.last, previous.day >= day { throw .daysOutOfOrder(line: number) }
@@ -72,8 +72,4 @@ extension SavingsLedger {
         self.init()
         self.hosts = hosts.filter { !$0.value.days.isEmpty }
     }
-
-    /// A day's time in one state is at most the day (a day with a wall clock stepped back may hold a little more;
-    /// twice the day covers it).
-    static let millisecondsADay: Int64 = 2 * 86_400_000
 }

@@ -2,13 +2,15 @@
 /// Durations come from the monotonic clock alone, so an NTP step or `date -s` can neither lengthen nor shorten
 /// them; the wall clock only says which local day a span belongs to, and where midnight cut it (`LocalDayTime`,
 /// read by the I/O layer with the box's time zone). No clock and no I/O here.
-public struct SavingsLedger: Hashable, Sendable {
+public struct SavingsLedger: Sendable {
     /// Ours: the "at least 13 months" is 396 days; a few more so that a whole month a year ago is still
     /// there on the last day of the month.
     public static let daysKept = 400
     /// Ours: a home has tens of hosts; each costs at most `daysKept` days of 32 bytes (about 12.5 KiB). Past it the
     /// host heard of longest ago is forgotten for the new one.
     public static let maximumHosts = 1_024
+    /// The most one day holds in one state: a day, and once more for a wall clock stepped back over it (ours).
+    public static let maximumMillisecondsADay: Int64 = 2 * 86_400_000
 
     /// One host's day.
     public struct Day: Hashable, Sendable {
@@ -38,16 +40,6 @@ public struct SavingsLedger: Hashable, Sendable {
 
     public init() {}
 
-    public static func == (lhs: SavingsLedger, rhs: SavingsLedger) -> Bool {
-        lhs.hosts == rhs.hosts && lhs.last?.monotonic == rhs.last?.monotonic && lhs.last?.local == rhs.last?.local
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(self.hosts)
-        hasher.combine(self.last?.monotonic)
-        hasher.combine(self.last?.local)
-    }
-
     // MARK: - Time
 
     /// Credits the time since the last call to each host's current state. A span that crossed local midnight is
@@ -73,10 +65,14 @@ public struct SavingsLedger: Hashable, Sendable {
             guard counts != .neither else { continue }
             for span in spans where span.milliseconds > 0 {
                 self.update(key, day: span.day) {
+                    // Saturating at `maximumMillisecondsADay`: only a wall clock stepped back again and again
+                    // files more than a day on one day, and the file must always read back.
                     if counts == .asleep {
-                        $0.asleepMilliseconds += span.milliseconds
+                        $0.asleepMilliseconds = min(
+                            Self.maximumMillisecondsADay, $0.asleepMilliseconds + span.milliseconds)
                     } else {
-                        $0.awakeMilliseconds += span.milliseconds
+                        $0.awakeMilliseconds = min(
+                            Self.maximumMillisecondsADay, $0.awakeMilliseconds + span.milliseconds)
                     }
                 }
             }
