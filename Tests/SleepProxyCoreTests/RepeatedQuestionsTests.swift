@@ -95,6 +95,22 @@ struct RepeatedQuestionsTests {
         #expect(h.engine.counts.repeatedQuestions == 0)
     }
 
+    /// A held host asking the same question twice within a second: its second copy is still heard, since the first
+    /// may have come just before the proxy took it over and the second is then the sign that it woke.
+    @Test func aHeldHostsOwnQuestionsAreNeverRepeats() {
+        var h = H()
+        h.register()
+        let question = Self.question("printer._ipp._tcp.local.", type: .srv)
+        _ = self.ask(&h, question, from: Lab.hostV4)
+        h.run(for: .milliseconds(500))
+        _ = self.ask(&h, question, from: Lab.hostV4)
+        #expect(h.engine.counts.repeatedQuestions == 0)
+        // The same from a machine the proxy does not hold is a repeat.
+        _ = self.ask(&h, question, from: H.querier)
+        _ = self.ask(&h, question, from: H.querier)
+        #expect(h.engine.counts.repeatedQuestions == 1)
+    }
+
     @Test func theTableOfSourcesIsBounded() {
         var questions = RepeatedQuestions()
         let bytes = Self.question(H.hostName)

@@ -12,7 +12,10 @@ extension ProxyEngine {
         guard let context = self.interfaces[interfaceIndex] else { return [] }
         // Our own multicast, looped back: nothing in it can be news (`MulticastEchoes`).
         if port == MDNSRules.port, context.isOwnAddress(source), self.echoes.isEcho(bytes, now: now) { return [] }
-        if port == MDNSRules.port,
+        // A held host's own question is never a repeat: the copy before it may have come while the host was still
+        // up, and this one is then the sign that it woke.
+        let heldOwner = self.registrar.store.owner(claiming: source, on: context.name)
+        if port == MDNSRules.port, heldOwner == nil,
             self.repeatedQuestions.isRepeat(
                 bytes, from: .init(address: source, port: port, interfaceIndex: interfaceIndex), now: now)
         {
@@ -23,7 +26,7 @@ extension ProxyEngine {
         var actions: [EngineAction] = []
         // The host's own responder speaking, from one of its addresses: it is up (docs/coexistence.md). Decided
         // before the responder sees the packet, so that a host handed back here is not answered or defended by it.
-        if let key = self.registrar.store.owner(claiming: source, on: context.name) {
+        if let key = heldOwner {
             // Counted by what it carried: its Owner option (docs/protocol.md §5.1) or its plain mDNS. Without the
             // responder (registration only) the packet is decoded here, from a held host's own address only.
             let message = packet?.message ?? (try? DNSMessage(decoding: bytes))

@@ -9,8 +9,8 @@ import SleepProxyWire
 /// A device that follows RFC 6762 never repeats a question that soon (§5.2: at least one second between the
 /// first two queries, then growing), so no well-behaved querier loses anything. Probes (questions with records in
 /// their authority section, RFC 6762 §8.1, sent three times 250 ms apart) are never dropped: each is defended.
-/// Responses (a sleeping host's sign of life) and legacy questions (from a port other than 5353, each wanting its
-/// own reply, §6.7) never come here.
+/// Responses (a sleeping host's sign of life), legacy questions (from a port other than 5353, each wanting its
+/// own reply, §6.7) and a held host's own questions (a sign that it woke) never come here.
 struct RepeatedQuestions: Sendable {
     /// RFC 6762 §5.2: a querier waits at least one second between the first two queries of a question.
     static let window: Duration = .seconds(1)
