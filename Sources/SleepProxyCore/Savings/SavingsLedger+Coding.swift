@@ -16,9 +16,16 @@ extension SavingsLedger {
         case daysOutOfOrder(line: Int)
     }
 
-    /// Every host with at least one day; days in order.
+    /// Every host with at least one day; days in order; the proxy's own days first.
     public func encoded() -> String {
         var text = Self.header + "\n"
+        if !self.running.isEmpty {
+            text += "proxy\n"
+            for day in self.running {
+                text +=
+                    "\(day.day) \(day.asleepMilliseconds) \(day.awakeMilliseconds) \(day.wakes) \(day.declinedWakes)\n"
+            }
+        }
         for key in self.hosts.keys.sorted() {
             let host = self.hosts[key]!
             guard !host.days.isEmpty else { continue }
@@ -38,9 +45,17 @@ extension SavingsLedger {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)[...]
         guard lines.popFirst() == Substring(Self.header) else { throw .notALedger }
         var hosts: [String: Host] = [:]
+        var running: [Day]? = nil
+        // nil: no section yet; "" the proxy's own days; otherwise a host's key.
         var current: String? = nil
         for (offset, line) in lines.enumerated() where !line.isEmpty {
             let number = offset + 2
+            if line == "proxy" {
+                guard running == nil else { throw .malformedLine(number) }
+                running = []
+                current = ""
+                continue
+            }
             if line.hasPrefix("host ") {
                 let rest = line.dropFirst(5)
                 let key = String(rest.prefix { $0 != " " })
@@ -59,17 +74,67 @@ extension SavingsLedger {
                 asleep >= 0, awake >= 0, wakes >= 0, declined >= 0,
                 asleep <= Self.maximumMillisecondsADay, awake <= Self.maximumMillisecondsADay
             else { throw .malformedLine(number) }
-            guard hosts[key]!.days.count < Self.daysKept else { throw .tooManyDays(host: key) }
-            if let previous = hosts[key]!.days.last, previous.day >= day { throw .daysOutOfOrder(line: number) }
             var entry = Day(day: day)
             entry.asleepMilliseconds = asleep
             entry.awakeMilliseconds = awake
             entry.wakes = wakes
             entry.declinedWakes = declined
+            if key.isEmpty {
+                guard running!.count < Self.daysKept else { throw .tooManyDays(host: "proxy") }
+                if let previous = running!.last, previous.day >= day { throw .daysOutOfOrder(line: number) }
+                running!.append(entry)
+                continue
+            }
+            guard hosts[key]!.days.count < Self.daysKept else { throw .tooManyDays(host: key) }
+            if let previous = hosts[key]!.days.last, previous.day >= day { throw .daysOutOfOrder(line: number) }
             hosts[key]!.days.append(entry)
             hosts[key]!.lastDay = day
         }
         self.init()
         self.hosts = hosts.filter { !$0.value.days.isEmpty }
+        self.running = running ?? []
+    }
+
+    /// A file of ledgers one after another (the last whole one, then the changes appended to it: docs/savings.md,
+    /// "On disk"), merged in order. A last line without its newline is an append cut short (a power cut in the
+    /// middle of it) and is left out; anything else wrong refuses the whole file, the line named from the file's
+    /// start. `tornTail` says whether a cut line was left out.
+    public init(decodingAppends text: String) throws(DecodingError) {
+        guard text.utf8.count <= Self.maximumFileBytes else { throw .tooLarge }
+        var whole = Substring(text)
+        if let newline = whole.lastIndex(of: "\n") {
+            whole = whole[...newline]
+        } else {
+            whole = ""
+        }
+        guard whole.hasPrefix(Self.header + "\n") else { throw .notALedger }
+        self.init()
+        var lineNumber = 0
+        var firstLine = 1
+        var sectionStart = whole.startIndex
+        var index = whole.startIndex
+        while let end = whole[index...].firstIndex(of: "\n") {
+            lineNumber += 1
+            if index != whole.startIndex, whole[index..<end] == Self.header {
+                try self.mergeSection(whole[sectionStart..<index], firstLine: firstLine)
+                sectionStart = index
+                firstLine = lineNumber
+            }
+            index = whole.index(after: end)
+        }
+        try self.mergeSection(whole[sectionStart...], firstLine: firstLine)
+        self.tornTail = whole.endIndex != text.endIndex
+    }
+
+    private mutating func mergeSection(_ section: Substring, firstLine: Int) throws(DecodingError) {
+        do {
+            self.merge(try SavingsLedger(decoding: String(section)))
+        } catch {
+            switch error {
+            case .malformedLine(let line): throw .malformedLine(line + firstLine - 1)
+            case .daysOutOfOrder(let line): throw .daysOutOfOrder(line: line + firstLine - 1)
+            default: throw error
+            }
+        }
     }
 }

@@ -35,8 +35,18 @@ public struct SavingsLedger: Sendable {
     }
 
     public internal(set) var hosts: [String: Host] = [:]
+    /// The proxy's own days: `awakeMilliseconds` is the time it ran (for the net saving, with its own draw).
+    public internal(set) var running: [Day] = []
     /// Where the last `advance` stood; nil before the first.
     public private(set) var last: (monotonic: Timestamp, local: LocalDayTime)? = nil
+    /// Each host's time asleep since this ledger was made (the daemon's start), never cut or pruned: what
+    /// Prometheus' counters count. Not written to the file.
+    public private(set) var asleepSinceStart: [String: Int64] = [:]
+    /// The days changed since the last `takeChanges()`, by host; `runningChanged` for the proxy's own.
+    private var changed: [String: Set<Int>] = [:]
+    private var runningChanged: Set<Int> = []
+    /// Read from a file whose last append was cut short (`init(decodingAppends:)`): that line was left out.
+    public internal(set) var tornTail = false
 
     public init() {}
 
@@ -60,9 +70,19 @@ public struct SavingsLedger: Sendable {
             let today = min(elapsed, max(0, local.millisecondsIntoDay))
             spans = [(last.local.day, elapsed - today), (local.day, today)]
         }
+        for span in spans where span.milliseconds > 0 {
+            let index = Self.dayIndex(span.day, in: &self.running)
+            self.running[index].awakeMilliseconds = min(
+                Self.maximumMillisecondsADay, self.running[index].awakeMilliseconds + span.milliseconds)
+            self.runningChanged.insert(span.day)
+        }
+        if let oldest = self.running.first?.day, oldest < local.day - Self.daysKept + 1 {
+            self.running.removeAll { $0.day < local.day - Self.daysKept + 1 }
+        }
         for key in Array(self.hosts.keys) {
             let counts = self.hosts[key]!.counts
             guard counts != .neither else { continue }
+            if counts == .asleep { self.asleepSinceStart[key, default: 0] += elapsed }
             for span in spans where span.milliseconds > 0 {
                 self.update(key, day: span.day) {
                     // Saturating at `maximumMillisecondsADay`: only a wall clock stepped back again and again
@@ -112,19 +132,74 @@ public struct SavingsLedger: Sendable {
 
     private mutating func update(_ host: String, day: Int, _ body: (inout Day) -> Void) {
         var days = self.hosts[host]!.days
-        // Almost always the last day, or a new last one; a clock stepped back may ask for an earlier one.
-        let index: Int
-        if let lastIndex = days.indices.last, days[lastIndex].day == day {
-            index = lastIndex
-        } else if let found = days.firstIndex(where: { $0.day >= day }) {
-            if days[found].day != day { days.insert(Day(day: day), at: found) }
-            index = found
-        } else {
-            days.append(Day(day: day))
-            index = days.count - 1
-        }
+        let index = Self.dayIndex(day, in: &days)
         body(&days[index])
         self.hosts[host]!.days = days
+        self.changed[host, default: []].insert(day)
+    }
+
+    /// Where `day` is in `days` (kept in order), inserted if missing. Almost always the last day, or a new last
+    /// one; a clock stepped back may ask for an earlier one.
+    private static func dayIndex(_ day: Int, in days: inout [Day]) -> Int {
+        if let lastIndex = days.indices.last, days[lastIndex].day == day { return lastIndex }
+        if let found = days.firstIndex(where: { $0.day >= day }) {
+            if days[found].day != day { days.insert(Day(day: day), at: found) }
+            return found
+        }
+        days.append(Day(day: day))
+        return days.count - 1
+    }
+
+    // MARK: - Changes, for the file
+
+    /// The days changed since the last call, as a ledger of their own (each host's name with them), or nil when
+    /// nothing changed: what the file appends (docs/savings.md, "On disk"). Once a minute a home changes one day
+    /// for each host it holds, so an append is tens of lines, not the ledger.
+    public mutating func takeChanges() -> SavingsLedger? {
+        guard !self.changed.isEmpty || !self.runningChanged.isEmpty else { return nil }
+        var fragment = SavingsLedger()
+        for (key, days) in self.changed {
+            guard let host = self.hosts[key] else { continue }
+            let kept = host.days.filter { days.contains($0.day) }
+            guard !kept.isEmpty else { continue }
+            fragment.hosts[key] = Host(name: host.name, counts: .neither, days: kept, lastDay: host.lastDay)
+        }
+        fragment.running = self.running.filter { self.runningChanged.contains($0.day) }
+        self.changed = [:]
+        self.runningChanged = []
+        return fragment
+    }
+
+    /// Takes in what `other` holds: its days replace the same days here, its names replace names; the bounds hold
+    /// afterwards (the oldest days, and the hosts heard of longest ago, go first). How each host counts is left as
+    /// it is. Reading the file merges its appends in order.
+    public mutating func merge(_ other: SavingsLedger) {
+        Self.merge(other.running, into: &self.running)
+        for key in other.hosts.keys.sorted() {
+            let incoming = other.hosts[key]!
+            if var host = self.hosts[key] {
+                Self.merge(incoming.days, into: &host.days)
+                if let name = incoming.name { host.name = name }
+                host.lastDay = max(host.lastDay, incoming.lastDay, host.days.last?.day ?? host.lastDay)
+                self.hosts[key] = host
+            } else {
+                self.makeRoom(today: incoming.lastDay)
+                var host = incoming
+                host.counts = .neither
+                host.days = []
+                Self.merge(incoming.days, into: &host.days)
+                host.lastDay = max(incoming.lastDay, host.days.last?.day ?? incoming.lastDay)
+                self.hosts[key] = host
+            }
+        }
+    }
+
+    private static func merge(_ incoming: [Day], into days: inout [Day]) {
+        for day in incoming {
+            let index = Self.dayIndex(day.day, in: &days)
+            days[index] = day
+        }
+        if days.count > Self.daysKept { days.removeFirst(days.count - Self.daysKept) }
     }
 
     /// Days older than `daysKept` go, and hosts left with none that count as neither.
