@@ -19,6 +19,8 @@ public struct ControlRequest: Codable, Hashable, Sendable {
         /// What the daemon holds back to spare the SD card (the history's recent lines, journal entries no reply
         /// waits on) written to the state directory and synced now.
         case sync
+        /// What the proxy saved over a month (`month`, `YYYY-MM`; the current one when absent): docs/savings.md.
+        case savings
     }
 
     /// The most hosts one `hosts` page holds: what a status page or a dashboard asks for at a time, so that a
@@ -45,6 +47,8 @@ public struct ControlRequest: Codable, Hashable, Sendable {
     public var search: String?
     public var offset: Int?
     public var limit: Int?
+    /// `savings`: the month, `YYYY-MM`.
+    public var month: String?
 
     public init(
         command: Command, target: String? = nil, goodbyes: Bool? = nil, since: Date? = nil, follow: Bool? = nil,
@@ -87,6 +91,8 @@ public struct ControlResponse: Codable, Hashable, Sendable {
     public var neighbours: [NeighbourSummary]?
     /// `adopt`, `unadopt`, `adopted`: every adopted host, afterwards.
     public var adopted: [AdoptedSummary]?
+    /// `savings`: the month asked for.
+    public var savings: SavingsReport?
 
     public enum Refusal: String, Codable, Hashable, Sendable {
         /// The request itself was wrong (a bad page, an unknown state): asking again the same way fails again.

@@ -38,6 +38,8 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
     public var warnings: [String]?
     /// The Home Assistant link (docs/home-assistant.md); absent when `mqtt` is not set and from older daemons.
     public var mqtt: MQTTLinkStatus?
+    /// What the proxy saved since it started (docs/savings.md); absent from older daemons.
+    public var savings: SavingsCounters?
 
     /// Where the MQTT link stands, and what it carried.
     public struct MQTTLinkStatus: Codable, Hashable, Sendable {
@@ -161,8 +163,9 @@ public struct DaemonStatus: Codable, Hashable, Sendable {
         registrationsAccepted: Int, refusals: [String: Int], queriesAnswered: Int, wakes: Int, magicPackets: Int,
         hostsByState: [PresenceState: Int]? = nil, upnp: UPnPStatus? = nil, otherProxies: [OtherProxy]? = nil,
         lastDay: Activity? = nil, recentHosts: [RecentHost]? = nil, lastReload: Reload? = nil,
-        warnings: [String]? = nil, mqtt: MQTTLinkStatus? = nil
+        warnings: [String]? = nil, mqtt: MQTTLinkStatus? = nil, savings: SavingsCounters? = nil
     ) {
+        self.savings = savings
         self.mqtt = mqtt
         self.lastReload = lastReload
         self.warnings = warnings

@@ -27,6 +27,8 @@ public struct HomeAssistantView: Hashable, Sendable {
         var addresses: [String]
         var services: [String]
         var lastWake: WakeLogEntry?
+        /// What its sleep saved since the daemon started, in Wh (docs/savings.md).
+        var savedWattHours = 0.0
     }
 
     /// The hosts to show: held ones first, then adopted ones not held, then those handed back in the last day
@@ -36,8 +38,13 @@ public struct HomeAssistantView: Hashable, Sendable {
         let adoptedMACs = Set(self.adopted.map { $0.mac.lowercased() })
         var seen = Set<String>()
         var shown: [Host] = []
+        let saved = Dictionary(
+            (self.status.savings?.hosts ?? []).map { ($0.mac.lowercased(), $0.savedWattHours) },
+            uniquingKeysWith: { first, _ in first })
         func add(_ host: Host) {
             guard shown.count < limit, seen.insert(host.mac).inserted else { return }
+            var host = host
+            host.savedWattHours = saved[host.mac] ?? 0
             shown.append(host)
         }
         for host in self.hosts {
@@ -77,6 +84,13 @@ public struct HomeAssistantView: Hashable, Sendable {
 }
 
 extension HomeAssistantDiscovery {
+    /// What Home Assistant's Energy dashboard takes as an individual device's meter: energy in kWh, a total that only
+    /// grows and starts again from zero when the daemon restarts (docs/savings.md, "Home Assistant").
+    static let energySensor: [(String, JSONText)] = [
+        ("device_class", "energy"), ("state_class", "total_increasing"), ("unit_of_measurement", "kWh"),
+        ("icon", "mdi:leaf"),
+    ]
+
     /// The proxy's own device: hosts by state, wakes and declined wakes over the last day, other proxies,
     /// warnings. Their values are in one state message, each entity picking its field.
     func addProxy(_ view: HomeAssistantView, into topics: inout [String: [UInt8]]) {
@@ -98,7 +112,11 @@ extension HomeAssistantDiscovery {
             ),
             ("other_proxies", "Other sleep proxies", "other_proxies", [("icon", "mdi:server-network")]),
             ("warnings", "Warnings", "warnings", [("icon", "mdi:alert"), ("entity_category", "diagnostic")]),
+            ("energy_saved", "Energy saved", "energy_saved", Self.energySensor),
         ]
+        if status.savings?.proxyUsedWattHours != nil {
+            sensors.append(("energy_used", "Energy used", "energy_used", Self.energySensor))
+        }
         for sensor in sensors {
             topics[self.settings.configTopic("sensor", "proxy_\(sensor.object)")] = self.config(
                 object: "proxy_\(sensor.object)", name: sensor.name, stateTopic: stateTopic,
@@ -115,7 +133,11 @@ extension HomeAssistantDiscovery {
             ("wakes", .number(day?.wakes ?? 0)), ("declined", .number(day?.declined ?? 0)),
             ("other_proxies", .number(status.otherProxies?.count ?? 0)),
             ("warnings", .number(status.warnings?.count ?? 0)),
+            ("energy_saved", .decimal((status.savings?.savedWattHours ?? 0) / 1000, digits: 3)),
         ]
+        if let used = status.savings?.proxyUsedWattHours {
+            fields.append(("energy_used", .decimal(used / 1000, digits: 3)))
+        }
         var attributes: [(String, JSONText)] = PresenceState.held.map { ("hosts_\($0.rawValue)", .object([])) }
         attributes += [
             (
@@ -130,7 +152,9 @@ extension HomeAssistantDiscovery {
                 ])
             ),
             ("warnings", .object([("warnings", .array((status.warnings ?? []).map { .string($0) }))])),
+            ("energy_saved", .object([])),
         ]
+        if status.savings?.proxyUsedWattHours != nil { attributes.append(("energy_used", .object([]))) }
         topics[stateTopic] = JSONText.object(fields + [("attributes", .object(attributes))]).bytes
     }
 
@@ -178,6 +202,9 @@ extension HomeAssistantDiscovery {
                 ("entity_category", "diagnostic"), ("json_attributes_topic", .string(stateTopic)),
                 ("json_attributes_template", "{{ {'addresses': value_json.addresses} | tojson }}"),
             ])
+        add(
+            "sensor", "energy_saved", "Energy saved",
+            [("value_template", "{{ value_json.energy_saved }}")] + Self.energySensor)
         if self.settings.allowWake {
             add(
                 "button", "wake", "Wake",
@@ -199,6 +226,7 @@ extension HomeAssistantDiscovery {
             JSONText.object([
                 ("state", .string(host.state)), ("asleep", .string(host.asleep ? "ON" : "OFF")),
                 ("last_wake", lastWake), ("last_wake_details", details),
+                ("energy_saved", .decimal(host.savedWattHours / 1000, digits: 3)),
                 ("address", .string(host.addresses.first ?? "None")),
                 ("addresses", .array(host.addresses.map { .string($0) })),
                 (

@@ -52,6 +52,8 @@ extension EngineRunner {
             return ControlResponse(hosts: [summary])
         case .sync:
             return self.syncState()
+        case .savings:
+            return self.savingsReport(month: request.month, now: now)
         case .releaseAll:
             let summaries = self.engine.registrations.values.sorted { $0.key < $1.key }.map {
                 self.summary(of: $0, now: now)
@@ -312,7 +314,8 @@ extension EngineRunner {
                     + (self.status.mqtt.flatMap { $0.connected ? nil : $0.problem }.map { ["Home Assistant: \($0)"] }
                         ?? [])
             },
-            mqtt: self.statusLock.withLock { self.status.mqtt })
+            mqtt: self.statusLock.withLock { self.status.mqtt },
+            savings: self.statusLock.withLock { self.status.savings })
     }
 }
 

@@ -20,7 +20,10 @@ extension EngineRunner {
             self.refreshInventory(now: now)
         case .multicastSocketClosed:
             self.serve(self.engine.servedInterfaces)
-        case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply):
+        case .reconfigure(let takeoverConfiguration, let expiryAction, let refusalReply, let power):
+            // What slept until now is priced at the figures it slept under.
+            self.creditSavings()
+            self.power = power
             self.perform(
                 self.engine.reconfigure(
                     takeover: takeoverConfiguration, expiryAction: expiryAction, refusalReply: refusalReply),
@@ -114,6 +117,7 @@ extension EngineRunner {
                     let reason = WakeLog.kind(event.trigger)
                     self.statusLock.withLock { self.status.wakesByReason[reason, default: 0] += 1 }
                 }
+                self.savingsWoke(event)
                 let entry = WakeLog.entry(event, at: Date())
                 self.recordHistory(HistoryRecord(entry))
                 do {
@@ -126,6 +130,7 @@ extension EngineRunner {
                 // names it.
                 let presence = PresenceState(change.state)
                 let named = self.liveRecordKeys.contains(change.host)
+                self.savingsEntered(change)
                 if presence == .asleep || presence == .waking {
                     if !named { self.spokenForJoined = true }
                 } else if named {

@@ -28,6 +28,7 @@ extension EngineRunner {
         self.saveSSDP(now: now, force: false)
         self.saveLearned(now: now, force: false)
         self.flushHistory()
+        self.keepSavings(now: now)
         self.settleHeldJournal(now: now)
         self.keepSpokenForLive(now: now)
         self.publishStatus()

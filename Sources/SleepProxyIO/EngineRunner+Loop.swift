@@ -22,6 +22,7 @@ extension EngineRunner {
         }
         defer { self.journalSync?.stop() }
         self.refreshInventory(now: SystemClock.now())
+        self.seedSavings(now: SystemClock.now())
         if let resumable = self.resumable {
             self.resumable = nil
             // The replay's code and the heap it freed go back before the burst of speaking again for every host
@@ -132,6 +133,8 @@ extension EngineRunner {
         self.journal.abandonCompaction()
         var batch = Batch()
         self.perform(self.engine.shutdown(), into: &batch)
+        // After the goodbyes' presence changes: the last minutes, and what they changed, for the file.
+        self.keepSavings(now: SystemClock.now(), force: true)
         self.mdns?.sendAndWait(batch.transmissions.map { ($0.destination, $0.bytes) })
         self.mdns?.close()
         self.ssdpSockets?.close()

@@ -77,6 +77,7 @@ extension EngineRunner {
     /// power, or taking a copy of the state directory).
     func syncState() -> ControlResponse {
         self.flushHistory()
+        self.keepSavings(now: SystemClock.now(), force: true)
         let journalWritten = self.writeHeldJournal(sync: true)
         let historySettled = self.historyFile.settleNow()
         guard journalWritten, historySettled else {

@@ -25,14 +25,17 @@ extension EngineRunner {
         public var ssdp: Bool
         /// Hosts adopted in the configuration file (`adopt = MAC`, docs/adoption.md).
         public var adopted: Set<MACAddress> = []
+        /// What hosts and the proxy draw (`host-power`, `host-power-default`, `proxy-power`; docs/savings.md).
+        public var power = PowerFigures()
 
         public init(
             registration: RegistrationConfiguration = RegistrationConfiguration(), interfaces: [String] = [],
             stateDirectory: URL,
             responder: ResponderConfiguration? = nil, takeover: TakeoverConfiguration? = nil, ssdp: Bool = false,
-            adopted: Set<MACAddress> = [], runtimeDirectory: URL? = nil
+            adopted: Set<MACAddress> = [], power: PowerFigures = PowerFigures(), runtimeDirectory: URL? = nil
         ) {
             self.adopted = adopted
+            self.power = power
             self.runtimeDirectory = runtimeDirectory
             self.registration = registration
             self.interfaces = interfaces
@@ -96,7 +99,7 @@ extension EngineRunner {
         /// Settings a reload (SIGHUP) changes in place.
         case reconfigure(
             takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
-            refusalReply: RegistrationConfiguration.RefusalReply)
+            refusalReply: RegistrationConfiguration.RefusalReply, power: PowerFigures)
         /// The configuration file's adopted hosts (at start and on SIGHUP).
         case adopt(Set<MACAddress>)
 
@@ -160,6 +163,8 @@ extension EngineRunner {
         public var hostsByState: [HostState: Int] = [:]
         /// Nil with `--no-ssdp`.
         public var ssdp: SSDPStatistics?
+        /// What the proxy saved since it started (`EngineRunner.creditSavings`).
+        public var savings: SavingsCounters?
         /// SSDP entries learned for registered hosts, and heard from addresses not registered.
         public var ssdpEntries = 0
         public var ssdpUnclaimedEntries = 0

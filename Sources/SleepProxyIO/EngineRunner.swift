@@ -54,6 +54,19 @@ public final class EngineRunner: @unchecked Sendable {
     /// History lines of the batch under way, and how many (`flushHistory`).
     var historyBytes: [UInt8] = []
     var historyLineCount = 0
+    /// Each host's time asleep and awake by day (docs/savings.md), engine thread only; the power figures it is
+    /// priced with (changed by a reload).
+    var savings: SavingsLedger
+    var power: PowerFigures
+    var savingsAdvancedAt: Timestamp?
+    var savingsWrittenAt: Timestamp?
+    /// The running totals behind the counters (`creditSavings`): per host the time asleep already priced, and what
+    /// it saved; every host together; the proxy's own use, and up to when it was counted.
+    var savingsCredited: [String: Int64] = [:]
+    var savedWattHoursSinceStart: [String: Double] = [:]
+    var savedWattHoursInAll = 0.0
+    var proxyUsedWattHours = 0.0
+    var proxyCreditedAt: Timestamp?
     /// Each host's name (for the listing's order) and its name, MAC and addresses as one lower-case text (for
     /// `hosts --search`), kept while its registration is unchanged: formatting 20,000 addresses for every search
     /// took 60 ms at 10,000 hosts (sleepproxy-bench status). Engine thread only.
@@ -140,7 +153,7 @@ public final class EngineRunner: @unchecked Sendable {
         let opened = Result {
             try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
         }
-        let history = historyRead.wait()
+        let (history, savings) = historyRead.wait()
         let (journal, replay) = try opened.get()
         if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
         self.journal = journal
@@ -171,6 +184,8 @@ public final class EngineRunner: @unchecked Sendable {
         }
         self.liveRecordPath = self.liveRecordDirectory?.appendingPathComponent(SpokenForRecord.fileName).path
         self.history = history
+        self.savings = savings
+        self.power = configuration.power
         var takeover: Takeover? = nil
         var warnings: [String] = []
         if let takeoverConfiguration = configuration.takeover {
@@ -316,9 +331,12 @@ public final class EngineRunner: @unchecked Sendable {
     /// Applies reloaded settings on the engine thread.
     public func reconfigure(
         takeover: TakeoverConfiguration?, expiryAction: RegistrationConfiguration.ExpiryAction,
-        refusalReply: RegistrationConfiguration.RefusalReply
+        refusalReply: RegistrationConfiguration.RefusalReply, power: PowerFigures? = nil
     ) {
-        self.mailbox.post(.reconfigure(takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply))
+        self.mailbox.post(
+            .reconfigure(
+                takeover: takeover, expiryAction: expiryAction, refusalReply: refusalReply,
+                power: power ?? self.configuration.power))
     }
 
     /// The configuration file's adopted hosts after a reload.

@@ -38,20 +38,22 @@ extension HTTPEndpoint {
             }
         case .overview(let query):
             self.engine.control(ControlRequest(command: .status)) { [self] statusResponse in
-                self.engine.control(query.request) { listing in
-                    loop.execute {
-                        guard let status = statusResponse.status, let hosts = listing.hosts else {
-                            let message = listing.error ?? statusResponse.error ?? "the daemon gave no answer"
-                            respond(.page(.serviceUnavailable, StatusPage.problem("Unavailable", message)))
-                            return
+                self.engine.control(query.request) { [self] listing in
+                    self.engine.control(ControlRequest(command: .savings)) { savings in
+                        loop.execute {
+                            guard let status = statusResponse.status, let hosts = listing.hosts else {
+                                let message = listing.error ?? statusResponse.error ?? "the daemon gave no answer"
+                                respond(.page(.serviceUnavailable, StatusPage.problem("Unavailable", message)))
+                                return
+                            }
+                            let now = Date()
+                            respond(
+                                .page(
+                                    .ok,
+                                    StatusPage.overview(
+                                        status: status, hosts: hosts, total: listing.total ?? hosts.count, query: query,
+                                        now: now, time: LocalTime.current(at: now), savings: savings.savings)))
                         }
-                        let now = Date()
-                        respond(
-                            .page(
-                                .ok,
-                                StatusPage.overview(
-                                    status: status, hosts: hosts, total: listing.total ?? hosts.count, query: query,
-                                    now: now, time: LocalTime.current(at: now))))
                     }
                 }
             }

@@ -33,6 +33,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
     private let factory: PrometheusMetricsFactory
     private let lock = NIOLock()
     private var last: [String: Int] = [:]
+    private var lastFloat: [String: Double] = [:]
     private var channel: Channel?
 
     /// A connection that sends nothing for this long is closed: a silent peer holds no resources for long.
@@ -166,6 +167,17 @@ public final class HTTPEndpoint: @unchecked Sendable {
             )
             .record(status.ssdpUnclaimedEntries)
         }
+        if let savings = status.savings {
+            // What sleeping saved since the daemon started (docs/savings.md), per host by MAC: running totals that
+            // only grow while it runs, as counters do.
+            for host in savings.hosts {
+                self.countFloat("sleepproxy_host_asleep_seconds_total", ["host": host.mac], host.asleepSeconds)
+                self.countFloat("sleepproxy_energy_saved_wh_total", ["host": host.mac], host.savedWattHours)
+            }
+            if let used = savings.proxyUsedWattHours {
+                self.countFloat("sleepproxy_proxy_energy_used_wh_total", [:], used)
+            }
+        }
         if let mqtt = status.mqtt {
             // The Home Assistant link (docs/home-assistant.md); absent without `mqtt`.
             CoreMetrics.Gauge(label: "sleepproxy_mqtt_connected", dimensions: [], factory: self.factory)
@@ -183,6 +195,15 @@ public final class HTTPEndpoint: @unchecked Sendable {
     }
 
     /// Advances a counter to `value` (the engine's counts only grow; after a reset the difference is dropped).
+    private func countFloat(_ name: String, _ labels: [String: String], _ value: Double) {
+        let dimensions = labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
+        let key = name + dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: ",")
+        let delta = value - (self.lastFloat[key] ?? 0)
+        self.lastFloat[key] = max(value, self.lastFloat[key] ?? 0)
+        let counter = CoreMetrics.FloatingPointCounter(label: name, dimensions: dimensions, factory: self.factory)
+        counter.increment(by: max(0, delta))
+    }
+
     private func count(_ name: String, _ labels: [String: String], _ value: Int) {
         let dimensions = labels.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         let key = name + dimensions.map { "\($0.0)=\($0.1)" }.joined(separator: ",")

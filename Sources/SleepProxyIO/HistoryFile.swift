@@ -43,8 +43,16 @@ final class HistoryFile: @unchecked Sendable {
     let recentURL: URL
     let settlingURL: URL
     private let logger: Logger
+    /// The savings ledger's file, written and settled by the same thread at the same times (`SavingsFile`).
+    let savings: SavingsFile
     private let condition = Condition()
     private var pending: [UInt8] = []
+    /// The savings ledger's changed days waiting for the writer (guarded by `condition`).
+    private var pendingSavings: [UInt8] = []
+    /// Ours: the most savings bytes waiting (a disk that stopped answering for hours at a home's few hundred
+    /// bytes a write); past it the newest are dropped and counted: the days they hold are written again when
+    /// they next change.
+    static let pendingSavingsLimit = 1 << 20
     private var pendingLines = 0
     private var stopped = false
     /// The writer thread has started and not yet ended (`stop` waits for its last settle).
@@ -78,6 +86,7 @@ final class HistoryFile: @unchecked Sendable {
         self.settlingURL = runtime.appendingPathComponent(Self.settlingFileName)
         self.logger = logger
         self.bound = bound
+        self.savings = SavingsFile(directory: directory, runtimeDirectory: runtimeDirectory, logger: logger)
         self.nextSettle = SystemClock.now() + Self.settleInterval
     }
 
@@ -152,6 +161,19 @@ final class HistoryFile: @unchecked Sendable {
         self.condition.signal()
     }
 
+    /// Queues the savings ledger's changed days (`SavingsLedger.takeChanges`, encoded) for its file; never blocks.
+    func writeSavings(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        self.condition.lock()
+        defer { self.condition.unlock() }
+        guard self.pendingSavings.count + bytes.count <= Self.pendingSavingsLimit else {
+            self.droppedCount += 1
+            return
+        }
+        self.pendingSavings += bytes
+        self.condition.signal()
+    }
+
     /// Writes what is queued and settles it, then ends the thread; waits at most `seconds` for the disk.
     func stop(waiting seconds: Double = 2) {
         self.condition.lock()
@@ -178,20 +200,29 @@ final class HistoryFile: @unchecked Sendable {
     private func loop() {
         while true {
             self.condition.lock()
-            while self.pendingLines == 0, !self.stopped, self.settled == self.settleRequests,
-                SystemClock.now() < self.nextSettle
+            while self.pendingLines == 0, self.pendingSavings.isEmpty, !self.stopped,
+                self.settled == self.settleRequests, SystemClock.now() < self.nextSettle
             {
                 self.condition.wait(seconds: 1)
             }
             let bytes = self.pending
             let count = self.pendingLines
+            let savings = self.pendingSavings
             self.pending = []
             self.pendingLines = 0
+            self.pendingSavings = []
             let stopping = self.stopped
             let requested = self.settleRequests
             let settling = stopping || self.settled < requested || SystemClock.now() >= self.nextSettle
             self.condition.unlock()
             if count > 0 { self.append(bytes, lines: count) }
+            if !savings.isEmpty {
+                do {
+                    try self.savings.append(savings)
+                } catch {
+                    self.failed(error)
+                }
+            }
             var well = true
             if settling {
                 well = self.settle()
@@ -204,7 +235,7 @@ final class HistoryFile: @unchecked Sendable {
             }
             self.condition.signal()
             self.condition.unlock()
-            if stopping, count == 0 {
+            if stopping, count == 0, savings.isEmpty {
                 self.condition.lock()
                 self.running = false
                 self.condition.signal()
@@ -240,13 +271,17 @@ final class HistoryFile: @unchecked Sendable {
             // `recentBytes` counts the settling file too until it is gone: both are memory.
             try self.finishSettling()
             self.recentBytes = regularFileSize(atPath: self.recentURL.path) ?? 0
-            guard self.recentBytes > 0 else { return true }
+            guard self.recentBytes > 0 else {
+                try self.savings.settle()
+                return true
+            }
             try retryingSyscall("rename(\(self.recentURL.path))") {
                 rename(self.recentURL.path, self.settlingURL.path)
             }
             try self.finishSettling()
             self.recentBytes = 0
             if self.lineCount > 2 * self.bound { try self.rewrite() }
+            try self.savings.settle()
             self.working()
             return true
         } catch {
@@ -322,19 +357,22 @@ extension EngineRunner {
 
 /// `HistoryFile.load` on a thread of its own, for a start that replays the journal meanwhile.
 final class HistoryRead: @unchecked Sendable {
-    // @unchecked: `book` is written once by the reading thread before `done` is signalled, and read after.
+    // @unchecked: `book` and `savings` are written once by the reading thread before `done` is signalled, and
+    // read after.
     private var book: HistoryBook?
+    private var savings: SavingsLedger?
     private let done = DispatchSemaphore(value: 0)
 
     init(_ file: HistoryFile) {
         DispatchQueue.global().async {
             self.book = file.load()
+            self.savings = file.savings.load()
             self.done.signal()
         }
     }
 
-    func wait() -> HistoryBook {
+    func wait() -> (HistoryBook, SavingsLedger) {
         self.done.wait()
-        return self.book!
+        return (self.book!, self.savings!)
     }
 }

@@ -40,6 +40,20 @@ public enum SystemClock {
         }
     }
 
+    /// Where the wall clock stands in the box's calendar, in its time zone (TZ, /etc/localtime): the savings
+    /// ledger's days (docs/savings.md, "Time and days"). `wallNanoseconds` for a given moment (tests).
+    public static func localDayTime(wallNanoseconds: Int64? = nil) -> LocalDayTime {
+        let nanoseconds = wallNanoseconds ?? self.wallNanoseconds()
+        var seconds = time_t(nanoseconds / 1_000_000_000)
+        var parts = tm()
+        // The offset of the moment itself, so a change to or from summer time files each side on its own day.
+        let offset = localtime_r(&seconds, &parts) == nil ? 0 : Int64(parts.tm_gmtoff)
+        let localMilliseconds = nanoseconds / 1_000_000 + offset * 1_000
+        let day =
+            localMilliseconds >= 0 ? localMilliseconds / 86_400_000 : (localMilliseconds - 86_399_999) / 86_400_000
+        return LocalDayTime(day: Int(day), millisecondsIntoDay: localMilliseconds - day * 86_400_000)
+    }
+
     public static func timeBase() -> TimeBase {
         TimeBase(bootID: self.bootID(), now: self.now(), wallNanoseconds: self.wallNanoseconds())
     }

@@ -126,6 +126,10 @@ public enum StatusAssets {
         svg .tick { stroke: var(--line); } svg text { fill: var(--muted); font-size: 11px; }
         svg .wake { fill: var(--waking); stroke: var(--fg); stroke-width: 1; }
         svg .declined { fill: var(--declined); }
+        svg.savings-chart { width: 100%; height: auto; display: block; background: var(--card);
+          border: 1px solid var(--line); border-radius: 8px; margin: 8px 0; }
+        svg .bar { fill: var(--asleep); } svg .axis { stroke: var(--line); }
+        td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
         .legend { display: flex; flex-wrap: wrap; gap: 6px 14px; font-size: 0.85em; color: var(--muted);
           margin: 6px 0; }
         .legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 4px;

@@ -8,7 +8,7 @@ public enum StatusPage {
     /// The overview: the proxy, its hosts by state, the last day's wakes, and one page of the hosts table.
     public static func overview(
         status: DaemonStatus, hosts: [HostSummary], total: Int, query: StatusRoute.HostQuery, now: Date,
-        time: LocalTime
+        time: LocalTime, savings: SavingsReport? = nil
     ) -> String {
         let byState = status.hostsByState ?? [:]
         var cards: [HTML] = [
@@ -44,6 +44,10 @@ public enum StatusPage {
                 """
         }
         body += Self.hostsTable(hosts, total: total, query: query, time: time)
+        // The month's savings on the first page of the unfiltered listing only: a search is about hosts.
+        if let savings, query.state == nil, query.search == nil, query.page == 1 {
+            body += SavingsView.section(savings)
+        }
         if let recent = status.recentHosts, !recent.isEmpty, query.state == nil, query.search == nil {
             let rows = recent.map { host -> HTML in
                 let wake: HTML =
@@ -204,7 +208,7 @@ public enum StatusPage {
         return page.text
     }
 
-    private static func card(_ value: String, _ label: String, link: String? = nil) -> HTML {
+    static func card(_ value: String, _ label: String, link: String? = nil) -> HTML {
         let inner: HTML = "<b>\(value)</b><span>\(label)</span>"
         guard let link else { return "<div class=\"card\">\(inner)</div>" }
         return "<a class=\"card\" href=\"\(link)\">\(inner)</a>"

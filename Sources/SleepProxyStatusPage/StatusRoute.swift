@@ -142,6 +142,14 @@ public enum StatusRoute: Hashable, Sendable {
             return .api(ControlRequest(command: .neighbours))
         case ("adopted", 1):
             return .api(ControlRequest(command: .adopted))
+        case ("savings", 1):
+            var request = ControlRequest(command: .savings)
+            if let month = query["month"], !month.isEmpty {
+                // Checked here as well as by the daemon: a query the page never sends gets its 400 without a trip.
+                guard month.utf8.count == 7 else { return .badRequest("month must be YYYY-MM, such as 2026-11") }
+                request.month = month
+            }
+            return .api(request)
         case ("events", 1):
             var request = ControlRequest(command: .events, target: query["host"].flatMap { $0.isEmpty ? nil : $0 })
             if let since = query["since"] {

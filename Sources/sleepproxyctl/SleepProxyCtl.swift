@@ -20,7 +20,7 @@ struct SleepProxyCtl: ParsableCommand {
         version: "\(SleepProxyVersion.current) (control protocol \(ControlProtocol.version))",
         subcommands: [
             Status.self, Hosts.self, Host.self, History.self, Wake.self, Forget.self, Events.self, ReleaseAll.self,
-            Neighbours.self, Adopt.self, Unadopt.self, Adopted.self, Sync.self,
+            Neighbours.self, Adopt.self, Unadopt.self, Adopted.self, Sync.self, Savings.self,
         ]
     )
 

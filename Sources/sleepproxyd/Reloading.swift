@@ -78,7 +78,7 @@ struct ReloadService: Service {
                 self.engine.reconfigure(
                     takeover: try fresh.takeoverConfiguration(),
                     expiryAction: fresh.expiryAction,
-                    refusalReply: fresh.refusalReply)
+                    refusalReply: fresh.refusalReply, power: try fresh.powerFigures())
                 self.engine.adopt(try fresh.adoptedMACs())
                 let restartOnly = fresh.restartSettings != self.original.restartSettings
                 self.engine.noteReload(

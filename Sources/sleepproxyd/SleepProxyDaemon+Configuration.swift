@@ -27,6 +27,7 @@ extension SleepProxyDaemon {
         "mqtt-ca-file": .single, "mqtt-discovery-prefix": .single, "mqtt-allow-wake": .flag,
         "control-socket": .single, "runtime-directory": .single,
         "control-group": .single, "http-address": .single, "prometheus-address": .single,
+        "host-power": .repeated, "host-power-default": .single, "proxy-power": .single,
     ]
 
     /// Reads the configuration file into arguments, checking each line on its own so that an error names its line.
@@ -104,6 +105,38 @@ extension SleepProxyDaemon {
                 "--adopt: \(macs.count) hosts; at most \(AdoptionRules.maximumAdopted) can be adopted")
         }
         return macs
+    }
+
+    /// What hosts and this box draw (`host-power`, `host-power-default`, `proxy-power`; docs/savings.md), checked.
+    func powerFigures() throws -> PowerFigures {
+        let defaultDraw: PowerDraw
+        do {
+            defaultDraw = try PowerDraw(
+                parsing: self.hostPowerDefault, asleepDefault: PowerDraw.typicalDesktop.asleepWatts)
+        } catch {
+            throw ValidationError("--host-power-default: \(error)")
+        }
+        var hosts: [MACAddress: PowerDraw] = [:]
+        for text in self.hostPower {
+            do {
+                let (mac, draw) = try PowerDraw.parseHost(text, asleepDefault: defaultDraw.asleepWatts)
+                guard hosts[mac] == nil else {
+                    throw ValidationError("--host-power: \(mac) is given twice")
+                }
+                hosts[mac] = draw
+            } catch let error as PowerDraw.ParseError {
+                throw ValidationError("--host-power: \(error)")
+            }
+        }
+        var proxyWatts: Double? = nil
+        if let text = self.proxyPower {
+            do {
+                proxyWatts = try PowerDraw.parseWatts(text)
+            } catch {
+                throw ValidationError("--proxy-power: \(error)")
+            }
+        }
+        return PowerFigures(hosts: hosts, defaultDraw: defaultDraw, proxyWatts: proxyWatts)
     }
 
     func wakeSources() throws -> WakeSources {
@@ -200,6 +233,7 @@ extension SleepProxyDaemon {
         _ = try self.wakePolicy()
         _ = try self.wakeSources()
         _ = try self.adoptedMACs()
+        _ = try self.powerFigures()
         try self.validateHomeAssistant()
         if self.noTakeover, !self.adopt.isEmpty {
             throw ValidationError(

@@ -100,6 +100,27 @@ struct SleepProxyDaemon: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
+            "What a host draws awake and, after the slash, asleep, in watts, for what its sleep saves (docs/savings.md): 02:00:00:00:00:05@45/2. Without the draw asleep, --host-power-default's. Repeat for several.",
+            valueName: "MAC@AWAKE[/ASLEEP]"))
+    var hostPower: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The draw of hosts without --host-power, awake and asleep, in watts (default 50/4: the most ENERGY STAR 4.0 allowed a basic desktop idle and asleep).",
+            valueName: "AWAKE[/ASLEEP]"))
+    var hostPowerDefault: String = PowerDraw.typicalDesktop.description
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "What this box itself draws, in watts, so that the savings shown are net of it (a Raspberry Pi 4: about 3).",
+            valueName: "watts"))
+    var proxyPower: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
             "A source that never wakes any host: an address, a subnet (192.0.2.0/24) or a MAC (a router's MAC stands for everything it routes). Repeat for several.",
             valueName: "source"))
     var wakeIgnoreSource: [String] = []
@@ -276,7 +297,7 @@ struct SleepProxyDaemon: AsyncParsableCommand {
                         registrationPort: UInt16(self.registrationPort),
                         seed: UInt64.random(in: .min ... .max)),
                     takeover: try self.takeoverConfiguration(),
-                    ssdp: !self.noSSDP, adopted: try self.adoptedMACs(),
+                    ssdp: !self.noSSDP, adopted: try self.adoptedMACs(), power: try self.powerFigures(),
                     runtimeDirectory: URL(fileURLWithPath: self.runtimeDirectoryPath, isDirectory: true)
                 ),
                 logger: logger

@@ -60,7 +60,35 @@ struct HomeAssistantDiscoveryTests {
         let proxy = try #require(self.json(topics["sleepproxy/pi_box/state"]))
         #expect(proxy["hosts_asleep"] as? Int == 1 && proxy["wakes"] as? Int == 2 && proxy["declined"] as? Int == 5)
         #expect(proxy["warnings"] as? Int == 1)
-        #expect(topics.keys.filter { $0.hasPrefix("homeassistant/sensor/sleepproxy_pi_box/proxy_") }.count == 9)
+        #expect(topics.keys.filter { $0.hasPrefix("homeassistant/sensor/sleepproxy_pi_box/proxy_") }.count == 10)
+    }
+
+    /// docs/savings.md, "Home Assistant": per host and for the proxy, a kWh total that only grows, which the Energy
+    /// dashboard takes as an individual device; the proxy's own use only when its draw is given.
+    @Test func energySensorsAreWhatTheEnergyDashboardTakes() throws {
+        var status = Self.status()
+        status.savings = SavingsCounters(
+            hosts: [.init(mac: "02:00:00:00:00:01", name: "host1.local.", asleepSeconds: 3600, savedWattHours: 1234.5)],
+            savedWattHours: 2000, proxyUsedWattHours: 100.25)
+        let topics = self.discovery.topics(for: HomeAssistantView(status: status, hosts: [Self.host(1)], adopted: []))
+        for object in ["020000000001_energy_saved", "proxy_energy_saved", "proxy_energy_used"] {
+            let config = try #require(self.json(topics["homeassistant/sensor/sleepproxy_pi_box/\(object)/config"]))
+            #expect(config["device_class"] as? String == "energy", "\(object)")
+            #expect(
+                config["state_class"] as? String == "total_increasing"
+                    && config["unit_of_measurement"] as? String == "kWh")
+        }
+        let host = try #require(self.json(topics["sleepproxy/pi_box/host/020000000001/state"]))
+        #expect(host["energy_saved"] as? Double == 1.235 || host["energy_saved"] as? Double == 1.234)
+        #expect(
+            String(decoding: topics["sleepproxy/pi_box/state"] ?? [], as: UTF8.self).contains("\"energy_saved\":2.000"))
+        let proxy = try #require(self.json(topics["sleepproxy/pi_box/state"]))
+        #expect(proxy["energy_used"] as? Double == 0.1)
+        status.savings?.proxyUsedWattHours = nil
+        let without = self.discovery.topics(for: HomeAssistantView(status: status, hosts: [], adopted: []))
+        #expect(without["homeassistant/sensor/sleepproxy_pi_box/proxy_energy_used/config"] == nil)
+        #expect(JSONText.fixed(0.0005, digits: 3) == "0.001" && JSONText.fixed(12, digits: 3) == "12.000")
+        #expect(JSONText.fixed(.nan, digits: 3) == "0" && JSONText.fixed(-1.5, digits: 1) == "-1.5")
     }
 
     @Test func aHostThatWokeStaysAndOneForgottenGoes() {

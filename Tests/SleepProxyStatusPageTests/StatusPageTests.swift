@@ -137,7 +137,56 @@ struct StatusPageTests {
         #expect(Double(x ?? "").map { $0 > 980 && $0 < 992 } == true, "cx \(x ?? "none")")
     }
 
+    /// docs/savings.md: the month per host and in all, and thirty days of bars with their figures as titles; names
+    /// from the wire stay text there too.
+    @Test func theSavingsSectionShowsTheMonthAndThirtyBars() {
+        let days = (1...30).map {
+            SavingsReport.Day(
+                date: "2026-11-\($0 < 10 ? "0" : "")\($0)", asleepSeconds: Double($0) * 3600,
+                savedWattHours: Double($0) * 46)
+        }
+        let report = SavingsReport(
+            month: "2026-11", from: "2026-11-01", to: "2026-11-30",
+            hosts: [
+                .init(
+                    mac: "02:53:50:00:00:02", name: Self.hostile,
+                    figures: .init(
+                        asleepSeconds: 36_000, awakeSeconds: 3_600, savedWattHours: 460, wakes: 2, declinedWakes: 7),
+                    power: "50/4", powerIsDefault: true)
+            ],
+            total: .init(asleepSeconds: 36_000, awakeSeconds: 3_600, savedWattHours: 1_460, wakes: 2, declinedWakes: 7),
+            proxy: .init(watts: 3, runningSeconds: 86_400, usedWattHours: 72), netWattHours: 1_388,
+            defaultPower: "50/4",
+            days: days)
+        let page = StatusPage.overview(
+            status: Self.status(), hosts: [Self.summary()], total: 1, query: .init(), now: Self.now, time: Self.utc,
+            savings: report)
+        #expect(!page.contains("<script>alert"))
+        #expect(page.contains("What it saves: 2026-11"))
+        #expect(page.components(separatedBy: "<rect class=\"bar\"").count - 1 == 30)
+        #expect(page.contains("<title>2026-11-30: 1.38 kWh saved, 30.0 h asleep</title>"))
+        #expect(page.contains("1.46 kWh") && page.contains("1.39 kWh") && page.contains("460 Wh"))
+        #expect(page.contains("50/4 W (default)"))
+        let searched = StatusPage.overview(
+            status: Self.status(), hosts: [], total: 0, query: .init(search: "x"), now: Self.now, time: Self.utc,
+            savings: report)
+        #expect(!searched.contains("What it saves"), "a search is about hosts")
+    }
+
     @Test func routes() {
+        #expect(
+            StatusRoute(method: "GET", uri: "/api/v1/savings?month=2026-11")
+                == .api(
+                    {
+                        var request = ControlRequest(command: .savings)
+                        request.month = "2026-11"
+                        return request
+                    }()))
+        #expect(StatusRoute(method: "GET", uri: "/api/v1/savings") == .api(ControlRequest(command: .savings)))
+        if case .badRequest = StatusRoute(method: "GET", uri: "/api/v1/savings?month=2026-111") {
+        } else {
+            Issue.record("month")
+        }
         #expect(StatusRoute(method: "GET", uri: "/") == .overview(.init()))
         #expect(StatusRoute(method: "HEAD", uri: "/metrics") == .metrics)
         #expect(

@@ -60,6 +60,13 @@ public struct PowerDraw: Hashable, Sendable, CustomStringConvertible {
         self.init(awakeWatts: awake, asleepWatts: asleep)
     }
 
+    /// One draw in watts (the proxy's own box, `proxy-power`), within `maximumWatts`.
+    public static func parseWatts(_ text: String) throws(ParseError) -> Double {
+        guard let watts = Self.watts(Substring(text)) else { throw .notAFigure(text) }
+        guard watts <= Self.maximumWatts else { throw .outOfRange(text) }
+        return watts
+    }
+
     /// `MAC@AWAKE[/ASLEEP]`, a host's figure.
     public static func parseHost(_ text: String, asleepDefault: Double) throws(ParseError) -> (MACAddress, PowerDraw) {
         guard let at = text.firstIndex(of: "@"), let mac = MACAddress(String(text[..<at])), mac != .zero,

@@ -32,6 +32,17 @@ public struct SavingsLedger: Sendable {
         public var days: [Day]
         /// The last local day anything happened to it (for `maximumHosts`).
         public var lastDay: Int
+        /// Up to when its time is counted (nil: not since this ledger was read: the time the daemon was stopped
+        /// counts for nobody).
+        public var countedAt: Timestamp? = nil
+        public var countedLocal: LocalDayTime? = nil
+
+        public init(name: String?, counts: SavingsState, days: [Day], lastDay: Int) {
+            self.name = name
+            self.counts = counts
+            self.days = days
+            self.lastDay = lastDay
+        }
     }
 
     public internal(set) var hosts: [String: Host] = [:]
@@ -52,9 +63,9 @@ public struct SavingsLedger: Sendable {
 
     // MARK: - Time
 
-    /// Credits the time since the last call to each host's current state. A span that crossed local midnight is
-    /// cut there: what came after it goes to the new day, the rest to the day before. A wall clock stepped back
-    /// puts the whole span on the day it now shows.
+    /// Credits the time since the last call to the proxy's own running time and to each host's current state. A
+    /// span that crossed local midnight is cut there: what came after it goes to the new day, the rest to the day
+    /// before. A wall clock stepped back puts the whole span on the day it now shows.
     public mutating func advance(now: Timestamp, local: LocalDayTime) {
         guard let last = self.last else {
             self.last = (now, local)
@@ -63,14 +74,7 @@ public struct SavingsLedger: Sendable {
         // The monotonic clock never goes back; a caller that did would otherwise count a span twice.
         guard now >= last.monotonic else { return }
         self.last = (now, local)
-        let elapsed = (now - last.monotonic).nanosecondsClamped / 1_000_000
-        guard elapsed > 0 else { return }
-        var spans: [(day: Int, milliseconds: Int64)] = [(local.day, elapsed)]
-        if local.day > last.local.day {
-            let today = min(elapsed, max(0, local.millisecondsIntoDay))
-            spans = [(last.local.day, elapsed - today), (local.day, today)]
-        }
-        for span in spans where span.milliseconds > 0 {
+        for span in Self.spans(from: last.monotonic, last.local, to: now, local) {
             let index = Self.dayIndex(span.day, in: &self.running)
             self.running[index].awakeMilliseconds = min(
                 Self.maximumMillisecondsADay, self.running[index].awakeMilliseconds + span.milliseconds)
@@ -79,25 +83,47 @@ public struct SavingsLedger: Sendable {
         if let oldest = self.running.first?.day, oldest < local.day - Self.daysKept + 1 {
             self.running.removeAll { $0.day < local.day - Self.daysKept + 1 }
         }
-        for key in Array(self.hosts.keys) {
-            let counts = self.hosts[key]!.counts
-            guard counts != .neither else { continue }
-            if counts == .asleep { self.asleepSinceStart[key, default: 0] += elapsed }
-            for span in spans where span.milliseconds > 0 {
-                self.update(key, day: span.day) {
-                    // Saturating at `maximumMillisecondsADay`: only a wall clock stepped back again and again
-                    // files more than a day on one day, and the file must always read back.
-                    if counts == .asleep {
-                        $0.asleepMilliseconds = min(
-                            Self.maximumMillisecondsADay, $0.asleepMilliseconds + span.milliseconds)
-                    } else {
-                        $0.awakeMilliseconds = min(
-                            Self.maximumMillisecondsADay, $0.awakeMilliseconds + span.milliseconds)
+        for key in Array(self.hosts.keys) { self.credit(key, now: now, local: local) }
+        self.prune(today: local.day)
+    }
+
+    /// The time from one moment to another, by local day.
+    private static func spans(
+        from then: Timestamp, _ thenLocal: LocalDayTime, to now: Timestamp, _ local: LocalDayTime
+    ) -> [(day: Int, milliseconds: Int64)] {
+        let elapsed = (now - then).nanosecondsClamped / 1_000_000
+        guard elapsed > 0 else { return [] }
+        guard local.day > thenLocal.day else { return [(local.day, elapsed)] }
+        let today = min(elapsed, max(0, local.millisecondsIntoDay))
+        return [(thenLocal.day, elapsed - today), (local.day, today)].filter { $0.milliseconds > 0 }
+    }
+
+    /// Credits one host's time since it was last counted to how it counts: a change of one host's state costs
+    /// that host, not every host (a storm of registrations changes thousands).
+    private mutating func credit(_ key: String, now: Timestamp, local: LocalDayTime) {
+        guard let host = self.hosts[key] else { return }
+        if let then = host.countedAt, let thenLocal = host.countedLocal {
+            guard now >= then else { return }
+            let counts = host.counts
+            if counts != .neither {
+                for span in Self.spans(from: then, thenLocal, to: now, local) {
+                    if counts == .asleep { self.asleepSinceStart[key, default: 0] += span.milliseconds }
+                    self.update(key, day: span.day) {
+                        // Saturating at `maximumMillisecondsADay`: only a wall clock stepped back again and again
+                        // files more than a day on one day, and the file must always read back.
+                        if counts == .asleep {
+                            $0.asleepMilliseconds = min(
+                                Self.maximumMillisecondsADay, $0.asleepMilliseconds + span.milliseconds)
+                        } else {
+                            $0.awakeMilliseconds = min(
+                                Self.maximumMillisecondsADay, $0.awakeMilliseconds + span.milliseconds)
+                        }
                     }
                 }
             }
         }
-        self.prune(today: local.day)
+        self.hosts[key]!.countedAt = now
+        self.hosts[key]!.countedLocal = local
     }
 
     // MARK: - Events
@@ -107,21 +133,26 @@ public struct SavingsLedger: Sendable {
     public mutating func hostEntered(
         _ state: HostState, host: String, name: String?, now: Timestamp, local: LocalDayTime
     ) {
-        self.advance(now: now, local: local)
+        if self.last == nil { self.last = (now, local) }
         let counts = SavingsState(state)
         if self.hosts[host] == nil {
             guard counts != .neither else { return }
             self.makeRoom(today: local.day)
             self.hosts[host] = Host(name: name, counts: counts, days: [], lastDay: local.day)
+        } else {
+            self.credit(host, now: now, local: local)
         }
         self.hosts[host]!.counts = counts
         self.hosts[host]!.lastDay = local.day
+        if self.hosts[host]!.countedAt == nil || self.hosts[host]!.countedAt! <= now {
+            self.hosts[host]!.countedAt = now
+            self.hosts[host]!.countedLocal = local
+        }
         if let name { self.hosts[host]!.name = name }
     }
 
     /// A wake began for the host (`declined`: the gate said no, docs/waking.md).
     public mutating func woke(host: String, declined: Bool, now: Timestamp, local: LocalDayTime) {
-        self.advance(now: now, local: local)
         guard self.hosts[host] != nil else { return }
         self.update(host, day: local.day) {
             if declined { $0.declinedWakes += 1 } else { $0.wakes += 1 }
