@@ -97,6 +97,8 @@ extension EngineRunner {
         self.keepSavings(now: now, force: false)
         let local = SystemClock.localDayTime()
         self.savings.advance(now: now, local: local)
+        // The counters as of this answer too, so that a scrape after it agrees with it.
+        self.creditSavings()
         let today = local.day
         let month: CivilDate
         if let text {
