@@ -65,7 +65,8 @@ public enum SavingsView {
                 <rect class="bar" x="\(Self.number(x))" y="\(Self.number(Self.chartBottom - barHeight))" \
                 width="\(Self.number(slot * 0.7))" height="\(Self.number(barHeight))"><title>\(title)</title></rect>
                 """)
-            if index == 0 || index == days.count - 1 || index % 7 == 0 {
+            // Every week's first day, and the last; not one so close to the last that their labels overlap.
+            if index == days.count - 1 || (index % 7 == 0 && days.count - 1 - index >= 4) {
                 bars.append(
                     """
                     <text x="\(Self.number(x + slot * 0.35))" y="\(Self.number(Self.height - 8))" \
@@ -81,10 +82,15 @@ public enum SavingsView {
             """
     }
 
-    static func hours(_ seconds: Double) -> String { "\(Self.number(seconds / 3600, digits: 1)) h" }
+    /// Hours with one decimal; under an hour, whole minutes (a host that slept ten minutes is not "0.2 h").
+    static func hours(_ seconds: Double) -> String {
+        if seconds >= 3600 { return "\(Self.number(seconds / 3600, digits: 1)) h" }
+        return seconds < 60 ? (seconds > 0 ? "<1 min" : "0 h") : "\(Int(seconds / 60)) min"
+    }
 
     static func kilowattHours(_ wattHours: Double) -> String {
-        wattHours < 1000 ? "\(Self.number(wattHours, digits: 0)) Wh" : "\(Self.number(wattHours / 1000, digits: 2)) kWh"
+        if wattHours >= 1000 { return "\(Self.number(wattHours / 1000, digits: 2)) kWh" }
+        return "\(Self.number(wattHours, digits: wattHours < 10 ? 1 : 0)) Wh"
     }
 
     static func bareName(_ name: String) -> String {

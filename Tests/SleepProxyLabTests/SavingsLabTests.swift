@@ -1,5 +1,6 @@
 import Foundation
 import SleepProxyControl
+import SleepProxyCore
 import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
@@ -118,6 +119,18 @@ final class SavingsLabTests: ThreeHostSuite {
         #expect(abs(counted - den.figures.asleepSeconds) <= 1)
         #expect(metrics.contains("sleepproxy_energy_saved_wh_total{host=\"\(ThreeHostLab.sleeperMAC)\"}"))
 
+        // The overview in Chromium: the month's section with both hosts and thirty bars, the days with a saving
+        // drawn, and nothing in the console (the page has no script of its own here).
+        if FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium) {
+            let page = try self.browse("/", screenshot: "savings.png", window: "1280,1400")
+            #expect(page.console.isEmpty, "console: \(page.console)")
+            let section = page.dom.components(separatedBy: "<section class=\"savings\">").dropFirst().first ?? ""
+            #expect(section.contains(">sleeper<") && section.contains(">den<"), "\(section.prefix(3000))")
+            #expect(section.components(separatedBy: "<rect class=\"bar\"").count - 1 == SavingsReport.chartDays)
+            let today = try #require(report.days.last?.date)
+            #expect(section.contains("<title>\(today): "), "today's bar has its figures")
+        }
+
         // A restart: what was counted is kept, and the time stopped counts for nobody.
         daemon.stop()
         let stopped = Date()
@@ -139,6 +152,64 @@ final class SavingsLabTests: ThreeHostSuite {
             "the time stopped is not counted: \(denAgain.figures.asleepSeconds)")
         #expect(sleeperAgain.figures.wakes == 1)
         #expect(try self.savings(month: "2001-01").hosts.isEmpty)
+    }
+
+    /// Today's local day number, as the daemon files days (the box's time zone).
+    static var today: Int {
+        let local = Date().timeIntervalSince1970 + Double(TimeZone.current.secondsFromGMT())
+        return Int((local / 86_400).rounded(.down))
+    }
+
+    /// A month a home kept (its ledger as the daemon writes it): the report reads it back at start and prices it
+    /// by the figures of the configuration; the page shows the month and the chart. The picture is the README's.
+    @Test func aMonthKeptIsReadBackPricedAndDrawn() throws {
+        let today = Self.today
+        // The Mac mini sleeps 16 h a day, the NAS 10 h, the desktop 20 h with two declined wakes a day; the proxy
+        // ran all day. Days of this month and the last 30 days, so the chart is full.
+        var text = SavingsLedger.header + "\n"
+        text += "proxy\n" + (0..<40).map { "\(today - 39 + $0) 0 86400000 0 0\n" }.joined()
+        let hosts: [(mac: String, name: String, asleepHours: Int, declined: Int)] = [
+            ("02:53:50:00:00:02", "mac-mini.local.", 16, 0), ("02:53:50:00:00:05", "nas.local.", 10, 1),
+            ("02:53:50:00:00:06", "desktop.local.", 20, 2),
+        ]
+        for host in hosts {
+            text += "host \(host.mac) \(host.name)\n"
+            for offset in 0..<40 {
+                // A weekend day every seventh sleeps less: the bars are not all one height.
+                let hours = offset % 7 == 5 ? host.asleepHours / 2 : host.asleepHours
+                text += "\(today - 39 + offset) \(hours * 3_600_000) \((24 - hours) * 3_600_000) 1 \(host.declined)\n"
+            }
+        }
+        try FileManager.default.createDirectory(at: self.state, withIntermediateDirectories: true)
+        try text.write(to: self.state.appendingPathComponent("savings.txt"), atomically: true, encoding: .utf8)
+        let daemon = try Daemon.start(
+            in: self.proxy, stateDirectory: self.state,
+            extra: [
+                "--host-power", "02:53:50:00:00:02@7/1", "--host-power", "02:53:50:00:00:05@30/5",
+                "--host-power-default", "60/2", "--proxy-power", "3",
+            ])
+        defer { daemon.stop() }
+        let report = try self.savings()
+        let first = CivilDate(dayNumber: today).monthDays.lowerBound
+        let days = today - first + 1
+        let weekendDays = (0..<40).filter { today - 39 + $0 >= first && $0 % 7 == 5 }.count
+        for host in hosts {
+            let shown = try #require(report.hosts.first { $0.mac == host.mac }, "\(host.name)")
+            let hours = Double(days * host.asleepHours - weekendDays * (host.asleepHours - host.asleepHours / 2))
+            #expect(abs(shown.figures.asleepSeconds - hours * 3600) < 61, "\(host.name): \(shown.figures)")
+            let (awake, asleep): (Double, Double) =
+                host.mac.hasSuffix("02") ? (7, 1) : host.mac.hasSuffix("05") ? (30, 5) : (60, 2)
+            #expect(abs(shown.figures.savedWattHours - shown.figures.asleepSeconds / 3600 * (awake - asleep)) < 1e-6)
+            #expect(shown.figures.declinedWakes >= days * host.declined)
+        }
+        #expect(report.days.count == SavingsReport.chartDays && report.days.allSatisfy { $0.savedWattHours > 0 })
+        let used = try #require(report.proxy.usedWattHours)
+        #expect(abs(used - report.proxy.runningSeconds / 3600 * 3) < 1e-6)
+        if FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium) {
+            let page = try self.browse("/", screenshot: "savings-month.png", window: "1100,900")
+            #expect(page.console.isEmpty, "console: \(page.console)")
+            #expect(page.dom.contains(">desktop<") && page.dom.contains("60/2 W (default)"))
+        }
     }
 
     /// A bad power figure is refused with its line, and the running configuration stays (docs/savings.md).

@@ -62,34 +62,6 @@ final class StatusPageLabTests: ThreeHostSuite {
         return (Int(lines.first ?? "") ?? 0, lines.count > 1 ? String(lines[1]) : "")
     }
 
-    /// Chromium's DOM of `path` once its scripts ran, and every console line it logged; with `screenshot`, a
-    /// picture of the page as well.
-    func browse(_ path: String, screenshot: String? = nil, window: String = "1280,1000") throws -> (
-        dom: String, console: [String]
-    ) {
-        let profile = self.lab.directory.appendingPathComponent("chromium-\(UUID().uuidString.prefix(8))").path
-        var flags = [
-            Self.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            "--user-data-dir=\(profile)", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000",
-        ]
-        if let screenshot {
-            try FileManager.default.createDirectory(at: Self.screenshots, withIntermediateDirectories: true)
-            let picture = try self.proxy.run(
-                flags + [
-                    "--window-size=\(window)", "--hide-scrollbars",
-                    "--screenshot=\(Self.screenshots.appendingPathComponent(screenshot).path)",
-                    "http://127.0.0.1:9580\(path)",
-                ], timeout: .seconds(60))
-            #expect(picture.succeeded, "chromium --screenshot: \(picture)")
-        }
-        flags.append(contentsOf: ["--dump-dom", "http://127.0.0.1:9580\(path)"])
-        let result = try self.proxy.run(flags, timeout: .seconds(60))
-        #expect(result.succeeded, "chromium --dump-dom: \(result.stderr.suffix(2000))")
-        let console = result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init)
-        return (result.stdout, console)
-    }
-
     static let chromium =
         ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first {
             FileManager.default.isExecutableFile(atPath: $0)
@@ -228,5 +200,36 @@ final class StatusPageLabTests: ThreeHostSuite {
             Daemon.sibling("sleepproxyctl"), "history", ThreeHostLab.sleeperMAC.description, "--socket", socket,
         ])
         #expect(text.succeeded && text.stdout.contains("asleep: "), "\(text)")
+    }
+}
+
+extension ThreeHostSuite {
+    /// Chromium's DOM of `path` once its scripts ran, and every console line it logged; with `screenshot`, a
+    /// picture of the page as well.
+    func browse(_ path: String, screenshot: String? = nil, window: String = "1280,1000") throws -> (
+        dom: String, console: [String]
+    ) {
+        let profile = self.lab.directory.appendingPathComponent("chromium-\(UUID().uuidString.prefix(8))").path
+        var flags = [
+            StatusPageLabTests.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync",
+            "--user-data-dir=\(profile)", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=3000",
+        ]
+        if let screenshot {
+            try FileManager.default.createDirectory(
+                at: StatusPageLabTests.screenshots, withIntermediateDirectories: true)
+            let picture = try self.proxy.run(
+                flags + [
+                    "--window-size=\(window)", "--hide-scrollbars",
+                    "--screenshot=\(StatusPageLabTests.screenshots.appendingPathComponent(screenshot).path)",
+                    "http://127.0.0.1:9580\(path)",
+                ], timeout: .seconds(60))
+            #expect(picture.succeeded, "chromium --screenshot: \(picture)")
+        }
+        flags.append(contentsOf: ["--dump-dom", "http://127.0.0.1:9580\(path)"])
+        let result = try self.proxy.run(flags, timeout: .seconds(60))
+        #expect(result.succeeded, "chromium --dump-dom: \(result.stderr.suffix(2000))")
+        let console = result.stderr.split(separator: "\n").filter { $0.contains(":CONSOLE") }.map(String.init)
+        return (result.stdout, console)
     }
 }
