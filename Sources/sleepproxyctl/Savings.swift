@@ -66,7 +66,7 @@ struct Savings: ParsableCommand {
         }
         if let used = report.proxy.usedWattHours, let watts = report.proxy.watts {
             text +=
-                "  this proxy: \(Self.hours(report.proxy.runningSeconds)) at \(Self.number(watts)) W, \(Self.kilowattHours(used)) used; net saving \(Self.kilowattHours(report.netWattHours))\n"
+                "  this proxy: \(Self.hours(report.proxy.runningSeconds)) at \(Self.watts(watts)) W, \(Self.kilowattHours(used)) used; net saving \(Self.kilowattHours(report.netWattHours))\n"
         } else {
             text += "  this proxy's own draw is not set (proxy-power): the saving shown is before it\n"
         }
@@ -79,8 +79,14 @@ struct Savings: ParsableCommand {
 
     static func hours(_ seconds: Double) -> String { "\(Self.number(seconds / 3600, digits: 1)) h" }
 
-    static func kilowattHours(_ wattHours: Double) -> String {
-        "\(Self.number(wattHours / 1000, digits: wattHours < 10_000 ? 3 : 1)) kWh"
+    static func kilowattHours(_ wattHours: Double) -> String { "\(Self.number(wattHours / 1000, digits: 2)) kWh" }
+
+    /// Watts as given: no trailing zeros (3 W, 3.5 W).
+    static func watts(_ value: Double) -> String {
+        var text = Self.number(value, digits: 2)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 
     /// A plain decimal with at most `digits` after the point (no locale: the same everywhere).

@@ -205,6 +205,18 @@ final class SavingsLabTests: ThreeHostSuite {
         #expect(report.days.count == SavingsReport.chartDays && report.days.allSatisfy { $0.savedWattHours > 0 })
         let used = try #require(report.proxy.usedWattHours)
         #expect(abs(used - report.proxy.runningSeconds / 3600 * 3) < 1e-6)
+        // As a person reads it: a line per host, the most saved first, then all hosts and the proxy's own use.
+        let socket = self.state.appendingPathComponent("control.sock").path
+        let table = try self.proxy.run([Daemon.sibling("sleepproxyctl"), "savings", "--socket", socket]).stdout
+        print(table)
+        let lines = table.split(separator: "\n").map(String.init)
+        #expect(lines.count == 7 && lines[2].hasPrefix("  desktop") && lines[4].hasPrefix("  mac-mini"), "\(table)")
+        #expect(lines[2].hasSuffix("60/2 (default)") && lines[5].hasPrefix("  all hosts"), "\(table)")
+        #expect(lines[6].contains("at 3 W") && lines[6].contains("net saving"), "\(table)")
+        let refused = try self.proxy.run([
+            Daemon.sibling("sleepproxyctl"), "savings", "--month", "2026-13", "--socket", socket,
+        ])
+        #expect(!refused.succeeded && refused.stderr.contains("YYYY-MM"), "\(refused)")
         if FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium) {
             let page = try self.browse("/", screenshot: "savings-month.png", window: "1100,900")
             #expect(page.console.isEmpty, "console: \(page.console)")
