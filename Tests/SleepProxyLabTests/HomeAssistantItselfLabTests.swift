@@ -50,6 +50,9 @@ final class HomeAssistantItselfLabTests: ThreeHostSuite {
             frontend:
             config:
             api:
+            recorder:
+              commit_interval: 1
+            energy:
             logger:
               default: warning
             """
@@ -113,6 +116,8 @@ final class HomeAssistantItselfLabTests: ThreeHostSuite {
         #expect(entities["button.\(prefix)_wake"] != nil)
         #expect(entities["sensor.\(prefix)_address"]?["state"] as? String == "192.0.2.2")
 
+        try self.expectEnergyAccepted(prefix: prefix, node: node)
+
         if let screenshot = ProcessInfo.processInfo.environment["SLEEPPROXY_HA_SCREENSHOT"] {
             try self.screenshot(entity: "sensor.\(prefix)_state", to: screenshot)
         }
@@ -134,6 +139,62 @@ final class HomeAssistantItselfLabTests: ThreeHostSuite {
             }
         }
         #expect(reason, "the last wake's reason never showed as an administrator's")
+    }
+
+    /// docs/savings.md, "Where it shows": the host's and the proxy's energy sensors are what the Energy dashboard
+    /// takes as individual devices. Home Assistant's own checks say so: its statistics validation finds no issue
+    /// with them, and the Energy configuration that names them validates clean.
+    func expectEnergyAccepted(prefix: String, node: String) throws {
+        let host = "sensor.\(prefix)_energy_saved"
+        let proxy = "sensor.sleepproxy_\(node)_proxy_energy_saved"
+        var attributes: [String: Any] = [:]
+        let shown = waitUntil(timeout: 30, interval: 0.5) {
+            let list = (try? self.drive(["states", "sleepproxy_\(node)"])) as? [[String: Any]] ?? []
+            let found = list.first { $0["entity_id"] as? String == host }
+            attributes = found?["attributes"] as? [String: Any] ?? [:]
+            return found != nil && list.contains { $0["entity_id"] as? String == proxy }
+        }
+        #expect(shown, "no energy sensors")
+        #expect(
+            attributes["device_class"] as? String == "energy"
+                && attributes["state_class"] as? String == "total_increasing")
+        #expect(attributes["unit_of_measurement"] as? String == "kWh", "\(attributes)")
+        let venv = try #require(HomeAssistantVenv.path)
+        let token = self.configuration.appendingPathComponent("lab-token").path
+        func websocket(_ messages: [String]) throws -> [String: Any] {
+            let result = try self.box.run(
+                ["\(venv)/bin/python", Self.driver, self.url, "ws", token] + messages, timeout: .seconds(60))
+            guard result.succeeded,
+                let answer = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+            else { throw CommandError("websocket \(messages): \(result)") }
+            return answer
+        }
+        let validation = try websocket([#"{"type": "recorder/validate_statistics"}"#])
+        let issues = validation["result"] as? [String: Any]
+        #expect(issues != nil, "\(validation)")
+        #expect(issues?[host] == nil && issues?[proxy] == nil, "statistics issues: \(validation)")
+        let energy = try websocket([
+            #"{"type": "energy/save_prefs", "device_consumption": [{"stat_consumption": "\#(host)"}, {"stat_consumption": "\#(proxy)"}]}"#,
+            #"{"type": "energy/validate"}"#,
+        ])
+        let devices = (energy["result"] as? [String: Any])?["device_consumption"] as? [[[String: Any]]]
+        // Its statistics are compiled every five minutes; until the first, the dashboard says only that they are not
+        // there yet. Any other issue (a unit, a state class, a sensor the recorder does not keep) is ours.
+        let kinds = devices?.map { $0.compactMap { $0["type"] as? String }.filter { $0 != "statistics_not_defined" } }
+        #expect(devices?.count == 2 && kinds?.allSatisfy(\.isEmpty) == true, "energy issues: \(energy)")
+        print("home assistant: the energy sensors validate clean: \(validation["result"] ?? "?"), \(devices ?? [])")
+        // With SLEEPPROXY_HA_WAIT_STATISTICS=1, past Home Assistant's first compile of statistics (the next
+        // five-minute mark and a little: at most six minutes) the Energy configuration validates with no issue at all.
+        guard ProcessInfo.processInfo.environment["SLEEPPROXY_HA_WAIT_STATISTICS"] == "1" else { return }
+        var last: [String: Any] = [:]
+        let clean = waitUntil(timeout: 400, interval: 15) {
+            last = (try? websocket([#"{"type": "energy/validate"}"#])) ?? [:]
+            let devices = (last["result"] as? [String: Any])?["device_consumption"] as? [[Any]]
+            return devices?.count == 2 && devices?.allSatisfy(\.isEmpty) == true
+        }
+        #expect(clean, "after the first compile of statistics: \(last)")
+        print(
+            "home assistant: after its first compile of statistics the Energy configuration validates clean: \(clean)")
     }
 
     func mqttArguments() throws -> [String] {

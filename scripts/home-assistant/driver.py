@@ -7,6 +7,8 @@
   driver.py URL states TOKENFILE PREFIX      every entity whose id starts with PREFIX: id, state, attributes
   driver.py URL press TOKENFILE ENTITY       press a button entity (button.press)
   driver.py URL device TOKENFILE ENTITY      the device id of an entity (for a page's address)
+  driver.py URL ws TOKENFILE MESSAGE...      send each MESSAGE (JSON, without its id) over the websocket API in
+                                             turn and print the last result (needs aiohttp: Home Assistant's Python)
   driver.py URL screenshot TOKENFILE PATH FILE DEVTOOLS
                                              the page at PATH as a logged-in browser shows it, through the
                                              DevTools port of a headless Chromium (needs aiohttp: run it with
@@ -85,9 +87,35 @@ def main():
         import asyncio
         asyncio.run(screenshot(url, json.load(open(token_file + '.json')), sys.argv[4], sys.argv[5], sys.argv[6]))
         print(json.dumps({'ok': True}))
+    elif command == 'ws':
+        import asyncio
+        print(json.dumps(asyncio.run(websocket(url, token, [json.loads(m) for m in sys.argv[4:]]))))
     elif command == 'device':
         result = call(url, '/api/template', {'template': "{{ device_id('%s') }}" % sys.argv[4]}, token)
         print(json.dumps({'device': result}))
+
+
+async def websocket(url, token, messages):
+    """Sends each message over Home Assistant's websocket API, as the frontend does, and returns the last result;
+    an error result is returned as it came, for the caller to show."""
+    import asyncio
+    import aiohttp
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(url.replace('http', 'ws', 1) + '/api/websocket') as socket:
+            assert (await socket.receive_json(timeout=30))['type'] == 'auth_required'
+            await socket.send_json({'type': 'auth', 'access_token': token})
+            assert (await socket.receive_json(timeout=30))['type'] == 'auth_ok'
+            result = None
+            for number, message in enumerate(messages, start=1):
+                await socket.send_json(dict(message, id=number))
+                while True:
+                    answer = await asyncio.wait_for(socket.receive_json(), 60)
+                    if answer.get('id') == number and answer.get('type') == 'result':
+                        break
+                if not answer.get('success'):
+                    return {'error': answer.get('error'), 'message': message}
+                result = answer.get('result')
+            return {'result': result}
 
 
 async def screenshot(url, tokens, path, out, devtools):
