@@ -179,13 +179,14 @@ enum WearBenchmark {
         settle()
         let bytes = (Self.writtenBytes(process.pid) ?? 0) - bytesBefore
         let cardAfter = card?.written()
-        let syncs = try Self.syncs(server) - syncsBefore + settles
+        // Each settle syncs the history and the savings ledger's append (docs/savings.md), one write each.
+        let syncs = try Self.syncs(server) - syncsBefore + 2 * settles
         let seconds = Date().timeIntervalSince(started)
         print(
             String(
                 format:
-                    "  one day played in %.0f s: %.2f MB (%.2f MiB) written by the daemon, %d syncs (%d of them history settles; targets: 2 MB, 500)",
-                seconds, Double(bytes) / 1_000_000, Double(bytes) / 1_048_576, syncs, settles))
+                    "  one day played in %.0f s: %.2f MB (%.2f MiB) written by the daemon, %d syncs (%d of them the history's and the savings' settles; targets: 2 MB, 500)",
+                seconds, Double(bytes) / 1_000_000, Double(bytes) / 1_048_576, syncs, 2 * settles))
         if let cardBefore, let cardAfter {
             let cardBytes = cardAfter.bytes - cardBefore.bytes
             print(
@@ -196,7 +197,7 @@ enum WearBenchmark {
         }
         for (directory, file) in [
             (state, "registrations.journal"), (state, "history.jsonl"), (runtime, "history-recent.jsonl"),
-            (runtime, "wake-events.jsonl"),
+            (runtime, "wake-events.jsonl"), (state, "savings.txt"), (runtime, "savings-recent.txt"),
         ] {
             let size =
                 (try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent(file).path)[.size])
