@@ -182,12 +182,11 @@ final class SavingsLabTests: ThreeHostSuite {
         }
         try FileManager.default.createDirectory(at: self.state, withIntermediateDirectories: true)
         try text.write(to: self.state.appendingPathComponent("savings.txt"), atomically: true, encoding: .utf8)
-        let daemon = try Daemon.start(
-            in: self.proxy, stateDirectory: self.state,
-            extra: [
-                "--host-power", "02:53:50:00:00:02@7/1", "--host-power", "02:53:50:00:00:05@30/5",
-                "--host-power-default", "60/2", "--proxy-power", "3",
-            ])
+        let config = self.lab.directory.appendingPathComponent("sleepproxyd.conf")
+        let figures = "host-power = 02:53:50:00:00:02@7/1\nhost-power = 02:53:50:00:00:05@30/5\n"
+        try (figures + "host-power-default = 60/2\nproxy-power = 3\n").write(
+            to: config, atomically: true, encoding: .utf8)
+        let daemon = try Daemon.start(in: self.proxy, stateDirectory: self.state, extra: ["--config", config.path])
         defer { daemon.stop() }
         let report = try self.savings()
         let first = CivilDate(dayNumber: today).monthDays.lowerBound
@@ -222,6 +221,34 @@ final class SavingsLabTests: ThreeHostSuite {
             #expect(page.console.isEmpty, "console: \(page.console)")
             #expect(page.dom.contains(">desktop<") && page.dom.contains("60/2 W (default)"))
         }
+
+        // A reload: a bad figure is refused with its line and every figure stays; a good edit reprices the month.
+        func reload(_ text: String) throws -> DaemonStatus.Reload? {
+            try text.write(to: config, atomically: true, encoding: .utf8)
+            let before = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.lastReload
+            _ = try self.proxy.run(["kill", "-HUP", "\(daemon.pid)"])
+            var reload: DaemonStatus.Reload?
+            waitUntil(timeout: 10) {
+                reload = Daemon.status(proxy: self.proxy, stateDirectory: self.state)?.lastReload
+                // Told apart from the last by its outcome too: the JSON's times are whole seconds.
+                return reload != nil && reload != before
+            }
+            return reload
+        }
+        let badEdit = try reload(figures + "host-power-default = 40\nproxy-power = 3 W\n")
+        #expect(
+            badEdit?.succeeded == false && badEdit?.message.contains("line 4") == true, "\(String(describing: badEdit))"
+        )
+        let kept = try self.savings()
+        #expect(kept.hosts == report.hosts && kept.defaultPower == "60/2" && kept.proxy.watts == 3, "nothing changed")
+        let taken = try reload(figures + "host-power-default = 40/2\n")
+        #expect(taken?.succeeded == true, "\(String(describing: taken))")
+        let repriced = try self.savings()
+        let desktop = try #require(repriced.hosts.first { $0.mac == "02:53:50:00:00:06" })
+        #expect(
+            desktop.power == "40/2"
+                && abs(desktop.figures.savedWattHours - desktop.figures.asleepSeconds / 3600 * 38) < 1e-6)
+        #expect(repriced.proxy.usedWattHours == nil, "proxy-power taken out")
     }
 
     /// A bad power figure is refused with its line, and the running configuration stays (docs/savings.md).
