@@ -22,7 +22,6 @@ extension EngineRunner {
         }
         defer { self.journalSync?.stop() }
         self.refreshInventory(now: SystemClock.now())
-        self.seedSavings(now: SystemClock.now())
         if let resumable = self.resumable {
             self.resumable = nil
             // The replay's code and the heap it freed go back before the burst of speaking again for every host

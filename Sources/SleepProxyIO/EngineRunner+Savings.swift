@@ -14,7 +14,7 @@ extension EngineRunner {
     /// ledger, a power cut at most a history settle's.
     static let savingsWriteInterval: Duration = .seconds(300)
 
-    /// At the engine thread's start: every host restored from the journal counts as what it is now. The time the
+    /// After the engine thread's first batch: every host restored from the journal counts as what it is now. The time the
     /// daemon was stopped counts for nobody.
     func seedSavings(now: Timestamp) {
         let local = SystemClock.localDayTime()
@@ -48,6 +48,8 @@ extension EngineRunner {
     /// After every batch: the ledger advanced once a minute, its changes written every `savingsWriteInterval`
     /// (`force`: now, at a stop or a sync).
     func keepSavings(now: Timestamp, force: Bool = false) {
+        // After the first batch, not before it: a restart's first answer does not wait for 10,000 hosts' states.
+        guard self.savingsAdvancedAt != nil else { return self.seedSavings(now: now) }
         if force || self.savingsAdvancedAt.map({ now - $0 >= Self.savingsAdvanceInterval }) ?? true {
             self.savingsAdvancedAt = now
             self.savings.advance(now: now, local: SystemClock.localDayTime())

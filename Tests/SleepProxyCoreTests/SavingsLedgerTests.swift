@@ -106,7 +106,7 @@ struct SavingsLedgerTests {
         #expect(ledger.hosts["b"] == nil, "gone, and nothing kept")
     }
 
-    /// At most `maximumHosts`: one more forgets the host heard of longest ago.
+    /// At most `maximumHosts`: one more is not kept until a host leaves (neither held nor counted on a day kept).
     @Test func hostsAreBounded() {
         var ledger = SavingsLedger()
         for index in 0..<SavingsLedger.maximumHosts {
@@ -114,7 +114,13 @@ struct SavingsLedgerTests {
         }
         #expect(ledger.hosts.count == SavingsLedger.maximumHosts && ledger.hosts["h0"] != nil)
         Self.enter(&ledger, .asleep, "new", 1, day: Self.day + 1)
-        #expect(ledger.hosts.count == SavingsLedger.maximumHosts - SavingsLedger.evictedTogether + 1)
-        #expect(ledger.hosts["h0"] == nil && ledger.hosts["new"] != nil, "the oldest went first")
+        #expect(ledger.hosts.count == SavingsLedger.maximumHosts)
+        #expect(ledger.hosts["h0"] != nil && ledger.hosts["new"] == nil, "N + 1: not kept, and nobody traded for it")
+        // Once a host is neither held nor counted on any day kept, it goes, and a new one has its place.
+        Self.enter(&ledger, .gone, "h0", 2, day: Self.day + 1)
+        Self.advance(&ledger, 1, day: Self.day + 1 + SavingsLedger.daysKept)
+        #expect(ledger.hosts["h0"] == nil)
+        Self.enter(&ledger, .asleep, "new", 1, day: Self.day + 1 + SavingsLedger.daysKept)
+        #expect(ledger.hosts["new"] != nil)
     }
 }
