@@ -51,7 +51,7 @@ public struct HomeAssistantView: Hashable, Sendable {
             let asleep: Set<PresenceState> = [.asleep, .waking, .standby]
             add(
                 Host(
-                    mac: host.mac.lowercased(), name: host.name.map(Self.bareName), state: host.state.rawValue,
+                    mac: host.mac.lowercased(), name: host.name.map(DisplayText.bareName), state: host.state.rawValue,
                     asleep: asleep.contains(host.state), adopted: adoptedMACs.contains(host.mac.lowercased()),
                     addresses: host.addresses, services: host.services, lastWake: host.lastWake))
         }
@@ -61,25 +61,18 @@ public struct HomeAssistantView: Hashable, Sendable {
             let mac = host.mac.lowercased()
             add(
                 Host(
-                    mac: mac, name: host.names.first.map(Self.bareName), state: host.state, asleep: false,
+                    mac: mac, name: host.names.first.map(DisplayText.bareName), state: host.state, asleep: false,
                     adopted: true, addresses: host.addresses, services: host.services,
                     lastWake: recent[mac]?.lastWake))
         }
         for host in self.status.recentHosts ?? [] where host.state == .handedBack {
             add(
                 Host(
-                    mac: host.mac.lowercased(), name: host.name.map(Self.bareName), state: host.state.rawValue,
+                    mac: host.mac.lowercased(), name: host.name.map(DisplayText.bareName), state: host.state.rawValue,
                     asleep: false,
                     adopted: false, addresses: [], services: [], lastWake: host.lastWake))
         }
         return shown
-    }
-
-    /// `nas.local.` as `nas`.
-    static func bareName(_ name: String) -> String {
-        var bare = name.hasSuffix(".") ? String(name.dropLast()) : name
-        if bare.lowercased().hasSuffix(".local") { bare = String(bare.dropLast(".local".count)) }
-        return bare
     }
 }
 

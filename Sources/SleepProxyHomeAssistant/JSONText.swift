@@ -1,3 +1,5 @@
+import SleepProxyControl
+
 /// A JSON value written with its keys in the order given, so that the same state always gives the same bytes:
 /// `RetainedTopics` compares payloads to know what changed, and a payload that only reordered its keys would be
 /// published again for nothing.
@@ -29,7 +31,7 @@ enum JSONText: Hashable, Sendable, ExpressibleByStringLiteral, ExpressibleByInte
         switch self {
         case .string(let text): Self.quote(text, into: &out)
         case .number(let value): out += Array(String(value).utf8)
-        case .decimal(let value, let digits): out += Array(Self.fixed(value, digits: digits).utf8)
+        case .decimal(let value, let digits): out += Array(DisplayText.fixed(value, digits: digits).utf8)
         case .bool(let value): out += Array((value ? "true" : "false").utf8)
         case .null: out += Array("null".utf8)
         case .array(let items):
@@ -66,24 +68,6 @@ enum JSONText: Hashable, Sendable, ExpressibleByStringLiteral, ExpressibleByInte
             }
         }
         out.append(UInt8(ascii: "\""))
-    }
-
-    /// `value` rounded to `digits` places, as plain digits (not finite: 0).
-    static func fixed(_ value: Double, digits: Int) -> String {
-        guard value.isFinite else { return "0" }
-        var scale: Int64 = 1
-        for _ in 0..<max(0, min(digits, 9)) { scale *= 10 }
-        let scaled = (value * Double(scale)).rounded()
-        guard scaled.magnitude < 9e17 else { return "0" }
-        let units = Int64(scaled)
-        let whole = units.magnitude / UInt64(scale)
-        var text = (units < 0 ? "-" : "") + String(whole)
-        if scale > 1 {
-            var fraction = String(units.magnitude % UInt64(scale))
-            while fraction.count < String(scale).count - 1 { fraction = "0" + fraction }
-            text += "." + fraction
-        }
-        return text
     }
 
     static func == (lhs: JSONText, rhs: JSONText) -> Bool { lhs.bytes == rhs.bytes }

@@ -81,6 +81,13 @@ extension EngineRunner {
                     savedWattHours: self.savedWattHoursSinceStart[key] ?? 0))
         }
         hosts.sort { $0.mac < $1.mac }
+        // Hosts the ledger let go of (neither held nor counted on any day kept) go from the totals too.
+        if self.savingsCredited.count > self.savings.asleepSinceStart.count {
+            self.savingsCredited = self.savingsCredited.filter { self.savings.asleepSinceStart[$0.key] != nil }
+            self.savedWattHoursSinceStart = self.savedWattHoursSinceStart.filter {
+                self.savings.asleepSinceStart[$0.key] != nil
+            }
+        }
         if let now = self.savings.last?.monotonic {
             // The proxy's own use the same way: the time it ran since the last credit, at the draw given now.
             if let since = self.proxyCreditedAt, let watts = self.power.proxyWatts, now > since {

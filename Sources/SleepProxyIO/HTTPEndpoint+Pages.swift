@@ -39,7 +39,7 @@ extension HTTPEndpoint {
         case .overview(let query):
             self.engine.control(ControlRequest(command: .status)) { [self] statusResponse in
                 self.engine.control(query.request) { [self] listing in
-                    self.engine.control(ControlRequest(command: .savings)) { savings in
+                    self.savingsIfShown(query) { savings in
                         loop.execute {
                             guard let status = statusResponse.status, let hosts = listing.hosts else {
                                 let message = listing.error ?? statusResponse.error ?? "the daemon gave no answer"
@@ -52,7 +52,7 @@ extension HTTPEndpoint {
                                     .ok,
                                     StatusPage.overview(
                                         status: status, hosts: hosts, total: listing.total ?? hosts.count, query: query,
-                                        now: now, time: LocalTime.current(at: now), savings: savings.savings)))
+                                        now: now, time: LocalTime.current(at: now), savings: savings)))
                         }
                     }
                 }
@@ -109,6 +109,15 @@ extension HTTPEndpoint {
                 }
             }
         }
+    }
+
+    /// The month's savings for an overview that shows them (`HostQuery.showsSavings`), nil for one that does not:
+    /// asked only then, since it adds up every host's month.
+    func savingsIfShown(
+        _ query: StatusRoute.HostQuery, _ body: @escaping @Sendable (SavingsReport?) -> Void
+    ) {
+        guard query.showsSavings else { return body(nil) }
+        self.engine.control(ControlRequest(command: .savings)) { body($0.savings) }
     }
 
     /// 200 for an answer; for a refusal, by its kind: 404 when the host named is not held, 503 when the daemon

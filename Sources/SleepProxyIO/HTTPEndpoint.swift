@@ -34,6 +34,8 @@ public final class HTTPEndpoint: @unchecked Sendable {
     private let lock = NIOLock()
     private var last: [String: Int] = [:]
     private var lastFloat: [String: Double] = [:]
+    /// The hosts whose savings series the registry holds (`scrape`).
+    private var savingsSeries: Set<String> = []
     private var channel: Channel?
 
     /// A connection that sends nothing for this long is closed: a silent peer holds no resources for long.
@@ -174,6 +176,17 @@ public final class HTTPEndpoint: @unchecked Sendable {
                 self.countFloat("sleepproxy_host_asleep_seconds_total", ["host": host.mac], host.asleepSeconds)
                 self.countFloat("sleepproxy_energy_saved_wh_total", ["host": host.mac], host.savedWattHours)
             }
+            // A host the ledger no longer keeps (neither held nor counted on any day kept) loses its series: the
+            // registry keeps a series for good otherwise, one more for every host a box ever met.
+            let listed = Set(savings.hosts.map(\.mac))
+            for mac in self.savingsSeries.subtracting(listed) {
+                for name in ["sleepproxy_host_asleep_seconds_total", "sleepproxy_energy_saved_wh_total"] {
+                    CoreMetrics.FloatingPointCounter(label: name, dimensions: [("host", mac)], factory: self.factory)
+                        .destroy()
+                    self.lastFloat["\(name)host=\(mac)"] = nil
+                }
+            }
+            self.savingsSeries = listed
             if let used = savings.proxyUsedWattHours {
                 self.countFloat("sleepproxy_proxy_energy_used_wh_total", [:], used)
             }

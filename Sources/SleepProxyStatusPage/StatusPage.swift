@@ -44,8 +44,7 @@ public enum StatusPage {
                 """
         }
         body += Self.hostsTable(hosts, total: total, query: query, time: time)
-        // The month's savings on the first page of the unfiltered listing only: a search is about hosts.
-        if let savings, query.state == nil, query.search == nil, query.page == 1 {
+        if let savings, query.showsSavings {
             body += SavingsView.section(savings)
         }
         if let recent = status.recentHosts, !recent.isEmpty, query.state == nil, query.search == nil {

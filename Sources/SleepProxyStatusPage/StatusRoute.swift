@@ -44,6 +44,9 @@ public enum StatusRoute: Hashable, Sendable {
             self.page = page
         }
 
+        /// The month's savings go on the first page of the unfiltered listing only: a search is about hosts.
+        public var showsSavings: Bool { self.state == nil && self.search == nil && self.page == 1 }
+
         public var request: ControlRequest {
             ControlRequest(
                 command: .hosts, state: self.state, search: self.search, offset: (self.page - 1) * Self.rowsPerPage,

@@ -89,6 +89,9 @@ struct SavingsFiguresTests {
         let power = PowerFigures(hosts: [MACAddress(mac)!: PowerDraw(awakeWatts: 10, asleepWatts: 1)])
         let own = ledger.totals(forHost: mac, days: 20_000...20_000, draw: power.draw(forHost: mac).draw)
         #expect(own.asleepMilliseconds == 7_200_000 && own.savedWattHours == 18)
+        let draw = power.draw(forHost: mac).draw
+        #expect(ledger.totals(forHost: mac, days: 19_000...19_999, draw: draw) == SavingsLedger.Totals(), "before")
+        #expect(ledger.totals(forHost: mac, days: 20_001...20_400, draw: draw) == SavingsLedger.Totals(), "after")
         #expect(power.draw(forHost: "02:00:00:00:00:06").isDefault)
         let daily = ledger.daily(days: 19_999...20_001, power: power)
         #expect(daily.map(\.day) == [19_999, 20_000, 20_001])

@@ -88,4 +88,30 @@ struct SavingsLedgerCodingTests {
             try SavingsLedger(decoding: days(Ledger.daysKept + 1))
         }
     }
+
+    /// Names come from the wire: a line break or a name longer than the file takes must never make the whole file
+    /// unreadable at the next start. `maximumNameBytes` is kept whole; one byte more is cut at a character.
+    @Test func namesFromTheWireAlwaysReadBack() throws {
+        let limit = Ledger.maximumNameBytes
+        let names = [
+            "evil\nhost 1 2 3 4\nhost x", "cr\r\nlf", String(repeating: "a", count: limit),
+            String(repeating: "a", count: limit + 1), String(repeating: "é", count: limit / 2 + 1),
+        ]
+        var ledger = SavingsLedger()
+        let local = LocalDayTime(day: 20_000, millisecondsIntoDay: 0)
+        ledger.advance(now: .seconds(0), local: local)
+        for (index, name) in names.enumerated() {
+            ledger.hostEntered(.asleep, host: "02:00:00:00:00:0\(index)", name: name, now: .seconds(0), local: local)
+        }
+        ledger.advance(now: .seconds(60), local: LocalDayTime(day: 20_000, millisecondsIntoDay: 60_000))
+        let read = try SavingsLedger(decoding: ledger.encoded())
+        #expect(read.hosts.count == names.count)
+        #expect(read.hosts["02:00:00:00:00:00"]?.name == "evil host 1 2 3 4 host x")
+        #expect(read.hosts["02:00:00:00:00:02"]?.name?.utf8.count == limit, "N: kept whole")
+        #expect(read.hosts["02:00:00:00:00:03"]?.name?.utf8.count == limit, "N + 1: cut to N")
+        #expect(read.hosts["02:00:00:00:00:04"]?.name?.utf8.count == limit, "cut at a character, not a byte")
+        #expect(throws: SavingsLedger.DecodingError.malformedLine(2)) {
+            try SavingsLedger(decoding: Ledger.header + "\nhost a " + String(repeating: "a", count: limit + 1) + "\n")
+        }
+    }
 }

@@ -104,6 +104,7 @@ struct SavingsLedgerTests {
         Self.advance(&ledger, 1, day: lastKept + 1)
         #expect(ledger.hosts["a"]?.days.first?.day == Self.day + 1, "N + 1: the first went")
         #expect(ledger.hosts["b"] == nil, "gone, and nothing kept")
+        #expect(ledger.asleepSinceStart["b"] == nil && ledger.asleepSinceStart["a"] != nil, "nor its running total")
     }
 
     /// At most `maximumHosts`: one more is not kept until a host leaves (neither held nor counted on a day kept).

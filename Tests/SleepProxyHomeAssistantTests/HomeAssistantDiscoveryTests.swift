@@ -87,8 +87,8 @@ struct HomeAssistantDiscoveryTests {
         status.savings?.proxyUsedWattHours = nil
         let without = self.discovery.topics(for: HomeAssistantView(status: status, hosts: [], adopted: []))
         #expect(without["homeassistant/sensor/sleepproxy_pi_box/proxy_energy_used/config"] == nil)
-        #expect(JSONText.fixed(0.0005, digits: 3) == "0.001" && JSONText.fixed(12, digits: 3) == "12.000")
-        #expect(JSONText.fixed(.nan, digits: 3) == "0" && JSONText.fixed(-1.5, digits: 1) == "-1.5")
+        #expect(DisplayText.fixed(0.0005, digits: 3) == "0.001" && DisplayText.fixed(12, digits: 3) == "12.000")
+        #expect(DisplayText.fixed(.nan, digits: 3) == "0" && DisplayText.fixed(-1.5, digits: 1) == "-1.5")
     }
 
     @Test func aHostThatWokeStaysAndOneForgottenGoes() {

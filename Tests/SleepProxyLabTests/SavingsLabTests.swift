@@ -121,15 +121,16 @@ final class SavingsLabTests: ThreeHostSuite {
 
         // The overview in Chromium: the month's section with both hosts and thirty bars, the days with a saving
         // drawn, and nothing in the console (the page has no script of its own here).
-        if FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium) {
-            let page = try self.browse("/", screenshot: "savings.png", window: "1280,1400")
-            #expect(page.console.isEmpty, "console: \(page.console)")
-            let section = page.dom.components(separatedBy: "<section class=\"savings\">").dropFirst().first ?? ""
-            #expect(section.contains(">sleeper<") && section.contains(">den<"), "\(section.prefix(3000))")
-            #expect(section.components(separatedBy: "<rect class=\"bar\"").count - 1 == SavingsReport.chartDays)
-            let today = try #require(report.days.last?.date)
-            #expect(section.contains("<title>\(today): "), "today's bar has its figures")
-        }
+        try #require(
+            FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium),
+            "Debian's chromium is needed (scripts/test installs it)")
+        let page = try self.browse("/", screenshot: "savings.png", window: "1280,1400")
+        #expect(page.console.isEmpty, "console: \(page.console)")
+        let section = page.dom.components(separatedBy: "<section class=\"savings\">").dropFirst().first ?? ""
+        #expect(section.contains(">sleeper<") && section.contains(">den<"), "\(section.prefix(3000))")
+        #expect(section.components(separatedBy: "<rect class=\"bar\"").count - 1 == SavingsReport.chartDays)
+        let today = try #require(report.days.last?.date)
+        #expect(section.contains("<title>\(today): "), "today's bar has its figures")
 
         // A restart: what was counted is kept, and the time stopped counts for nobody.
         daemon.stop()
@@ -216,11 +217,12 @@ final class SavingsLabTests: ThreeHostSuite {
             Daemon.sibling("sleepproxyctl"), "savings", "--month", "2026-13", "--socket", socket,
         ])
         #expect(!refused.succeeded && refused.stderr.contains("YYYY-MM"), "\(refused)")
-        if FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium) {
-            let page = try self.browse("/", screenshot: "savings-month.png", window: "1100,900")
-            #expect(page.console.isEmpty, "console: \(page.console)")
-            #expect(page.dom.contains(">desktop<") && page.dom.contains("60/2 W (default)"))
-        }
+        try #require(
+            FileManager.default.isExecutableFile(atPath: StatusPageLabTests.chromium),
+            "Debian's chromium is needed (scripts/test installs it)")
+        let page = try self.browse("/", screenshot: "savings-month.png", window: "1100,900")
+        #expect(page.console.isEmpty, "console: \(page.console)")
+        #expect(page.dom.contains(">desktop<") && page.dom.contains("60/2 W (default)"))
 
         // A reload: a bad figure is refused with its line and every figure stays; a good edit reprices the month.
         func reload(_ text: String) throws -> DaemonStatus.Reload? {

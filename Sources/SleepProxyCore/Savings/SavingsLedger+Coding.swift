@@ -61,7 +61,7 @@ extension SavingsLedger {
                 let key = String(rest.prefix { $0 != " " })
                 guard !key.isEmpty, hosts[key] == nil, key.utf8.count <= 64 else { throw .malformedLine(number) }
                 let name = rest.dropFirst(key.count + 1)
-                guard name.utf8.count <= 1_009 else { throw .malformedLine(number) }  // a DNS name, escaped
+                guard name.utf8.count <= Self.maximumNameBytes else { throw .malformedLine(number) }
                 guard hosts.count < Self.maximumHosts else { throw .tooManyHosts }
                 hosts[key] = Host(name: name.isEmpty ? nil : String(name), counts: .neither, days: [], lastDay: 0)
                 current = key

@@ -22,7 +22,7 @@ extension SavingsLedger {
     /// One host's sums over `days` (local day numbers), its energy from `draw`.
     public func totals(forHost key: String, days: ClosedRange<Int>, draw: PowerDraw) -> Totals {
         var totals = Totals()
-        for day in self.hosts[key]?.days ?? [] where days.contains(day.day) {
+        for day in Self.within(self.hosts[key]?.days ?? [], days) {
             totals.asleepMilliseconds += day.asleepMilliseconds
             totals.awakeMilliseconds += day.awakeMilliseconds
             totals.wakes += day.wakes
@@ -34,7 +34,18 @@ extension SavingsLedger {
 
     /// How long the proxy itself ran over `days`.
     public func runningMilliseconds(days: ClosedRange<Int>) -> Int64 {
-        self.running.filter { days.contains($0.day) }.reduce(0) { $0 + $1.awakeMilliseconds }
+        Self.within(self.running, days).reduce(0) { $0 + $1.awakeMilliseconds }
+    }
+
+    /// The days of `days` (kept in order), found from the end: a month or the chart's 30 days are the last of up to
+    /// 400, and the status page asks for them every time it is drawn.
+    static func within(_ kept: [Day], _ days: ClosedRange<Int>) -> [Day] {
+        var found: [Day] = []
+        for day in kept.reversed() {
+            if day.day < days.lowerBound { break }
+            if day.day <= days.upperBound { found.append(day) }
+        }
+        return found.reversed()
     }
 
     /// Every host's sums for each day of `days`, in order (the status page's bars): a day nobody slept is there
@@ -43,7 +54,7 @@ extension SavingsLedger {
         var byDay: [Int: Totals] = [:]
         for (key, host) in self.hosts {
             let draw = power.draw(forHost: key).draw
-            for day in host.days where days.contains(day.day) {
+            for day in Self.within(host.days, days) {
                 var totals = Totals()
                 totals.asleepMilliseconds = day.asleepMilliseconds
                 totals.awakeMilliseconds = day.awakeMilliseconds

@@ -11,6 +11,9 @@ public struct SavingsLedger: Sendable {
     public static let maximumHosts = 1_024
     /// The most one day holds in one state: a day, and once more for a wall clock stepped back over it (ours).
     public static let maximumMillisecondsADay: Int64 = 2 * 86_400_000
+    /// The longest name kept, in UTF-8 bytes: a DNS name of 255 bytes as the engine writes it, each byte escaped
+    /// (`\DDD`) at worst, with its dots (ours). Longer is cut at a character, so the file always reads back.
+    public static let maximumNameBytes = 1_024
 
     /// One host's day.
     public struct Day: Hashable, Sendable {
@@ -135,6 +138,7 @@ public struct SavingsLedger: Sendable {
     ) {
         if self.last == nil { self.last = (now, local) }
         let counts = SavingsState(state)
+        let name = name.map(Self.fileSafe)
         if self.hosts[host] == nil {
             guard counts != .neither, self.hasRoom else { return }
             self.hosts[host] = Host(name: name, counts: counts, days: [], lastDay: local.day)
@@ -159,6 +163,15 @@ public struct SavingsLedger: Sendable {
     }
 
     // MARK: - Bounds
+
+    /// A name as one line of the file can hold it: a name comes from the wire, and one with a line break, or longer
+    /// than the file takes, would make the whole file unreadable at the next start. Breaks become spaces, and the
+    /// name is cut at a character within `maximumNameBytes`.
+    static func fileSafe(_ name: String) -> String {
+        var safe = String(name.map { $0 == "\n" || $0 == "\r" || $0 == "\r\n" ? " " : $0 })
+        while safe.utf8.count > Self.maximumNameBytes { safe.removeLast() }
+        return safe
+    }
 
     private mutating func update(_ host: String, day: Int, _ body: (inout Day) -> Void) {
         var days = self.hosts[host]!.days
@@ -241,6 +254,7 @@ public struct SavingsLedger: Sendable {
             host.days.removeAll { $0.day < oldest }
             if host.days.isEmpty, host.counts == .neither {
                 self.hosts[key] = nil
+                self.asleepSinceStart[key] = nil
             } else {
                 self.hosts[key] = host
             }
