@@ -48,8 +48,12 @@ extension EngineRunner {
     /// After every batch: the ledger advanced once a minute, its changes written every `savingsWriteInterval`
     /// (`force`: now, at a stop or a sync).
     func keepSavings(now: Timestamp, force: Bool = false) {
-        // After the first batch, not before it: a restart's first answer does not wait for 10,000 hosts' states.
-        guard self.savingsAdvancedAt != nil else { return self.seedSavings(now: now) }
+        // Once a restart's hosts are all spoken for again, not before: its first answers do not wait for 10,000
+        // hosts' states (those spoken for meanwhile are handed over as they change, `savingsEntered`).
+        if self.savingsAdvancedAt == nil {
+            guard force || !self.engine.isResuming else { return }
+            self.seedSavings(now: now)
+        }
         if force || self.savingsAdvancedAt.map({ now - $0 >= Self.savingsAdvanceInterval }) ?? true {
             self.savingsAdvancedAt = now
             self.savings.advance(now: now, local: SystemClock.localDayTime())

@@ -144,48 +144,13 @@ public final class EngineRunner: @unchecked Sendable {
         // restored, so that it is never resident beside them (docs/memory.md).
         MemoryTuning.trim()
         MemoryTuning.releaseStartupCode()
-        // The history is read on a thread of its own while this one replays the journal: the two share nothing,
-        // and the restart's first answer waits for both (docs/memory.md, "Restoring").
+        // The history is read on a thread of its own while the journal is decoded on another and this one restores
+        // its hosts: they share nothing, and the restart's first answer waits for all three (docs/memory.md,
+        // "Restoring").
         let runtimeDirectory = Self.runtimeDirectory(configuration, logger: logger)
         let historyFile = HistoryFile(
             directory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory, logger: logger)
         let historyRead = HistoryRead(historyFile)
-        let opened = Result {
-            try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase())
-        }
-        let (history, savings) = historyRead.wait()
-        let (journal, replay) = try opened.get()
-        if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
-        self.journal = journal
-        for problem in replay.problems {
-            logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
-        }
-        let now = SystemClock.now()
-        for registration in replay.registrations {
-            logger.info(
-                "state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s"
-            )
-        }
-        for registration in replay.expired {
-            logger.info(
-                "state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped"
-            )
-        }
-        let recordCount = replay.registrations.reduce(0) { $0 + $1.records.count }
-        logger.info(
-            "state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)"
-        )
-        self.wakeLog = WakeLog(
-            directory: runtimeDirectory ?? configuration.stateDirectory, stateDirectory: configuration.stateDirectory,
-            history: history)
-        self.historyFile = historyFile
-        self.liveRecordDirectory = runtimeDirectory.flatMap {
-            $0.standardizedFileURL == configuration.stateDirectory.standardizedFileURL ? nil : $0
-        }
-        self.liveRecordPath = self.liveRecordDirectory?.appendingPathComponent(SpokenForRecord.fileName).path
-        self.history = history
-        self.savings = savings
-        self.power = configuration.power
         var takeover: Takeover? = nil
         var warnings: [String] = []
         if let takeoverConfiguration = configuration.takeover {
@@ -240,12 +205,51 @@ public final class EngineRunner: @unchecked Sendable {
             ssdp = SSDPProxy(seed: UInt64.random(in: .min ... .max))
             self.ssdpSockets = MulticastSockets(.ssdp, logger: logger, sink: { [mailbox] event in mailbox.post(event) })
         }
-        self.engine = ProxyEngine(
+        var engine = ProxyEngine(
             registrar: Registrar(configuration: configuration.registration), responder: responder, takeover: takeover,
             ssdp: ssdp)
         self.status.warnings = warnings
-        // Nothing to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
-        _ = self.engine.restore(replay.registrations, now: now)
+        // Each host restored as soon as the journal's last word on it is read, while the rest is decoded. Nothing
+        // to carry out yet: interfaces are set when the thread starts, and restored hosts start silent.
+        let opened = Result {
+            try JournalFile.open(directory: configuration.stateDirectory, timeBase: SystemClock.timeBase()) {
+                _ = engine.restore($0, now: SystemClock.now())
+            }
+        }
+        self.engine = engine
+        let (history, savings) = historyRead.wait()
+        let (journal, replay) = try opened.get()
+        if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
+        self.journal = journal
+        for problem in replay.problems {
+            logger.warning("state: \(problem) (\(journal.directory.path)/registrations.journal)")
+        }
+        let now = SystemClock.now()
+        for registration in replay.registrations {
+            logger.info(
+                "state: restored \(registration.hostName?.description ?? "?") (\(registration.key)), lease ends in \((registration.leaseExpiry - now).wholeSeconds) s"
+            )
+        }
+        for registration in replay.expired {
+            logger.info(
+                "state: not restoring \(registration.hostName?.description ?? registration.key.description): its lease ended while the proxy was stopped"
+            )
+        }
+        let recordCount = replay.registrations.reduce(0) { $0 + $1.records.count }
+        logger.info(
+            "state: restored \(replay.registrations.count) sleeping hosts with \(recordCount) records from \(journal.directory.path)"
+        )
+        self.wakeLog = WakeLog(
+            directory: runtimeDirectory ?? configuration.stateDirectory, stateDirectory: configuration.stateDirectory,
+            history: history)
+        self.historyFile = historyFile
+        self.liveRecordDirectory = runtimeDirectory.flatMap {
+            $0.standardizedFileURL == configuration.stateDirectory.standardizedFileURL ? nil : $0
+        }
+        self.liveRecordPath = self.liveRecordDirectory?.appendingPathComponent(SpokenForRecord.fileName).path
+        self.history = history
+        self.savings = savings
+        self.power = configuration.power
         if configuration.ssdp {
             do {
                 if let saved = try SSDPStateFile.read(directory: configuration.stateDirectory) {

@@ -237,6 +237,67 @@ struct JournalTests {
         #expect(concurrent.registrations == sequential.registrations && concurrent.problems == sequential.problems)
     }
 
+    /// Hosts handed out as the journal is read (`replay(_:timeBase:final:)`) are exactly the replay's, each once,
+    /// when its last entry is read: a renewal replaces what came before, a removal hides the host, a put back
+    /// after a removal counts, an expired host is left out, and a host whose last entry cannot be read is handed
+    /// out as the entries before it left it.
+    @Test func hostsHandedOutAsTheJournalIsReadAreTheReplays() throws {
+        let hosts = try self.registrations(8)
+        let base = self.timeBase(now: Lab.t0, wall: Self.wallAtT0)
+        var renewed = hosts[3]
+        renewed.leaseExpiry = Lab.t0 + .seconds(7200)
+        var expired = hosts[5]
+        expired.leaseExpiry = Lab.t0 - .seconds(1)
+        var journal: [UInt8] = []
+        var lastEntry: [OwnerKey: Int] = [:]
+        var entries = 0
+        func append(_ entry: RegistrationJournal.Entry) {
+            journal += RegistrationJournal.encode(entry, timeBase: base)
+            switch entry {
+            case .put(let host): lastEntry[host.key] = entries
+            case .remove(let key): lastEntry[key] = entries
+            }
+            entries += 1
+        }
+        for host in hosts[0..<6] { append(.put(host)) }
+        append(.remove(hosts[1].key))
+        append(.put(renewed))
+        append(.put(expired))
+        append(.put(hosts[6]))
+        // Host 6's next entry reads its key but not its body: it stays as its put left it.
+        var unreadable = Array(RegistrationJournal.encode(.put(hosts[6]), timeBase: base).dropFirst(12).dropLast(8))
+        journal += RegistrationJournal.magic
+        withUnsafeBytes(of: UInt32(unreadable.count).bigEndian) { journal += $0 }
+        withUnsafeBytes(of: CRC32.checksum(unreadable).bigEndian) { journal += $0 }
+        journal += unreadable
+        unreadable = []
+        append(.put(hosts[7]))
+        append(.remove(hosts[0].key))
+        append(.put(hosts[1]))
+
+        let sequential = RegistrationJournal.replay(journal, timeBase: base)
+        #expect(sequential.problems.count == 1 && sequential.problems[0].reason.contains("unreadable"))
+        #expect(sequential.registrations.contains { $0.key == hosts[6].key })
+        #expect(sequential.expired.map(\.key) == [expired.key])
+        var handedOut: [OwnerRegistration] = []
+        let replay = RegistrationJournal.replay(journal, timeBase: base) { handedOut.append($0) }
+        #expect(handedOut.sorted { $0.key < $1.key } == sequential.registrations)
+        #expect(handedOut.map(\.key) == sequential.registrations.map(\.key).sorted { lastEntry[$0]! < lastEntry[$1]! })
+        #expect(replay.registrations == sequential.registrations && replay.expired == sequential.expired)
+        #expect(replay.problems == sequential.problems && replay.entryCount == sequential.entryCount)
+        #expect(replay.intactLength == sequential.intactLength && replay.usedLength == sequential.usedLength)
+        // Damage anywhere: still the replay's hosts, each once.
+        for offset in stride(from: 0, to: journal.count, by: 37) {
+            var damaged = journal
+            damaged[offset] ^= 0x5A
+            var seen: [OwnerRegistration] = []
+            let again = RegistrationJournal.replay(damaged, timeBase: base) { seen.append($0) }
+            #expect(
+                seen.sorted { $0.key < $1.key } == RegistrationJournal.replay(damaged, timeBase: base).registrations)
+            #expect(again.registrations == RegistrationJournal.replay(damaged, timeBase: base).registrations)
+        }
+    }
+
     @Test func runsCoverEveryEntryOnceInOrder() {
         let payloads = [100, 5, 5, 5, 300, 1, 1, 50, 50, 50].reduce(into: [Range<Int>]()) { ranges, length in
             let start = ranges.last?.upperBound ?? 0

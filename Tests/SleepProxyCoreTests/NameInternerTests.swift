@@ -105,18 +105,80 @@ struct NameInternerTests {
         #expect(again == registration)
     }
 
-    @Test func aReplayedJournalSharesNamesAcrossHosts() throws {
+    /// Two hosts (the first host and `other.local.`) written to a journal and replayed.
+    static func replayOfTwoHosts() throws -> (Registrar, [OwnerRegistration], RegistrationJournal.Replay) {
         var (registrar, first) = try Self.registrarWithFirstHost()
         let second = try Self.acceptOther(&registrar, number: 9, host: "other.local.")
         let base = TimeBase(bootID: Array(repeating: 7, count: 16), now: Lab.t0, wallNanoseconds: 1_000_000_000)
         let bytes =
             RegistrationJournal.encode(.put(first), timeBase: base)
             + RegistrationJournal.encode(.put(second), timeBase: base)
-        let replay = RegistrationJournal.replay(bytes, timeBase: base)
+        return (registrar, [first, second], RegistrationJournal.replay(bytes, timeBase: base))
+    }
+
+    @Test func aReplayedJournalSharesNamesAcrossHosts() throws {
+        let (_, hosts, replay) = try Self.replayOfTwoHosts()
         #expect(replay.registrations.count == 2)
         let type: DNSName = "_http._tcp.local."
         let names = replay.registrations.compactMap { $0.records.first { $0.record.name == type }?.record.name }
         #expect(names.count == 2 && names[0].sharesStorage(with: names[1]))
-        #expect(replay.registrations.map(\.records) == [first, second].sorted { $0.key < $1.key }.map(\.records))
+        #expect(replay.registrations.map(\.records) == hosts.sorted { $0.key < $1.key }.map(\.records))
+    }
+
+    /// Restored from the journal, hosts keep the replay's shared buffers as they are (the store does not look their
+    /// names up again), and a host registered live after them shares those same buffers.
+    @Test func restoredHostsKeepTheReplaysSharedNames() throws {
+        let (registrar, _, replay) = try Self.replayOfTwoHosts()
+        var engine = ProxyEngine(registrar: Registrar(configuration: registrar.configuration))
+        _ = engine.restore(replay.registrations, now: Lab.t0)
+        #expect(engine.registrar.store.checkInvariants().isEmpty)
+        let type: DNSName = "_http._tcp.local."
+        func typeName(_ registration: OwnerRegistration?) -> DNSName? {
+            registration?.records.first { $0.record.name == type }?.record.name
+        }
+        let replayed = try #require(typeName(replay.registrations.first))
+        for registration in replay.registrations {
+            let stored = try #require(engine.registrations[registration.key])
+            #expect(stored == registration)
+            #expect(try #require(typeName(stored)).sharesStorage(with: replayed))
+        }
+        let third = try Self.acceptOther(&engine.registrar, number: 10, host: "third.local.")
+        #expect(try #require(typeName(third)).sharesStorage(with: replayed))
+    }
+
+    /// A host's own names are shared among its records but not remembered for later hosts; the names hosts have in
+    /// common are, and a later host gets their buffers.
+    @Test func onlyNamesHostsHaveInCommonAreRemembered() throws {
+        var (registrar, first) = try Self.registrarWithFirstHost()
+        let second = try Self.acceptOther(&registrar, number: 9, host: "other.local.")
+        var interner = NameInterner()
+        let a = interner.intern(first)
+        let remembered = interner.rememberedCount
+        let b = interner.intern(second)
+        #expect(interner.rememberedCount == remembered, "the second host's own names are not remembered")
+        // What it remembers: every name the first host holds or points at, but for its unique records' names.
+        var spellings = Set(a.records.map(\.record.name.description))
+        for record in a.records {
+            switch record.record.rdata {
+            case .ptr(let ptr): spellings.insert(ptr.target.description)
+            case .srv(let srv): spellings.insert(srv.target.description)
+            default: break
+            }
+        }
+        let own = Set(a.records.filter(\.record.cacheFlush).map(\.record.name.description))
+        #expect(remembered == spellings.subtracting(own).count && remembered >= 1)
+        // Within a host: its host name is one buffer, SRV target included.
+        let hostName: DNSName = "vm.local."
+        let named = a.records.map(\.record).filter { $0.name == hostName }.map(\.name)
+        let targets = a.records.compactMap { record -> DNSName? in
+            if case .srv(let srv) = record.record.rdata { return srv.target } else { return nil }
+        }
+        #expect(!named.isEmpty && !targets.isEmpty)
+        #expect((named + targets).allSatisfy { $0.sharesStorage(with: named[0]) })
+        // Across hosts: the service type is the first host's buffer.
+        let type: DNSName = "_http._tcp.local."
+        let mine = try #require(a.records.first { $0.record.name == type }?.record.name)
+        let theirs = try #require(b.records.first { $0.record.name == type }?.record.name)
+        #expect(mine.sharesStorage(with: theirs))
     }
 }

@@ -243,24 +243,32 @@ extension ProxyEngineTests {
         #expect(after.ask(H.http, .srv).isEmpty, "silent once the host shows it is up")
     }
 
-    /// A restart speaks again for its hosts a slice at a time: N in the call, the one past N a slice's interval
-    /// later, when the engine says it is due; the line that counts them comes once, with the last.
-    @Test func aRestartSpeaksAgainForItsHostsASliceATick() throws {
-        var h = H()
+    /// `EngineRules.resumeSlice` + 1 hosts as a restart restores them, each with its own service instance when
+    /// `ownServices`.
+    static func oneSliceAndOneMore(now: Timestamp, ownServices: Bool = false) throws -> [OwnerRegistration] {
         let slice = EngineRules.resumeSlice
         var configuration = RegistrationConfiguration(
             maximumHosts: slice + 1, requireSourceAmongClaimedAddresses: false)
         configuration.rateLimitBurst = slice + 1
         var registrar = Registrar(configuration: configuration)
-        let registrations = try (0...slice).map { n in
+        return try (0...slice).map { n in
             let outcome = registrar.handle(
                 datagram: Lab.registration(
                     mac: MACAddress(rawValue: 0x0253_5000_4000 + UInt64(n)), host: try DNSName(parsing: "r\(n).local."),
-                    addresses: []
-                ).encoded(options: .appleUpdate), from: IPAddress("192.0.2.30")!, on: Lab.eth0, now: h.now)
+                    addresses: [],
+                    services: ownServices ? [("Host \(n)._http._tcp", 8080)] : [("TestSvc._http._tcp", 8080)]
+                ).encoded(options: .appleUpdate), from: IPAddress("192.0.2.30")!, on: Lab.eth0, now: now)
             guard case .accepted(let acceptance) = outcome else { throw CancellationError() }
             return acceptance.registration
         }
+    }
+
+    /// A restart speaks again for its hosts a slice at a time: N in the call, the one past N a slice's interval
+    /// later, when the engine says it is due; the line that counts them comes once, with the last.
+    @Test func aRestartSpeaksAgainForItsHostsASliceATick() throws {
+        var h = H()
+        let slice = EngineRules.resumeSlice
+        let registrations = try Self.oneSliceAndOneMore(now: h.now)
         _ = h.engine.restore(registrations, now: h.now)
         let first = h.engine.resumeSpeaking(for: registrations.map(\.key), stoppedFor: .seconds(2), now: h.now)
         let asleep = { registrations.filter { h.engine.state(of: $0.key) == .asleep }.count }
@@ -277,6 +285,31 @@ extension ProxyEngineTests {
         #expect(h.engine.spokenForOrResuming == h.engine.spokenFor)
         #expect(H.logs(rest).filter { $0.contains("hosts were asleep") }.count == 1)
         #expect(H.logs(h.engine.tick(now: due + .seconds(1))).allSatisfy { !$0.contains("hosts were asleep") })
+    }
+
+    /// A question about a name one host still waiting for its slice owns alone speaks for that host at once, and is
+    /// answered in the same pass; a browse, which names every host offering the type, brings nobody forward.
+    @Test func aQuestionAboutAHostStillWaitingForItsSliceIsAnsweredAtOnce() throws {
+        var h = H()
+        let slice = EngineRules.resumeSlice
+        let registrations = try Self.oneSliceAndOneMore(now: h.now, ownServices: true)
+        _ = h.engine.restore(registrations, now: h.now)
+        // Handed over in no particular order; the slices take them in order, so the last in order waits.
+        _ = h.engine.resumeSpeaking(
+            for: registrations.map(\.key).reversed(), stoppedFor: .seconds(2), now: h.now)
+        let waiting = try #require(registrations.max { $0.key < $1.key })
+        let instance = try #require(
+            waiting.records.first { if case .srv = $0.record.rdata { true } else { false } }?.record.name)
+        #expect(h.engine.state(of: waiting.key) == .starting)
+        _ = h.ask("_http._tcp.local.", .ptr)
+        #expect(h.engine.state(of: waiting.key) == .starting, "a browse brings nobody forward")
+        let answers = h.ask(instance, .srv)
+        #expect(answers.count == 1 && answers.first?.name == instance, "answered in the same pass")
+        #expect(h.engine.state(of: waiting.key) == .asleep)
+        // Its slice comes and finds it spoken for: the count of hosts spoken for again counts it once.
+        let rest = h.engine.tick(now: h.now + EngineRules.resumeSliceInterval)
+        #expect(!h.engine.isResuming && registrations.allSatisfy { h.engine.state(of: $0.key) == .asleep })
+        #expect(H.logs(rest).contains { $0.contains("\(slice + 1) hosts were asleep") })
     }
 }
 

@@ -1,9 +1,10 @@
 import Foundation
 import SleepProxyCore
-import SleepProxyIO
 import SleepProxyTestSupport
 import SleepProxyWire
 import Testing
+
+@testable import SleepProxyIO
 
 @Suite("Journal file compaction")
 struct JournalFileTests {
@@ -33,6 +34,27 @@ struct JournalFileTests {
 
     /// A journal that grew only with new hosts holds nothing to drop and is not rewritten (a registration storm
     /// would stall on it); one with more than four entries per live host is (N and N+1 around the ratio).
+    /// At open, the hosts are handed to `restoring` while the journal is decoded on another thread, in chunks of
+    /// at most `restoreChunk`: every host the replay holds, once, and a removed one not at all.
+    @Test func openHandsOverTheHostsToRestoreInChunks() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "journal-restoring-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let count = JournalFile.restoreChunk * 2 + 1
+        let hosts = try Self.hosts(count)
+        let base = SystemClock.timeBase()
+        do {
+            let (journal, _) = try JournalFile.open(directory: directory, timeBase: base)
+            try journal.append(
+                hosts.map { RegistrationJournal.Entry.put($0) } + [.remove(hosts[0].key)], timeBase: base)
+        }
+        var chunks: [[OwnerRegistration]] = []
+        let (_, replay) = try JournalFile.open(directory: directory, timeBase: base) { chunks.append($0) }
+        #expect(replay.registrations.count == count - 1)
+        #expect(chunks.flatMap { $0 }.sorted { $0.key < $1.key } == replay.registrations)
+        #expect(chunks.allSatisfy { !$0.isEmpty && $0.count <= JournalFile.restoreChunk } && chunks.count >= 2)
+    }
+
     @Test func compactionCountsEntriesPerLiveHost() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
             "journal-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")

@@ -52,6 +52,7 @@ extension ProxyEngine {
             actions += self.removeHost(
                 key, .handBack(why: "Owner option with sequence \(sequence)", signal: .ownerOption), now: now)
         }
+        actions += self.resumeAsked(packet.message, on: context.name, now: now)
         let store = self.registrar.store
         return actions
             + self.withResponder(now: now) {

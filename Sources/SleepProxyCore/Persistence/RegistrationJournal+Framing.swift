@@ -1,3 +1,5 @@
+import SleepProxyWire
+
 /// The journal's framing (docs/state.md): where each entry lies, what was skipped, and how replay splits the work.
 extension RegistrationJournal {
     /// Where each intact entry's payload lies, in journal order, and what was skipped to find them.
@@ -83,15 +85,45 @@ extension RegistrationJournal {
         var problems: [Problem] = []
     }
 
-    static func decode(_ bytes: [UInt8], _ payloads: ArraySlice<Range<Int>>, timeBase: TimeBase) -> DecodedRun {
+    /// For each payload, its host when no later entry is about that host, else nil: read from the entry's header
+    /// alone (kind, version and key, as `decodePayload` reads them), so that an entry it finds no host in is one
+    /// the replay cannot read either.
+    static func settlingKeys(_ bytes: [UInt8], _ payloads: [Range<Int>]) -> [OwnerKey?] {
+        var seen = Set<OwnerKey>(minimumCapacity: payloads.count)
+        var result = [OwnerKey?](repeating: nil, count: payloads.count)
+        for index in payloads.indices.reversed() {
+            guard let key = Self.entryKey(bytes, payloads[index]), seen.insert(key).inserted else { continue }
+            result[index] = key
+        }
+        return result
+    }
+
+    /// The host an entry is about, from its first bytes; nil when its kind, version or key cannot be read.
+    static func entryKey(_ bytes: [UInt8], _ payload: Range<Int>) -> OwnerKey? {
+        guard payload.count >= 3, bytes[payload.lowerBound] == 1 || bytes[payload.lowerBound] == 2,
+            bytes[payload.lowerBound + 1] == formatVersion
+        else { return nil }
+        let length = Int(bytes[payload.lowerBound + 2])
+        let name = payload.lowerBound + 3
+        guard payload.upperBound - name >= length + 6,
+            let mac = MACAddress(bytes: bytes[name + length..<name + length + 6])
+        else { return nil }
+        return OwnerKey(interface: String(decoding: bytes[name..<name + length], as: UTF8.self), primaryMAC: mac)
+    }
+
+    /// `after(index, latest)` is called after each payload (its index in `payloads`) with the run's entries so far.
+    static func decode(
+        _ bytes: [UInt8], _ payloads: ArraySlice<Range<Int>>, timeBase: TimeBase,
+        after: (Int, [OwnerKey: Entry]) -> Void = { _, _ in }
+    ) -> DecodedRun {
         var run = DecodedRun()
         // Sized from the start: growing tables leave their old storage behind as holes between the hosts kept.
         run.latest.reserveCapacity(payloads.count)
-        // Names shared across the run as they are decoded, so that the duplicates are freed at once and their
-        // space reused, instead of left as holes between the hosts kept (`NameInterner`). A host has about a
-        // dozen names of its own.
-        var interner = NameInterner(capacity: payloads.count * 12)
-        for payload in payloads {
+        // Names shared as they are decoded, so that the duplicates are freed at once and their space reused,
+        // instead of left as holes between the hosts kept (`NameInterner`); it remembers only what hosts have in
+        // common, a few dozen names.
+        var interner = NameInterner()
+        for (index, payload) in zip(payloads.indices, payloads) {
             do {
                 switch try decodePayload(Array(bytes[payload]), timeBase: timeBase) {
                 case .put(let registration): run.latest[registration.key] = .put(interner.intern(registration))
@@ -101,6 +133,7 @@ extension RegistrationJournal {
                 run.problems.append(
                     Problem(offset: payload.lowerBound - headerLength, reason: "unreadable entry (\(error)); skipped"))
             }
+            after(index, run.latest)
         }
         return run
     }

@@ -165,34 +165,68 @@ public enum RegistrationJournal {
             let run = Self.decode(bytes, runs[index], timeBase: timeBase)
             decoded.withLock { $0[index] = run }
         }
-        let results = decoded.withLock { $0 }
-        var live: [OwnerKey: OwnerRegistration] = [:]
-        live.reserveCapacity(results.reduce(0) { $0 + ($1?.latest.count ?? 0) })
-        var problems = framing.problems
-        for run in results {
-            guard let run else { preconditionFailure("perform did not decode every run") }
-            for (key, entry) in run.latest {
-                switch entry {
-                case .put(let registration): live[key] = registration
-                case .remove: live[key] = nil
-                }
-            }
-            problems += run.problems
+        return Self.assemble(framing, decoded.withLock { $0 }, timeBase: timeBase)
+    }
+
+    /// The same replay, in one run, handing each host to restore to `final` as soon as the journal's last entry
+    /// for it has been read, in journal order on the calling thread: what `final` is given is exactly
+    /// `registrations`, so a restart can restore the hosts while the rest of the journal is decoded on another
+    /// thread (docs/scale.md). An entry no later one overrides (its host's last, whether it reads or not) settles
+    /// its host; one that cannot be read leaves the host as the entries before it left it, as in any replay.
+    ///
+    /// `bytes` is let go once decoded, before the replay is put together (docs/memory.md).
+    public static func replay(
+        _ bytes: consuming [UInt8], timeBase: TimeBase, final: (OwnerRegistration) -> Void
+    ) -> Replay {
+        let framing = Self.frame(bytes)
+        var settles = Self.settlingKeys(bytes, framing.payloads)
+        let run = Self.decode(bytes, framing.payloads[...], timeBase: timeBase) { index, latest in
+            guard let key = settles[index], case .put(let registration)? = latest[key],
+                registration.leaseExpiry > timeBase.now
+            else { return }
+            final(registration)
         }
+        _ = consume bytes
+        settles = []
+        return Self.assemble(framing, [run], timeBase: timeBase)
+    }
+
+    /// Runs put together in journal order: the last entry for each host wins, then the live and the expired.
+    /// No more than one copy of the hosts at a time beside the runs': at 10,000 hosts each copy is about 2 MB, and
+    /// a restart's replay ends at its highest memory (docs/memory.md).
+    private static func assemble(_ framing: Framing, _ results: consuming [DecodedRun?], timeBase: TimeBase) -> Replay {
+        var problems = framing.problems
+        var hosts: [OwnerRegistration] = []
+        if results.count == 1, let run = results[0] {
+            // One run: its last entry for each host is the replay's.
+            problems += run.problems
+            hosts.reserveCapacity(run.latest.count)
+            for case .put(let registration) in run.latest.values { hosts.append(registration) }
+        } else {
+            var live: [OwnerKey: OwnerRegistration] = [:]
+            live.reserveCapacity(results.reduce(0) { $0 + ($1?.latest.count ?? 0) })
+            for index in results.indices {
+                guard let run = results[index] else { preconditionFailure("perform did not decode every run") }
+                results[index] = nil
+                for (key, entry) in run.latest {
+                    switch entry {
+                    case .put(let registration): live[key] = registration
+                    case .remove: live[key] = nil
+                    }
+                }
+                problems += run.problems
+            }
+            hosts = Array(live.values)
+        }
+        results = []
         // Stable: a decoding problem and a framing problem never share an offset, but keep the order regardless.
         problems = problems.enumerated().sorted { ($0.element.offset, $0.offset) < ($1.element.offset, $1.offset) }
             .map(\.element)
-        var registrations: [OwnerRegistration] = []
-        var expired: [OwnerRegistration] = []
-        for registration in live.values.sorted(by: { $0.key < $1.key }) {
-            if registration.leaseExpiry > timeBase.now {
-                registrations.append(registration)
-            } else {
-                expired.append(registration)
-            }
-        }
+        hosts.sort { $0.key < $1.key }
+        let expired = hosts.filter { $0.leaseExpiry <= timeBase.now }
+        if !expired.isEmpty { hosts.removeAll { $0.leaseExpiry <= timeBase.now } }
         return Replay(
-            registrations: registrations, expired: expired, problems: problems, intactLength: framing.intactLength,
+            registrations: hosts, expired: expired, problems: problems, intactLength: framing.intactLength,
             usedLength: framing.usedLength, entryCount: framing.payloads.count)
     }
 

@@ -19,6 +19,9 @@ struct NameInterner {
         if remembers, capacity > 0 { self.table.reserveCapacity(capacity) }
     }
 
+    /// How many names are remembered for later hosts.
+    var rememberedCount: Int { self.table.count }
+
     mutating func canonical(_ name: DNSName) -> DNSName {
         if self.remembers, let found = self.table[Spelling(name)] { return found }
         var result = name
@@ -27,9 +30,9 @@ struct NameInterner {
         return result
     }
 
-    /// Replaces `name` by its shared copy; true when that changed which buffer it uses.
-    private mutating func share(_ name: inout DNSName) -> Bool {
-        let shared = self.canonical(name)
+    /// Replaces `name` by its shared copy (the host's own first, `own`); true when that changed which buffer it uses.
+    private mutating func share(_ name: inout DNSName, own: [Spelling: DNSName]) -> Bool {
+        let shared = own[Spelling(name)] ?? self.canonical(name)
         guard !shared.sharesStorage(with: name) else { return false }
         name = shared
         return true
@@ -37,19 +40,31 @@ struct NameInterner {
 
     /// The registration with its names shared; the same value, not a copy, when they already are (a copy of its
     /// records would leave the old ones as holes in the heap).
+    ///
+    /// Remembering, the host's own names (those of its unique records: its host name, its instances, its reverse
+    /// mappings) are shared among its records through a table of its own, and only the rest (service types, the
+    /// names hosts have in common) is remembered for later hosts: a table of every host's names was 4 MB at 10,000
+    /// hosts, and a restart's replay, at its highest memory, held it (docs/memory.md).
     mutating func intern(_ registration: OwnerRegistration) -> OwnerRegistration {
+        var own: [Spelling: DNSName] = [:]
+        if self.remembers {
+            for proxied in registration.records where proxied.record.cacheFlush {
+                let name = Spelling(proxied.record.name)
+                if own[name] == nil { own[name] = self.table[name] ?? proxied.record.name }
+            }
+        }
         var records: [ProxiedRecord]? = nil
         for (index, proxied) in registration.records.enumerated() {
             var record = proxied.record
-            var changed = self.share(&record.name)
+            var changed = self.share(&record.name, own: own)
             switch record.rdata {
             case .ptr(var ptr):
-                if self.share(&ptr.target) {
+                if self.share(&ptr.target, own: own) {
                     record.rdata = .ptr(ptr)
                     changed = true
                 }
             case .srv(var srv):
-                if self.share(&srv.target) {
+                if self.share(&srv.target, own: own) {
                     record.rdata = .srv(srv)
                     changed = true
                 }

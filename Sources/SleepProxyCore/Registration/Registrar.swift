@@ -303,9 +303,9 @@ public struct Registrar: Sendable {
         self.store.reserveCapacity(hosts: hosts, namesPerHost: namesPerHost)
     }
 
-    /// Puts back a host read from durable storage at start-up.
-    public mutating func restore(_ registration: OwnerRegistration) {
-        self.store.upsert(registration)
+    /// Puts back a host read from durable storage at start-up (`namesShared`: see `RecordStore.upsert`).
+    public mutating func restore(_ registration: OwnerRegistration, namesShared: Bool = false) {
+        self.store.upsert(registration, namesShared: namesShared)
     }
 }
 
