@@ -39,3 +39,13 @@ extension Duration {
     /// Whole seconds, rounded down; negative durations give 0.
     public var wholeSeconds: Int64 { max(0, self.nanosecondsClamped / 1_000_000_000) }
 }
+
+extension Timestamp {
+    /// `deadline` becomes `candidate` when that is earlier, or when there was none.
+    @inlinable
+    public static func keepEarlier(_ candidate: Timestamp?, in deadline: inout Timestamp?) {
+        guard let candidate else { return }
+        if let current = deadline, current <= candidate { return }
+        deadline = candidate
+    }
+}

@@ -56,6 +56,27 @@ struct TimerQueueTests {
     }
 }
 
+/// The earlier of two deadlines, either possibly absent (`ProxyEngine.nextDeadline` and its parts).
+@Suite("Earliest deadline")
+struct EarliestDeadlineTests {
+    @Test func theEarlierOrThePresentOneIsKept() {
+        let t = Timestamp(nanoseconds: 1_000)
+        var deadline: Timestamp? = nil
+        Timestamp.keepEarlier(nil, in: &deadline)
+        #expect(deadline == nil)
+        Timestamp.keepEarlier(t, in: &deadline)
+        #expect(deadline == t)
+        Timestamp.keepEarlier(Timestamp(nanoseconds: 1_001), in: &deadline)
+        #expect(deadline == t, "a later one does not replace it")
+        Timestamp.keepEarlier(t, in: &deadline)
+        #expect(deadline == t)
+        Timestamp.keepEarlier(Timestamp(nanoseconds: 999), in: &deadline)
+        #expect(deadline == Timestamp(nanoseconds: 999))
+        Timestamp.keepEarlier(nil, in: &deadline)
+        #expect(deadline == Timestamp(nanoseconds: 999), "an absent one changes nothing")
+    }
+}
+
 @Suite("Owner set")
 struct OwnerSetTests {
     /// None, one, many and back: the same answers as a Set at every step.

@@ -64,15 +64,17 @@ public struct ProxyEngine: Sendable {
         }
     }
 
+    /// Asked twice for every batch, so without an array of the candidates: on a busy LAN the allocation of one
+    /// was a visible part of an ordinary frame's cost (docs/busy-lan.md).
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.registrar.nextDeadline()
-        for candidate in [
-            self.responder?.nextDeadline(), self.takeover?.nextDeadline(), self.ssdp?.nextDeadline(),
-            self.quietChecks.nextDeadline(), self.resuming?.due, self.adoption.nextDeadline(),
-            self.windows.nextDeadline(),
-        ] {
-            if let candidate, deadline == nil || candidate < deadline! { deadline = candidate }
-        }
+        Timestamp.keepEarlier(self.responder?.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.takeover?.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.ssdp?.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.quietChecks.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.resuming?.due, in: &deadline)
+        Timestamp.keepEarlier(self.adoption.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.windows.nextDeadline(), in: &deadline)
         return deadline
     }
 

@@ -129,10 +129,10 @@ public struct SSDPProxy: Sendable {
     }
 
     public mutating func nextDeadline() -> Timestamp? {
-        let candidates = [
-            self.announcements.nextDeadline(), self.pending.nextDeadline(), self.groupSearches.nextDeadline(),
-        ].compactMap { $0 }
-        return candidates.min()
+        var deadline = self.announcements.nextDeadline()
+        Timestamp.keepEarlier(self.pending.nextDeadline(), in: &deadline)
+        Timestamp.keepEarlier(self.groupSearches.nextDeadline(), in: &deadline)
+        return deadline
     }
 
     // MARK: - Interfaces and hosts

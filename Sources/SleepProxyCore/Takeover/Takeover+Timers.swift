@@ -7,11 +7,9 @@ extension Takeover {
 
     public mutating func nextDeadline() -> Timestamp? {
         var deadline = self.hosts.nextDeadline()
-        for candidate in [
-            self.gate.nextDeadline(), self.pendingClaims.map(\.until).min(), self.heldRequests.map(\.due).min(),
-        ] {
-            if let candidate { deadline = deadline.map { min($0, candidate) } ?? candidate }
-        }
+        Timestamp.keepEarlier(self.gate.nextDeadline(), in: &deadline)
+        for claim in self.pendingClaims { Timestamp.keepEarlier(claim.until, in: &deadline) }
+        for request in self.heldRequests { Timestamp.keepEarlier(request.due, in: &deadline) }
         return deadline
     }
 
