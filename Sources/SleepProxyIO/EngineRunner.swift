@@ -51,9 +51,8 @@ public final class EngineRunner: @unchecked Sendable {
     /// file that keeps them across restarts.
     var history = HistoryBook()
     let historyFile: HistoryFile
-    /// History lines of the batch under way, and how many (`flushHistory`).
-    var historyBytes: [UInt8] = []
-    var historyLineCount = 0
+    /// History records of the batch under way, handed to the file once a batch (`flushHistory`).
+    var historyRecords: [HistoryRecord] = []
     /// Each host's time asleep and awake by day (docs/savings.md), engine thread only; the power figures it is
     /// priced with (changed by a reload).
     var savings: SavingsLedger

@@ -9,7 +9,7 @@ import SleepProxyCore
 #endif
 
 /// The hosts' history on disk (docs/status-page.md §3, docs/state.md "SD-card wear"): one `HistoryRecord` a line.
-/// The engine thread only hands over a batch's lines; writing, settling and rewriting happen on a thread of their
+/// The engine thread only hands over a batch's records; encoding, writing, settling and rewriting happen on a thread of their
 /// own, so neither a slow SD card nor a long file holds up an answer or a restart.
 ///
 /// Lines go first to `history-recent.jsonl` in the runtime directory (`/run/sleep-proxy`, memory), and move to
@@ -20,7 +20,7 @@ import SleepProxyCore
 /// nothing. The state file is rewritten with what `HistoryBook` keeps once it holds twice
 /// `HistoryBook.recordsInAll` lines.
 final class HistoryFile: @unchecked Sendable {
-    // @unchecked: `pending`, `stopped`, `running`, `settleRequests`, `settled`, `settledWell` and `droppedCount` are
+    // @unchecked: `pendingRecords`, `stopped`, `running`, `settleRequests`, `settled`, `settledWell` and `droppedCount` are
     // guarded by `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's alone (or `load`'s,
     // before).
     static let fileName = "history.jsonl"
@@ -28,7 +28,7 @@ final class HistoryFile: @unchecked Sendable {
     /// is finished at the next one).
     static let recentFileName = "history-recent.jsonl"
     static let settlingFileName = "history-settling.jsonl"
-    /// Lines waiting for the writer at most (about 600 KB); past it (a disk that stopped answering) records are
+    /// Records waiting for the writer at most (about 600 KB of lines); past it (a disk that stopped answering) records are
     /// kept in memory only, and counted.
     static let pendingLimit = 4096
     /// Ours (docs/state.md, "SD-card wear"): four settles a day write a home's day in about 40 pages instead of
@@ -46,7 +46,7 @@ final class HistoryFile: @unchecked Sendable {
     /// The savings ledger's file, written and settled by the same thread at the same times (`SavingsFile`).
     let savings: SavingsFile
     private let condition = Condition()
-    private var pending: [UInt8] = []
+    private var pendingRecords: [HistoryRecord] = []
     /// The savings ledger's changed days waiting for the writer (guarded by `condition`).
     private var pendingSavings: [UInt8] = []
     /// Ours: the most savings bytes waiting (a disk that stopped answering for hours at a home's few hundred
@@ -146,18 +146,19 @@ final class HistoryFile: @unchecked Sendable {
         }
     }
 
-    /// Queues a batch's lines (`count` of them, each ending in a newline) for the file; never blocks. A batch
-    /// that does not fit is dropped whole.
-    func write(_ bytes: [UInt8], lines count: Int) {
-        guard count > 0 else { return }
+    /// Queues a batch's records, to be written as lines by the writer thread; never blocks. Encoding them is the
+    /// writer's work, not the engine's: a registration storm of 10,000 hosts makes 20,000 records, and their lines
+    /// were 4 % of the engine's time in it (docs/scale.md). A batch that does not fit is dropped whole.
+    func write(_ records: [HistoryRecord]) {
+        guard !records.isEmpty else { return }
         self.condition.lock()
         defer { self.condition.unlock() }
-        guard self.pendingLines + count <= Self.pendingLimit else {
-            self.droppedCount += count
+        guard self.pendingLines + records.count <= Self.pendingLimit else {
+            self.droppedCount += records.count
             return
         }
-        if self.pending.isEmpty { self.pending = bytes } else { self.pending += bytes }
-        self.pendingLines += count
+        self.pendingRecords += records
+        self.pendingLines += records.count
         self.condition.signal()
     }
 
@@ -205,16 +206,25 @@ final class HistoryFile: @unchecked Sendable {
             {
                 self.condition.wait(seconds: 1)
             }
-            let bytes = self.pending
-            let count = self.pendingLines
+            var bytes: [UInt8] = []
+            var count = self.pendingLines
+            let records = self.pendingRecords
             let savings = self.pendingSavings
-            self.pending = []
+            self.pendingRecords = []
             self.pendingLines = 0
             self.pendingSavings = []
             let stopping = self.stopped
             let requested = self.settleRequests
             let settling = stopping || self.settled < requested || SystemClock.now() >= self.nextSettle
             self.condition.unlock()
+            for record in records {
+                do {
+                    bytes += try record.jsonLine()
+                } catch {
+                    count -= 1
+                    self.logger.warning("history: cannot encode a record (\(error)); kept in memory only")
+                }
+            }
             if count > 0 { self.append(bytes, lines: count) }
             if !savings.isEmpty {
                 do {
@@ -331,27 +341,21 @@ final class HistoryFile: @unchecked Sendable {
 }
 
 extension EngineRunner {
-    /// Keeps a record in memory for the status page and its line for the file (handed over once a batch). A
+    /// Keeps a record in memory for the status page and for the file (handed over once a batch). A
     /// presence change that leaves the host where its history already has it (a restart finding it asleep
     /// again) is not news.
     func recordHistory(_ record: HistoryRecord) {
         if let state = record.state, self.history.lastState(of: record.mac) == state { return }
         self.history.append(record)
-        do {
-            self.historyBytes += try record.jsonLine()
-            self.historyLineCount += 1
-        } catch {
-            self.logger.warning("history: cannot encode a record (\(error)); kept in memory only")
-        }
+        self.historyRecords.append(record)
     }
 
     /// The batch's history lines to the writer: one hand-over a batch, not one a record.
     func flushHistory() {
-        guard self.historyLineCount > 0 else { return }
+        guard !self.historyRecords.isEmpty else { return }
         self.statusLock.withLock { self.changeObserver }?()
-        self.historyFile.write(self.historyBytes, lines: self.historyLineCount)
-        self.historyBytes = []
-        self.historyLineCount = 0
+        self.historyFile.write(self.historyRecords)
+        self.historyRecords = []
     }
 }
 

@@ -41,13 +41,13 @@ struct HistoryFileTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         let file = HistoryFile(directory: directory, logger: Self.logger, bound: 5)
         #expect(try Self.start(file).count == 0)
-        file.write(Array(try (0..<10).map { try Self.record($0).jsonLine() }.joined()), lines: 10)
+        file.write((0..<10).map(Self.record))
         file.stop()
         #expect(Self.lines(file) == 10, "at twice the bound the file is appended to")
         let again = HistoryFile(directory: directory, logger: Self.logger, bound: 5)
         let book = try Self.start(again)
         #expect(book.count == 5 && book.records(of: "02:53:50:00:00:0").last?.note == "n9", "the newest five")
-        again.write(try Self.record(10).jsonLine(), lines: 1)
+        again.write([Self.record(10)])
         again.stop()
         #expect(Self.lines(again) == 5, "one past twice the bound, it is rewritten to the bound")
         let rewritten = HistoryFile.read(again.url, bound: 5).0
@@ -132,13 +132,11 @@ struct HistoryFileTests {
         defer { try? FileManager.default.removeItem(at: directory) }
         // Not started: nothing drains the queue, as with a disk that stopped answering.
         let file = HistoryFile(directory: directory, logger: Self.logger)
-        let line = try Self.record(0).jsonLine()
-        file.write(
-            Array(Array(repeating: line, count: HistoryFile.pendingLimit - 1).joined()),
-            lines: HistoryFile.pendingLimit - 1)
-        file.write(line, lines: 1)
-        #expect(file.dropped == 0, "at the bound every line is queued")
-        file.write(line + line, lines: 2)
+        let record = Self.record(0)
+        file.write(Array(repeating: record, count: HistoryFile.pendingLimit - 1))
+        file.write([record])
+        #expect(file.dropped == 0, "at the bound every record is queued")
+        file.write([record, record])
         #expect(file.dropped == 2)
     }
 }

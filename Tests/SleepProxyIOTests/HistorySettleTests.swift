@@ -34,21 +34,23 @@ struct HistorySettleTests {
     @Test func linesReachTheStateDirectoryOnlyWhenTheySettle() throws {
         try Self.directories { state, runtime in
             let file = HistoryFile(directory: state, runtimeDirectory: runtime, logger: Self.logger)
-            #expect(try HistoryFileTests.start(file).count == 0)
-            file.write(Array(try (0..<4).map { try HistoryFileTests.record($0).jsonLine() }.joined()), lines: 4)
+            let started = try HistoryFileTests.start(file)
+            #expect(started.count == 0)
+            file.write((0..<4).map(HistoryFileTests.record))
             #expect(file.settleNow(), "the first settle writes the queued lines, then moves them")
             #expect(Self.lines(file.url).count == 4)
             #expect(!FileManager.default.fileExists(atPath: file.recentURL.path))
-            file.write(try HistoryFileTests.record(4).jsonLine(), lines: 1)
+            file.write([HistoryFileTests.record(4)])
             // Written to the runtime directory, not yet to the state file: wait for the writer (bounded).
             #expect(waitUntil { Self.lines(file.recentURL).count == 1 })
             #expect(Self.lines(file.url).count == 4, "nothing reaches the state file between settles")
             // A restart reads both, and settles what the last run left first.
             file.stop()
             #expect(Self.lines(file.url).count == 5, "a stop settles")
-            file.write(try HistoryFileTests.record(5).jsonLine(), lines: 1)  // after the stop: never written
+            file.write([HistoryFileTests.record(5)])  // after the stop: never written
             let again = HistoryFile(directory: state, runtimeDirectory: runtime, logger: Self.logger)
-            #expect(try HistoryFileTests.start(again).all.map(\.note) == ["n0", "n1", "n2", "n3", "n4"])
+            let read = try HistoryFileTests.start(again)
+            #expect(read.all.map(\.note) == ["n0", "n1", "n2", "n3", "n4"])
             again.stop()
         }
     }
@@ -103,7 +105,7 @@ struct HistorySettleTests {
             bytes += [UInt8](repeating: 0x0A, count: filler - bytes.count)
             try Data(bytes).write(to: file.recentURL)
             _ = try HistoryFileTests.start(file)
-            file.write(line, lines: 1)
+            file.write([HistoryFileTests.record(0)])
             // The start moved the filler aside to settle it, and could not: the line lands in a new recent file,
             // or is dropped.
             #expect(waitUntil { file.dropped > 0 || (regularFileSize(atPath: file.recentURL.path) ?? 0) > 0 })
