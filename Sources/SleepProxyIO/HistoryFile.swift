@@ -9,8 +9,8 @@ import SleepProxyCore
 #endif
 
 /// The hosts' history on disk (docs/status-page.md §3, docs/state.md "SD-card wear"): one `HistoryRecord` a line.
-/// The engine thread only hands over a batch's records; encoding, writing, settling and rewriting happen on a thread of their
-/// own, so neither a slow SD card nor a long file holds up an answer or a restart.
+/// The engine thread only hands over a batch's records; encoding, writing, settling and rewriting happen on a thread
+/// of their own, so neither a slow SD card nor a long file holds up an answer or a restart.
 ///
 /// Lines go first to `history-recent.jsonl` in the runtime directory (`/run/sleep-proxy`, memory), and move to
 /// `history.jsonl` in the state directory together, every `settleInterval`, at a stop and on `sleepproxyctl sync`:
@@ -20,16 +20,16 @@ import SleepProxyCore
 /// nothing. The state file is rewritten with what `HistoryBook` keeps once it holds twice
 /// `HistoryBook.recordsInAll` lines.
 final class HistoryFile: @unchecked Sendable {
-    // @unchecked: `pendingRecords`, `stopped`, `running`, `settleRequests`, `settled`, `settledWell` and `droppedCount` are
-    // guarded by `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's alone (or `load`'s,
-    // before).
+    // @unchecked: `pendingRecords`, `pendingLines`, `stopped`, `running`, `settleRequests`, `settled`, `settledWell`
+    // and `droppedCount` are guarded by `condition`; `lineCount`, `nextSettle` and `failing` are the writer thread's
+    // alone (or `load`'s, before).
     static let fileName = "history.jsonl"
     /// In the runtime directory: lines not yet settled, and lines being settled (a settle cut short by a crash
     /// is finished at the next one).
     static let recentFileName = "history-recent.jsonl"
     static let settlingFileName = "history-settling.jsonl"
-    /// Records waiting for the writer at most (about 600 KB of lines); past it (a disk that stopped answering) records are
-    /// kept in memory only, and counted.
+    /// Records waiting for the writer at most (about 600 KB of lines); past it (a disk that stopped answering)
+    /// records are kept in memory only, and counted.
     static let pendingLimit = 4096
     /// Ours (docs/state.md, "SD-card wear"): four settles a day write a home's day in about 40 pages instead of
     /// 600, and a power cut loses at most six hours of explanations.
@@ -341,16 +341,15 @@ final class HistoryFile: @unchecked Sendable {
 }
 
 extension EngineRunner {
-    /// Keeps a record in memory for the status page and for the file (handed over once a batch). A
-    /// presence change that leaves the host where its history already has it (a restart finding it asleep
-    /// again) is not news.
+    /// Keeps a record in memory for the status page and for the file (handed over once a batch). A presence change
+    /// that leaves the host where its history already has it (a restart finding it asleep again) is not news.
     func recordHistory(_ record: HistoryRecord) {
         if let state = record.state, self.history.lastState(of: record.mac) == state { return }
         self.history.append(record)
         self.historyRecords.append(record)
     }
 
-    /// The batch's history lines to the writer: one hand-over a batch, not one a record.
+    /// The batch's history records to the writer: one hand-over a batch, not one a record.
     func flushHistory() {
         guard !self.historyRecords.isEmpty else { return }
         self.statusLock.withLock { self.changeObserver }?()

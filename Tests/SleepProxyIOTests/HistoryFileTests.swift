@@ -54,6 +54,31 @@ struct HistoryFileTests {
         #expect(rewritten.all.map(\.note) == ["n6", "n7", "n8", "n9", "n10"])
     }
 
+    /// The engine hands over records and the writer thread makes the lines: a state change (written by hand) and a
+    /// wake decision (through the JSON encoder) come back at the next start as they were, in the order given.
+    @Test func recordsHandedOverAreWrittenInOrderByTheWriter() throws {
+        let directory = try Self.directory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let file = HistoryFile(directory: directory, logger: Self.logger)
+        _ = try Self.start(file)
+        let wake = HistoryRecord(
+            WakeLogEntry(
+                kind: .wake, time: Date(timeIntervalSince1970: 1_790_000_100), mac: "02:53:50:00:00:01",
+                interface: "eth0", hostName: "h1.local.", trigger: .init(type: .administrator), seconds: nil,
+                attempts: nil, summary: "woken"))
+        file.write([Self.record(0), wake])
+        file.write([Self.record(1)])
+        file.stop()
+        #expect(file.dropped == 0)
+        let lines = try String(contentsOf: file.url, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 3)
+        #expect(
+            lines.count == 3 && lines[0].contains("\"n0\"") && lines[1].contains("woken") && lines[2].contains("\"n1\"")
+        )
+        let read = HistoryFile.read(file.url).0.all
+        #expect(Set(read) == [Self.record(0), wake, Self.record(1)], "\(read)")
+    }
+
     /// Lines as 0.5.0 wrote them, one for every state and every reason it wrote: each is read, its state is the
     /// wire's word for the engine's state, and its note the word of one of the engine's reasons.
     @Test func aHistoryWrittenBy050IsRead() throws {
