@@ -19,8 +19,58 @@
 #include <linux/ethtool.h>
 #include <sys/syscall.h>
 #include <linux/sockios.h>
+#include <sys/eventfd.h>
 
 int csp_setns_net(int fd) { return setns(fd, CLONE_NEWNET); }
+
+ssize_t csp_receive_datagram(int fd, void *buffer, size_t size, struct csp_datagram_info *info) {
+    memset(info, 0, sizeof(*info));
+    struct iovec vector = {.iov_base = buffer, .iov_len = size};
+    // Room for IPV6_PKTINFO (the larger of the two) and SO_RXQ_OVFL, with slack for one more we did not ask for.
+    union {
+        struct cmsghdr align;
+        char bytes[CMSG_SPACE(sizeof(struct in6_pktinfo)) + CMSG_SPACE(sizeof(uint32_t)) + 64];
+    } control;
+    struct msghdr message = {
+        .msg_name = &info->source,
+        .msg_namelen = sizeof(info->source),
+        .msg_iov = &vector,
+        .msg_iovlen = 1,
+        .msg_control = control.bytes,
+        .msg_controllen = sizeof(control.bytes),
+    };
+    ssize_t length = recvmsg(fd, &message, MSG_DONTWAIT);
+    if (length < 0) return -1;
+    info->truncated = (message.msg_flags & MSG_TRUNC) != 0;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level == IPPROTO_IP && header->cmsg_type == IP_PKTINFO
+            && header->cmsg_len >= CMSG_LEN(sizeof(struct in_pktinfo))) {
+            struct in_pktinfo packet;
+            memcpy(&packet, CMSG_DATA(header), sizeof(packet));
+            struct sockaddr_in *destination = (struct sockaddr_in *)&info->destination;
+            destination->sin_family = AF_INET;
+            destination->sin_addr = packet.ipi_addr;
+            info->interface_index = packet.ipi_ifindex;
+        } else if (header->cmsg_level == IPPROTO_IPV6 && header->cmsg_type == IPV6_PKTINFO
+                   && header->cmsg_len >= CMSG_LEN(sizeof(struct in6_pktinfo))) {
+            struct in6_pktinfo packet;
+            memcpy(&packet, CMSG_DATA(header), sizeof(packet));
+            struct sockaddr_in6 *destination = (struct sockaddr_in6 *)&info->destination;
+            destination->sin6_family = AF_INET6;
+            destination->sin6_addr = packet.ipi6_addr;
+            info->interface_index = (int)packet.ipi6_ifindex;
+        } else if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == csp_so_rxq_ovfl()
+                   && header->cmsg_len >= CMSG_LEN(sizeof(uint32_t))) {
+            uint32_t dropped;
+            memcpy(&dropped, CMSG_DATA(header), sizeof(dropped));
+            info->dropped = dropped;
+            info->has_dropped = 1;
+        }
+    }
+    return length;
+}
+
+int csp_wake_descriptor(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
 
 int csp_direct_io_alignment(int fd, unsigned int *memory, unsigned int *offset) {
 #ifdef STATX_DIOALIGN

@@ -77,7 +77,8 @@ extension EngineRunner {
             } else {
                 timeout = 1
             }
-            let (events, stopped) = self.mailbox.take(timeout: timeout)
+            let (events, stopped) = self.mailbox.take(
+                timeout: timeout, watching: self.receivingSockets, receive: self.receiveDatagrams)
             if stopped {
                 self.finish()
                 break

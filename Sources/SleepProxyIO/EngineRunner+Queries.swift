@@ -31,7 +31,10 @@ extension EngineRunner {
     /// milliseconds of work; RFC 6762 §6.7 expects a legacy query's answer at once). Their answers go out with the
     /// batch's other mDNS output, which never waits for the journal.
     func answerWaitingQueries(into batch: inout Batch) {
-        self.answer(self.mailbox.take(lane: Event.mdnsLane), into: &batch)
+        self.answer(
+            self.mailbox.take(
+                lane: Event.mdnsLane, watching: self.mdns?.receivingSockets ?? [], receive: self.receiveDatagrams),
+            into: &batch)
     }
 
     /// Makes the journal's latest write durable on the sync thread (`JournalSync`) and answers the mDNS lane
@@ -43,11 +46,22 @@ extension EngineRunner {
         }
         sync.begin(write)
         while true {
-            let (waiting, finished) = self.mailbox.take(lane: Event.mdnsLane, waitingUntil: { sync.isFinished })
+            let (waiting, finished) = self.mailbox.take(
+                lane: Event.mdnsLane, waitingUntil: { sync.isFinished }, watching: self.mdns?.receivingSockets ?? [],
+                receive: self.receiveDatagrams)
             self.answer(waiting, into: &batch)
             if finished { break }
         }
         try sync.take()?.get()
+    }
+
+    /// The multicast sockets the engine thread reads itself (`MulticastSockets.receive`).
+    var receivingSockets: [CInt] { (self.mdns?.receivingSockets ?? []) + (self.ssdpSockets?.receivingSockets ?? []) }
+
+    /// What waits on `readable` goes to the mailbox's lanes, on the engine thread.
+    func receiveDatagrams(_ readable: [CInt]) {
+        self.mdns?.receive(readable)
+        self.ssdpSockets?.receive(readable)
     }
 
     private func answer(_ waiting: [Event], into batch: inout Batch) {

@@ -10,7 +10,9 @@ extension EngineRunner {
         self.statusLock.lock()
         defer { self.statusLock.unlock() }
         var status = self.status
-        status.droppedDatagrams = self.mailbox.dropped - self.mailbox.dropped(lane: Event.framesLane)
+        status.droppedDatagrams =
+            self.mailbox.dropped - self.mailbox.dropped(lane: Event.framesLane) + (self.mdns?.droppedByKernel ?? 0)
+            + (self.ssdpSockets?.droppedByKernel ?? 0)
         // Frames refused by the mailbox are counted by PacketLinks with those over its byte budget.
         status.droppedFrames = self.packets?.droppedFrames ?? 0
         status.unicastSendsDeferred =

@@ -31,7 +31,7 @@ public final class EngineRunner: @unchecked Sendable {
     let startedAtBoot = SystemClock.now()
     /// Watched from the engine thread, so that a step of the wall clock is told once (docs/time.md).
     var wallClock = WallClockWatch(now: SystemClock.now(), wallNanoseconds: SystemClock.wallNanoseconds())
-    let mailbox = Mailbox<Event>(capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
+    let mailbox: Mailbox<Event>
     /// Every rule and all host state (registrar, responder, takeover), pure; touched only on the engine thread.
     var engine: ProxyEngine
     var mdns: MulticastSockets?
@@ -129,6 +129,9 @@ public final class EngineRunner: @unchecked Sendable {
 
     /// Opens the state directory and restores every unexpired registration, so they are served from the start.
     public init(configuration: Configuration, logger: Logger) throws {
+        let mailbox = try Mailbox<Event>(
+            capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
+        self.mailbox = mailbox
         self.configuration = configuration
         self.logger = logger
         self.inventory = try InterfaceInventory.read()

@@ -1,4 +1,9 @@
+import CSleepProxyLinux
 import FoundationEssentials
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A bounded queue between I/O threads (producers) and the engine thread (the only consumer).
 ///
@@ -6,9 +11,12 @@ import FoundationEssentials
 /// ran" into one batch. Events travel in lanes, each with its own bound: when a lane is full its new events are
 /// dropped and counted, and the other lanes are untouched, so a LAN flooding ARP or mDNS sheds its own packets
 /// and never crowds out a registration or an admin request. Order is kept across lanes.
+///
+/// The consumer waits in poll(2), beside descriptors it reads itself (the multicast sockets, docs/busy-lan.md): a
+/// datagram then wakes the engine thread alone, instead of an event loop that woke the engine in turn.
 final class Mailbox<Event>: @unchecked Sendable {
-    // @unchecked: every field is guarded by `condition`.
-    private let condition = Condition()
+    // @unchecked: every field is guarded by `lock`'s mutex.
+    private let lock = Condition()
     /// One queue per lane, each event with its arrival number, so that one lane is taken out whole in O(1)
     /// (`take(lane:)`, called after every captured frame while a storm runs) and all of them are merged back
     /// into arrival order (`take(timeout:)`).
@@ -18,41 +26,55 @@ final class Mailbox<Event>: @unchecked Sendable {
     private var stopped = false
     let capacity: Int
     private let lane: @Sendable (Event) -> Int
+    /// An eventfd written when something comes for a consumer waiting in poll (`consumerWaiting`), once a wait.
+    private let wake: CInt
+    private var consumerWaiting = false
 
-    /// `lanes` lanes of `capacity` events each; `lane` tells an event's lane (0 ..< lanes).
-    init(capacity: Int, lanes: Int = 1, lane: @escaping @Sendable (Event) -> Int = { _ in 0 }) {
+    /// `lanes` lanes of `capacity` events each; `lane` tells an event's lane (0 ..< lanes). Throws when the
+    /// system has no descriptor to give for the consumer's wake-up.
+    init(capacity: Int, lanes: Int = 1, lane: @escaping @Sendable (Event) -> Int = { _ in 0 }) throws(SystemCallError) {
         precondition(lanes >= 1 && capacity >= 1)
+        let wake = csp_wake_descriptor()
+        guard wake >= 0 else { throw SystemCallError(function: "eventfd", errno: errno) }
+        self.wake = wake
         self.capacity = capacity
         self.queues = Array(repeating: [], count: lanes)
         self.droppedByLane = Array(repeating: 0, count: lanes)
         self.lane = lane
     }
 
+    deinit { close(self.wake) }
+
     /// Queues an event; false when its lane is full or the mailbox is stopped.
     @discardableResult
     func post(_ event: Event) -> Bool {
         let lane = min(max(0, self.lane(event)), self.queues.count - 1)
-        self.condition.lock()
-        defer { self.condition.unlock() }
+        self.lock.lock()
+        defer { self.lock.unlock() }
         guard !self.stopped, self.queues[lane].count < self.capacity else {
             self.droppedByLane[lane] += 1
             return false
         }
         self.sequence &+= 1
         self.queues[lane].append((self.sequence, event))
-        self.condition.signal()
+        self.wakeConsumer()
         return true
     }
 
-    /// Waits until there are events, `timeout` passes, or the mailbox is stopped; returns what is queued, in the
-    /// order it arrived.
-    func take(timeout: TimeInterval) -> (events: [Event], stopped: Bool) {
-        self.condition.lock()
-        defer { self.condition.unlock() }
+    /// Waits until there are events, one of `descriptors` can be read, `timeout` passes, or the mailbox is
+    /// stopped; hands the readable descriptors to `receive` (which posts what it reads here), and returns what is
+    /// queued, in the order it arrived. The descriptors are looked at even when events are queued already, so that
+    /// a steady stream of other events never leaves them unread.
+    func take(
+        timeout: TimeInterval, watching descriptors: [CInt] = [], receive: ([CInt]) -> Void = { _ in }
+    ) -> (events: [Event], stopped: Bool) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
         // Closures, not key paths: in this generic class a key path is built anew at every call (swift_getKeyPath
         // looks its types up by name), which was a tenth of the engine's time in a storm of mDNS questions.
-        if self.queues.allSatisfy({ $0.isEmpty }), !self.stopped {
-            self.condition.wait(seconds: timeout)
+        let idle = self.queues.allSatisfy({ $0.isEmpty }) && !self.stopped
+        if idle || !descriptors.isEmpty {
+            self.receiveLocked(self.waitLocked(seconds: idle ? timeout : 0, watching: descriptors), receive)
         }
         var taken: [Event] = []
         taken.reserveCapacity(self.queues.reduce(0) { $0 + $1.count })
@@ -76,11 +98,15 @@ final class Mailbox<Event>: @unchecked Sendable {
         return (taken, self.stopped)
     }
 
-    /// Takes the events of one lane queued now, without waiting; the other lanes' events stay, in their order.
-    /// The engine answers mDNS queries this way between the registrations of a long batch.
-    func take(lane: Int) -> [Event] {
-        self.condition.lock()
-        defer { self.condition.unlock() }
+    /// Takes the events of one lane queued now, without waiting, after reading what `descriptors` hold now (through
+    /// `receive`); the other lanes' events stay, in their order. The engine answers mDNS queries this way between
+    /// the registrations of a long batch.
+    func take(lane: Int, watching descriptors: [CInt] = [], receive: ([CInt]) -> Void = { _ in }) -> [Event] {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        if !descriptors.isEmpty {
+            self.receiveLocked(self.waitLocked(seconds: 0, watching: descriptors), receive)
+        }
         guard !self.queues[lane].isEmpty else { return [] }
         let taken = self.queues[lane].map { $0.event }
         self.queues[lane].removeAll(keepingCapacity: true)
@@ -88,11 +114,17 @@ final class Mailbox<Event>: @unchecked Sendable {
     }
 
     /// Waits until `lane` has events or `finished()` holds (checked under the mailbox's lock, and again after each
-    /// `poke`), and takes that lane's events. The engine answers queries this way while the journal syncs.
-    func take(lane: Int, waitingUntil finished: () -> Bool) -> (events: [Event], finished: Bool) {
-        self.condition.lock()
-        defer { self.condition.unlock() }
-        while self.queues[lane].isEmpty, !finished() { self.condition.wait(seconds: 1) }
+    /// `poke`), reading `descriptors` meanwhile (through `receive`), and takes that lane's events. The engine
+    /// answers queries this way while the journal syncs.
+    func take(
+        lane: Int, waitingUntil finished: () -> Bool, watching descriptors: [CInt] = [],
+        receive: ([CInt]) -> Void = { _ in }
+    ) -> (events: [Event], finished: Bool) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        while self.queues[lane].isEmpty, !finished() {
+            self.receiveLocked(self.waitLocked(seconds: 1, watching: descriptors), receive)
+        }
         let taken = self.queues[lane].map { $0.event }
         self.queues[lane].removeAll(keepingCapacity: true)
         return (taken, finished())
@@ -100,29 +132,66 @@ final class Mailbox<Event>: @unchecked Sendable {
 
     /// Wakes a waiting `take` to look again.
     func poke() {
-        self.condition.lock()
-        self.condition.signal()
-        self.condition.unlock()
+        self.lock.lock()
+        self.wakeConsumer()
+        self.lock.unlock()
+    }
+
+    /// The lock held: the consumer, if it waits in poll, is woken (once, however many events come meanwhile).
+    private func wakeConsumer() {
+        guard self.consumerWaiting else { return }
+        self.consumerWaiting = false
+        var one: UInt64 = 1
+        _ = write(self.wake, &one, MemoryLayout<UInt64>.size)
+    }
+
+    /// The lock held, and released while waiting: polls the wake-up and `descriptors` for up to `seconds`
+    /// (rounded up to a millisecond, so that a timer is never woken for just before its deadline) and returns the
+    /// descriptors with something to read, or an error to collect.
+    private func waitLocked(seconds: Double, watching descriptors: [CInt]) -> [CInt] {
+        let milliseconds = CInt(max(0, min(seconds, 86_400) * 1000).rounded(.up))
+        var entries = [pollfd(fd: self.wake, events: Int16(POLLIN), revents: 0)]
+        entries.reserveCapacity(descriptors.count + 1)
+        for descriptor in descriptors { entries.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
+        if milliseconds > 0 { self.consumerWaiting = true }
+        self.lock.unlock()
+        let ready = poll(&entries, nfds_t(entries.count), milliseconds)
+        self.lock.lock()
+        self.consumerWaiting = false
+        guard ready > 0 else { return [] }
+        if entries[0].revents != 0 {
+            var count: UInt64 = 0
+            _ = read(self.wake, &count, MemoryLayout<UInt64>.size)
+        }
+        return entries.dropFirst().compactMap { $0.revents != 0 ? $0.fd : nil }
+    }
+
+    /// The lock held: `receive` runs without it (it posts here).
+    private func receiveLocked(_ readable: [CInt], _ receive: ([CInt]) -> Void) {
+        guard !readable.isEmpty else { return }
+        self.lock.unlock()
+        receive(readable)
+        self.lock.lock()
     }
 
     /// Events refused because their lane was full or the mailbox stopped, in all lanes.
     var dropped: Int {
-        self.condition.lock()
-        defer { self.condition.unlock() }
+        self.lock.lock()
+        defer { self.lock.unlock() }
         return self.droppedByLane.reduce(0, +)
     }
 
     /// The same, for one lane.
     func dropped(lane: Int) -> Int {
-        self.condition.lock()
-        defer { self.condition.unlock() }
+        self.lock.lock()
+        defer { self.lock.unlock() }
         return self.droppedByLane[lane]
     }
 
     func stop() {
-        self.condition.lock()
+        self.lock.lock()
         self.stopped = true
-        self.condition.signal()
-        self.condition.unlock()
+        self.wakeConsumer()
+        self.lock.unlock()
     }
 }

@@ -1,3 +1,4 @@
+import CSleepProxyLinux
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
@@ -13,8 +14,9 @@ import Synchronization
 
 /// The sockets of one multicast protocol (mDNS, SSDP): one per served interface and address family, bound to the
 /// protocol's port beside any other program using it (SO_REUSEADDR + SO_REUSEPORT: avahi-daemon, minidlna), each
-/// joined to its group on its own interface only (IP_MULTICAST_ALL off, docs/linux.md §1.5). Received packets go
-/// to the engine with the interface and destination from packet info.
+/// joined to its group on its own interface only (IP_MULTICAST_ALL off, docs/linux.md §1.5). The engine thread
+/// reads them itself (`receive`), with the interface and destination from packet info; NIO writes what the engine
+/// cannot send at once.
 public final class MulticastSockets: Sendable {
     struct Key: Hashable, Sendable {
         var interfaceIndex: Int
@@ -24,28 +26,43 @@ public final class MulticastSockets: Sendable {
     struct Channels: Sendable {
         var listener: Channel
         var sender: Channel?
-        /// A second descriptor of the socket sends leave from (the sender's, else the listener's), for the engine
-        /// thread's own unicast sends (`send`). Ours to close; the channel keeps its own.
-        var replySocket: CInt = -1
+        /// Second descriptors of the listener's and the sender's sockets, for the engine thread's own reads
+        /// (`receive`) and sends (`send`). Ours to close; the channels keep their own.
+        var listenerSocket: CInt
+        var senderSocket: CInt = -1
 
         var all: [Channel] { [self.listener] + (self.sender.map { [$0] } ?? []) }
+        /// The socket sends leave from: the sender's, else the listener's.
+        var replySocket: CInt { self.senderSocket >= 0 ? self.senderSocket : self.listenerSocket }
+        /// Both take datagrams: the listener the group's, the sender the answers to the proxy's own searches.
+        var receiving: [CInt] {
+            self.senderSocket >= 0 ? [self.listenerSocket, self.senderSocket] : [self.listenerSocket]
+        }
 
         func close() {
             for channel in self.all { _ = channel.close() }
-            if self.replySocket >= 0 { Glibc.close(self.replySocket) }
+            for socket in self.receiving where socket >= 0 { Glibc.close(socket) }
         }
     }
 
-    static let receiveBufferSize = 9216
+    /// At most this many datagrams are read from one socket at one look (`receive`), so that a device flooding one
+    /// socket holds the engine from the rest of its work for a bounded time; the rest wait in the kernel's buffer,
+    /// whose overflow the kernel counts (SO_RXQ_OVFL, `droppedByKernel`). The mailbox's lanes bound them again
+    /// (`EngineRunner.mailboxCapacity`). Ours, sized so that one look at a 1,000-a-second storm (its backlog after
+    /// a 50 ms batch) takes it whole.
+    static let receiveBurst = 64
     /// Internal rather than private for the tests, which close a channel behind our back.
     let channels: NIOLockedValueBox<[Key: Channels]> = NIOLockedValueBox([:])
     private let group: EventLoopGroup
     private let logger: Logger
-    private let profile: MulticastProfile
-    private let sink: @Sendable (EngineRunner.Event) -> Void
+    let profile: MulticastProfile
+    let sink: @Sendable (EngineRunner.Event) -> Void
     private let deferred = Atomic<Int>(0)
     private let failed = Atomic<Int>(0)
     private let reopenedCount = Atomic<Int>(0)
+    /// Each socket's last drop count from the kernel (SO_RXQ_OVFL), and their sum since the sockets opened.
+    let kernelDrops = NIOLockedValueBox<[CInt: UInt32]>([:])
+    let kernelDropped = Atomic<Int>(0)
 
     /// Unicast datagrams the engine thread could not send itself and left to the event loops (`send`): a full
     /// socket buffer (datagrams waiting in the kernel for a neighbour that never answers ARP or NDP fill it too)
@@ -56,6 +73,11 @@ public final class MulticastSockets: Sendable {
     var failedUnicastSends: Int { self.failed.load(ordering: .relaxed) }
     /// Sockets that closed under us and were opened again (`serve`).
     var reopened: Int { self.reopenedCount.load(ordering: .relaxed) }
+    /// Datagrams the kernel dropped because a socket's receive buffer was full (`sleepproxy_datagrams_dropped_total`).
+    var droppedByKernel: Int { self.kernelDropped.load(ordering: .relaxed) }
+
+    /// Our descriptors of every socket that takes datagrams, for the engine thread's poll.
+    var receivingSockets: [CInt] { self.channels.withLockedValue { $0.values.flatMap(\.receiving) } }
 
     init(
         _ profile: MulticastProfile, group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger,
@@ -77,12 +99,14 @@ public final class MulticastSockets: Sendable {
         var current = self.channels.withLockedValue { $0 }
         for (key, channels) in current where !wanted.contains(key) {
             self.channels.withLockedValue { $0[key] = nil }
+            self.forgetDrops(of: channels)
             channels.close()
         }
         // A channel NIO closed under us (a write error, `watchClosure`) is opened again; until then its
         // interface is deaf over that family.
         for (key, channels) in current where wanted.contains(key) && !channels.all.allSatisfy(\.isActive) {
             self.channels.withLockedValue { $0[key] = nil }
+            self.forgetDrops(of: channels)
             channels.close()
             current[key] = nil
             self.reopenedCount.add(1, ordering: .relaxed)
@@ -94,14 +118,13 @@ public final class MulticastSockets: Sendable {
                 let name = self.profile.name
                 do {
                     let listener = try self.open(context: context, family: family, devices: devices, listening: true)
-                    var channels = Channels(listener: listener.channel, replySocket: listener.socket)
+                    var channels = Channels(listener: listener.channel, listenerSocket: listener.socket)
                     if self.profile.separateSender {
                         do {
                             let sender = try self.open(
                                 context: context, family: family, devices: devices, listening: false)
                             channels.sender = sender.channel
-                            Glibc.close(channels.replySocket)
-                            channels.replySocket = sender.socket
+                            channels.senderSocket = sender.socket
                         } catch {
                             channels.close()
                             throw error
@@ -150,6 +173,16 @@ public final class MulticastSockets: Sendable {
                 _ = try retryingSyscall("setsockopt(IPV6_V6ONLY)") {
                     setsockopt(fd, CInt(IPPROTO_IPV6), IPV6_V6ONLY, &on, size)
                 }
+                _ = try retryingSyscall("setsockopt(IPV6_RECVPKTINFO)") {
+                    setsockopt(fd, CInt(IPPROTO_IPV6), IPV6_RECVPKTINFO, &on, size)
+                }
+            } else {
+                _ = try retryingSyscall("setsockopt(IP_PKTINFO)") {
+                    setsockopt(fd, CInt(IPPROTO_IP), IP_PKTINFO, &on, size)
+                }
+            }
+            _ = try retryingSyscall("setsockopt(SO_RXQ_OVFL)") {
+                setsockopt(fd, SOL_SOCKET, csp_so_rxq_ovfl(), &on, size)
             }
             let any: IPAddress = family == .v4 ? .v4(.any) : .v6(IPv6Address(bytes: Array(repeating: 0, count: 16))!)
             _ = try retryingSyscall("bind") {
@@ -168,13 +201,9 @@ public final class MulticastSockets: Sendable {
         throws -> (channel: Channel, socket: CInt)
     {
         let profile = self.profile
-        let bootstrap = DatagramBootstrap(group: self.group)
-            .channelOption(.receivePacketInfo, value: true)
-            .channelOption(
-                .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: MulticastSockets.receiveBufferSize)
-            )
-            .channelOption(.maxMessagesPerRead, value: 16)
-        let sink = self.sink
+        // NIO never reads: the engine thread does (`receive`), so that a datagram wakes one thread, not an event
+        // loop that then wakes the engine (docs/busy-lan.md).
+        let bootstrap = DatagramBootstrap(group: self.group).channelOption(.autoRead, value: false)
         let fd = try Self.boundSocket(family: family, port: listening ? profile.port : 0)
         let own = fcntl(fd, F_DUPFD_CLOEXEC, 0)
         guard own >= 0 else {
@@ -185,12 +214,7 @@ public final class MulticastSockets: Sendable {
         let channel: Channel
         do {
             // The channel owns `fd` from here on, and closes it with itself.
-            channel = try bootstrap.channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(
-                        MulticastInboundHandler(profile: profile, sink: sink))
-                }
-            }.withBoundSocket(fd).wait()
+            channel = try bootstrap.withBoundSocket(fd).wait()
         } catch {
             // Not `fd`: whether NIO closed it with the channel it failed to make is not ours to know, and closing
             // a number twice could close whatever took it in between. A failure here is rare (out of descriptors).
@@ -363,7 +387,7 @@ public final class MulticastSockets: Sendable {
             return Array(channels.values)
         }
         for channel in channels.flatMap(\.all) { try? channel.close().wait() }
-        for channels in channels where channels.replySocket >= 0 { Glibc.close(channels.replySocket) }
+        for socket in channels.flatMap(\.receiving) where socket >= 0 { Glibc.close(socket) }
     }
 
     private var group4: IPAddress { IPAddress(self.profile.group4)! }

@@ -27,8 +27,8 @@ struct ByteBudgetTests {
 struct MailboxLaneTests {
     enum Event: Equatable { case registration(Int), mdns(Int), frame(Int) }
 
-    static func mailbox(capacity: Int) -> Mailbox<Event> {
-        Mailbox<Event>(capacity: capacity, lanes: 3) { event in
+    static func mailbox(capacity: Int) throws -> Mailbox<Event> {
+        try Mailbox<Event>(capacity: capacity, lanes: 3) { event in
             switch event {
             case .registration: 0
             case .mdns: 1
@@ -37,8 +37,8 @@ struct MailboxLaneTests {
         }
     }
 
-    @Test func aFullLaneRefusesOnlyItsOwnEvents() {
-        let mailbox = Self.mailbox(capacity: EngineRunner.mailboxCapacity)
+    @Test func aFullLaneRefusesOnlyItsOwnEvents() throws {
+        let mailbox = try Self.mailbox(capacity: EngineRunner.mailboxCapacity)
         for n in 0..<EngineRunner.mailboxCapacity { #expect(mailbox.post(.frame(n))) }
         #expect(!mailbox.post(.frame(-1)), "one past the frame lane's bound")
         #expect(mailbox.post(.registration(1)), "a registration still gets in behind a full frame lane")
@@ -58,7 +58,7 @@ struct MailboxLaneTests {
 
     /// The lanes are separate queues merged back on taking: whatever the interleaving, the events come out in the
     /// order they were posted, and taking one lane first leaves exactly the others, still in that order.
-    @Test func theLanesMergeBackIntoArrivalOrder() {
+    @Test func theLanesMergeBackIntoArrivalOrder() throws {
         var generator = SplitMix64(seed: 7)
         let posted: [Event] = (0..<3_000).map { n in
             switch generator.next() % 3 {
@@ -67,7 +67,7 @@ struct MailboxLaneTests {
             default: .frame(n)
             }
         }
-        let mailbox = Self.mailbox(capacity: EngineRunner.mailboxCapacity)
+        let mailbox = try Self.mailbox(capacity: EngineRunner.mailboxCapacity)
         for event in posted { #expect(mailbox.post(event)) }
         #expect(mailbox.take(timeout: 0).events == posted)
         for event in posted { mailbox.post(event) }
@@ -78,9 +78,9 @@ struct MailboxLaneTests {
 
     /// Taking one lane (the engine answering queries between registrations) leaves the others queued in their
     /// order, and gives that lane its room back (N taken, then N more accepted).
-    @Test func takingOneLaneLeavesTheOthersInOrder() {
+    @Test func takingOneLaneLeavesTheOthersInOrder() throws {
         let capacity = 4
-        let mailbox = Self.mailbox(capacity: capacity)
+        let mailbox = try Self.mailbox(capacity: capacity)
         for n in 0..<capacity {
             mailbox.post(.registration(n))
             #expect(mailbox.post(.mdns(n)))
@@ -100,7 +100,7 @@ struct MailboxLaneTests {
     /// (N taken, N+1 refused); registrations and the admin side still get in.
     @Test func aFloodOfFramesOrMDNSLeavesRoomForTheRest() throws {
         let capacity = 8
-        let mailbox = Mailbox<EngineRunner.Event>(
+        let mailbox = try Mailbox<EngineRunner.Event>(
             capacity: capacity, lanes: EngineRunner.Event.lanes, lane: { $0.lane })
         for _ in 0..<capacity { #expect(mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false))) }
         #expect(!mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false)))

@@ -6,8 +6,9 @@ import Testing
 
 @testable import SleepProxyIO
 
-/// The UDP inbound handlers on an EmbeddedChannel: what reaches the engine, what is dropped, and that an error
-/// on the socket never closes it.
+/// The registration socket's inbound handler on an EmbeddedChannel: what reaches the engine, what is dropped, and
+/// that an error on the socket never closes it. (The multicast sockets are read by the engine thread itself:
+/// MulticastReceivingTests.)
 @Suite("UDP inbound handlers")
 struct InboundHandlerTests {
     final class Sink: Sendable {
@@ -43,40 +44,5 @@ struct InboundHandlerTests {
         channel.pipeline.fireErrorCaught(IOError(errnoCode: 111, reason: "recvmsg"))
         #expect(channel.isActive, "an ICMP error after a reply must not close the socket")
         try channel.throwIfErrorCaught()  // swallowed by the handler, not passed on
-    }
-
-    @Test func mdnsPacketsNeedTheirPacketInfoAndABoundedSize() throws {
-        let sink = Sink()
-        let channel = EmbeddedChannel(handler: MulticastInboundHandler(profile: .mdns, sink: { sink.post($0) }))
-        try channel.connect(to: Self.remote).wait()
-        try channel.writeInbound(Self.envelope(size: 100))
-        try channel.writeInbound(Self.envelope(size: 100, metadata: nil))
-        try channel.writeInbound(Self.envelope(size: DNSMessage.maximumSize + 1))
-        let events = sink.events.withLockedValue { $0 }
-        #expect(events.count == 1)
-        guard case .mdns(_, let remote, let index, let destination) = events.first else {
-            Issue.record("not an mDNS packet: \(events)")
-            return
-        }
-        #expect(remote == Self.remote && index == 3 && destination == .v4(.mdnsGroup))
-        channel.pipeline.fireErrorCaught(IOError(errnoCode: 111, reason: "recvmsg"))
-        #expect(channel.isActive)
-        try channel.throwIfErrorCaught()
-    }
-
-    @Test func ssdpDatagramsGoToTheirOwnLaneWithinTheirBound() throws {
-        let sink = Sink()
-        let channel = EmbeddedChannel(handler: MulticastInboundHandler(profile: .ssdp, sink: { sink.post($0) }))
-        try channel.connect(to: Self.remote).wait()
-        try channel.writeInbound(Self.envelope(size: SSDPMessage.maximumSize))
-        try channel.writeInbound(Self.envelope(size: SSDPMessage.maximumSize + 1))
-        let events = sink.events.withLockedValue { $0 }
-        #expect(events.count == 1, "one past SSDPMessage.maximumSize is dropped")
-        guard case .ssdp(let bytes, _, let index, _) = events.first else {
-            Issue.record("not an SSDP datagram: \(events)")
-            return
-        }
-        #expect(bytes.count == SSDPMessage.maximumSize && index == 3)
-        #expect(events.first!.lane == EngineRunner.Event.ssdpLane)
     }
 }

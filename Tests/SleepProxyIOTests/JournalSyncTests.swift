@@ -10,7 +10,7 @@ import Testing
 @Suite("Journal sync thread")
 struct JournalSyncTests {
     @Test func syncsReportsAndWakesTheMailbox() throws {
-        let mailbox = Mailbox<Int>(capacity: 8, lanes: 2) { $0 < 0 ? 1 : 0 }
+        let mailbox = try Mailbox<Int>(capacity: 8, lanes: 2) { $0 < 0 ? 1 : 0 }
         let pokes = NIOLockedValueBox(0)
         let sync = JournalSync(finished: {
             pokes.withLockedValue { $0 += 1 }

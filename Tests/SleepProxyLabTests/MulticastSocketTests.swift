@@ -163,11 +163,15 @@ struct MulticastSocketTests {
             waitUntil(timeout: 5, interval: 0.01) { self.events.withLockedValue { $0.contains(where: matching) } }
         }
 
-        /// Sends `query` from `asker` to port 5353 and waits for the sockets to hand it over.
+        /// Sends `query` from `asker` to port 5353 and reads the sockets as the engine thread does (each without
+        /// waiting) until they hand it over (at most 5 s).
         func receives(_ query: [UInt8], from asker: borrowing Asker) -> Bool {
             _ = Asker.send(query, from: asker.fd, to: MDNSRules.port)
-            return self.wait {
-                if case .mdns(let bytes, _, _, _) = $0 { bytes == query } else { false }
+            return waitUntil(timeout: 5, interval: 0.01) {
+                self.sockets.receive(self.sockets.receivingSockets)
+                return self.events.withLockedValue {
+                    $0.contains { if case .mdns(let bytes, _, _, _) = $0 { bytes == query } else { false } }
+                }
             }
         }
     }

@@ -63,6 +63,38 @@ int csp_set_direct_io(int fd, int on);
 /// Names the calling thread (prctl PR_SET_NAME: the first 15 bytes), as `ps -T` and `top -H` show it.
 void csp_set_thread_name(const char *name);
 
+/// What `csp_receive_datagram` learned of one datagram besides its bytes.
+struct csp_datagram_info {
+    /// Where it came from (sockaddr_in or sockaddr_in6).
+    struct sockaddr_storage source;
+    /// Where it was sent, from IP_PKTINFO / IPV6_PKTINFO (a group for multicast); family AF_UNSPEC without it.
+    struct sockaddr_storage destination;
+    /// The interface it came in on (packet info); 0 without packet info.
+    int interface_index;
+    /// Nonzero when it was larger than the buffer (MSG_TRUNC) and was cut.
+    int truncated;
+    /// The socket's count of datagrams dropped for a full receive buffer (SO_RXQ_OVFL), when the datagram carried
+    /// it; `has_dropped` says whether it did.
+    unsigned int dropped;
+    int has_dropped;
+};
+
+/// Receives one datagram from `fd` without waiting (MSG_DONTWAIT), with its packet info and the socket's drop count
+/// (docs/busy-lan.md). Returns its length (at most `size`; see `truncated`), or -1 with errno (EAGAIN: none waits).
+ssize_t csp_receive_datagram(int fd, void *buffer, size_t size, struct csp_datagram_info *info);
+
+/// An eventfd, close-on-exec and non-blocking, for waking a thread that waits in poll(2); -1 with errno.
+int csp_wake_descriptor(void);
+
+/// SO_RXQ_OVFL, which older headers lack.
+static inline int csp_so_rxq_ovfl(void) {
+#ifdef SO_RXQ_OVFL
+    return SO_RXQ_OVFL;
+#else
+    return 40;
+#endif
+}
+
 static inline int csp_packet_ignore_outgoing(void) {
 #ifdef PACKET_IGNORE_OUTGOING
     return PACKET_IGNORE_OUTGOING;

@@ -1,0 +1,80 @@
+import CSleepProxyLinux
+import NIOCore
+import SleepProxyWire
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The engine thread reads the multicast sockets itself, between batches (`Mailbox.take(timeout:watching:receive:)`).
+///
+/// Until 0.8.0 NIO read them on its event loops and posted each datagram to the engine's mailbox: every datagram of
+/// a busy LAN's chatter woke two threads, an event loop and then the engine, and on a box whose cores are idle most
+/// of the time waking a thread costs more than the engine's work on the datagram (docs/busy-lan.md). NIO keeps the
+/// channels for the writes the engine leaves to it.
+extension MulticastSockets {
+    /// Reads what waits on each of `readable` that is ours (`receive(from:)`).
+    func receive(_ readable: [CInt]) {
+        let ours = self.receivingSockets
+        for socket in readable where ours.contains(socket) { self.receive(from: socket) }
+    }
+
+    /// Reads up to `receiveBurst` datagrams from `socket` and hands each one that fits and says where it came in
+    /// (packet info) to the sink, which posts it to its mailbox lane. Returns how many it read, dropped ones included.
+    @discardableResult
+    func receive(from socket: CInt) -> Int {
+        // One byte more than a datagram may have: a larger one shows as longer than the limit, or truncated.
+        var buffer = [UInt8](repeating: 0, count: self.profile.maximumSize + 1)
+        for count in 0..<Self.receiveBurst {
+            guard let event = self.receiveOne(from: socket, into: &buffer) else { return count }
+            if let event { self.sink(event) }
+        }
+        return Self.receiveBurst
+    }
+
+    /// One datagram from `socket`: nil when none waits (or the socket reports an error, collected by the read),
+    /// `.some(nil)` for one dropped (too large, or without packet info), else its event.
+    private func receiveOne(from socket: CInt, into buffer: inout [UInt8]) -> EngineRunner.Event?? {
+        var info = csp_datagram_info()
+        var length = -1
+        repeat {
+            length = buffer.withUnsafeMutableBytes { csp_receive_datagram(socket, $0.baseAddress, $0.count, &info) }
+        } while length < 0 && errno == EINTR
+        guard length >= 0 else { return nil }
+        if info.has_dropped != 0 { self.noteKernelDrops(info.dropped, socket: socket) }
+        guard info.truncated == 0, length <= self.profile.maximumSize, info.interface_index > 0,
+            let remote = Self.socketAddress(info.source)
+        else { return .some(nil) }
+        let destination = Self.socketAddress(info.destination).flatMap(IPAddress.init)
+        return self.profile.event(Array(buffer[..<length]), remote, Int(info.interface_index), destination)
+    }
+
+    /// The kernel's count for a socket only grows (it wraps at 2^32); what it grew by since we last saw it is added.
+    private func noteKernelDrops(_ count: UInt32, socket: CInt) {
+        let grown = self.kernelDrops.withLockedValue { drops in
+            defer { drops[socket] = count }
+            return Int(count &- (drops[socket] ?? 0))
+        }
+        self.kernelDropped.add(grown, ordering: .relaxed)
+    }
+
+    /// Before a socket's descriptors close (their numbers are then free for the next socket, whose count starts
+    /// at 0).
+    func forgetDrops(of channels: Channels) {
+        self.kernelDrops.withLockedValue { drops in
+            for socket in channels.receiving { drops[socket] = nil }
+        }
+    }
+
+    static func socketAddress(_ storage: sockaddr_storage) -> SocketAddress? {
+        let family = CInt(storage.ss_family)
+        return withUnsafeBytes(of: storage) { bytes in
+            switch family {
+            case AF_INET: SocketAddress(bytes.load(as: sockaddr_in.self), host: "")
+            case AF_INET6: SocketAddress(bytes.load(as: sockaddr_in6.self), host: "")
+            default: nil
+            }
+        }
+    }
+}
