@@ -45,18 +45,16 @@ extension EngineRunner {
             let response = self.handleControl(request, now: now, actions: &actions)
             self.perform(actions, into: &batch)
             batch.controlReplies.append((response, reply))
-        case .mdns(let bytes, let remote, let interfaceIndex, let destination):
-            guard let source = IPAddress(remote), let port = remote.port else { return }
+        case .mdns(let bytes, let source, let port, let interfaceIndex, let destination):
             self.perform(
                 self.engine.receiveMDNS(
-                    bytes, from: source, port: UInt16(port), destination: destination,
-                    interfaceIndex: interfaceIndex, now: now), into: &batch)
-        case .ssdp(let bytes, let remote, let interfaceIndex, let destination):
-            guard let source = IPAddress(remote), let port = remote.port else { return }
+                    bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex,
+                    now: now), into: &batch)
+        case .ssdp(let bytes, let source, let port, let interfaceIndex, let destination):
             self.perform(
                 self.engine.receiveSSDP(
-                    bytes, from: source, port: UInt16(port), destination: destination,
-                    interfaceIndex: interfaceIndex, now: now), into: &batch)
+                    bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex,
+                    now: now), into: &batch)
         case .datagram(let bytes, let remote, let interfaceIndex, let channel):
             guard let interface = self.servedInterface(index: interfaceIndex, now: now),
                 let source = IPAddress(remote)

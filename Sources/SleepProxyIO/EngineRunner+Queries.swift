@@ -17,7 +17,7 @@ extension EngineRunner {
     /// (port 5353) keep their place.
     static func legacyQueriesFirst(_ events: [Event]) -> [Event] {
         func isLegacy(_ event: Event) -> Bool {
-            if case .mdns(_, let remote, _, _) = event, let port = remote.port, port != Int(MDNSRules.port) {
+            if case .mdns(_, _, let port, _, _) = event, port != MDNSRules.port {
                 return true
             }
             return false
@@ -67,11 +67,10 @@ extension EngineRunner {
     private func answer(_ waiting: [Event], into batch: inout Batch) {
         guard !waiting.isEmpty else { return }
         let now = SystemClock.now()
-        for case .mdns(let bytes, let remote, let interfaceIndex, let destination) in waiting {
-            guard let source = IPAddress(remote), let port = remote.port else { continue }
+        for case .mdns(let bytes, let source, let port, let interfaceIndex, let destination) in waiting {
             self.perform(
                 self.engine.receiveMDNS(
-                    bytes, from: source, port: UInt16(port), destination: destination, interfaceIndex: interfaceIndex,
+                    bytes, from: source, port: port, destination: destination, interfaceIndex: interfaceIndex,
                     now: now), into: &batch)
         }
         self.sendMulticast(&batch)

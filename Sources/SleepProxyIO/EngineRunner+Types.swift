@@ -83,8 +83,10 @@ extension EngineRunner {
 
     enum Event {
         case datagram(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int?, channel: Channel)
-        case mdns(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
-        case ssdp(bytes: [UInt8], remote: SocketAddress, interfaceIndex: Int, destination: IPAddress?)
+        /// A datagram of a multicast socket, with where it came from (scope dropped: `interfaceIndex` says it), the
+        /// interface it came in on and where it was sent, from packet info.
+        case mdns(bytes: [UInt8], source: IPAddress, port: UInt16, interfaceIndex: Int, destination: IPAddress?)
+        case ssdp(bytes: [UInt8], source: IPAddress, port: UInt16, interfaceIndex: Int, destination: IPAddress?)
         case frame(bytes: [UInt8], interfaceIndex: Int, outgoing: Bool)
         /// Netlink saw a link or address change.
         case linksChanged

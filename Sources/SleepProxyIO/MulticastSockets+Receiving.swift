@@ -24,8 +24,11 @@ extension MulticastSockets {
     /// (packet info) to the sink, which posts it to its mailbox lane. Returns how many it read, dropped ones included.
     @discardableResult
     func receive(from socket: CInt) -> Int {
-        // One byte more than a datagram may have: a larger one shows as longer than the limit, or truncated.
-        var buffer = [UInt8](repeating: 0, count: self.profile.maximumSize + 1)
+        // One byte more than a datagram may have: a larger one shows as longer than the limit, or truncated. Not
+        // zeroed: only what the kernel wrote is ever read.
+        var buffer = [UInt8](unsafeUninitializedCapacity: self.profile.maximumSize + 1) { _, count in
+            count = self.profile.maximumSize + 1
+        }
         for count in 0..<Self.receiveBurst {
             guard let event = self.receiveOne(from: socket, into: &buffer) else { return count }
             if let event { self.sink(event) }
@@ -44,10 +47,11 @@ extension MulticastSockets {
         guard length >= 0 else { return nil }
         if info.has_dropped != 0 { self.noteKernelDrops(info.dropped, socket: socket) }
         guard info.truncated == 0, length <= self.profile.maximumSize, info.interface_index > 0,
-            let remote = Self.socketAddress(info.source)
+            let source = Self.endpoint(info.source)
         else { return .some(nil) }
-        let destination = Self.socketAddress(info.destination).flatMap(IPAddress.init)
-        return self.profile.event(Array(buffer[..<length]), remote, Int(info.interface_index), destination)
+        return self.profile.event(
+            Array(buffer[..<length]), source.address, source.port, Int(info.interface_index),
+            Self.endpoint(info.destination)?.address)
     }
 
     /// The kernel's count for a socket only grows (it wraps at 2^32); what it grew by since we last saw it is added.
@@ -67,13 +71,29 @@ extension MulticastSockets {
         }
     }
 
-    static func socketAddress(_ storage: sockaddr_storage) -> SocketAddress? {
+    /// The address and port of a sockaddr_in or sockaddr_in6; an IPv6 scope is dropped (the interface index
+    /// travels beside it). Made here rather than through NIO's `SocketAddress`, which allocates.
+    static func endpoint(_ storage: sockaddr_storage) -> (address: IPAddress, port: UInt16)? {
         let family = CInt(storage.ss_family)
         return withUnsafeBytes(of: storage) { bytes in
             switch family {
-            case AF_INET: SocketAddress(bytes.load(as: sockaddr_in.self), host: "")
-            case AF_INET6: SocketAddress(bytes.load(as: sockaddr_in6.self), host: "")
-            default: nil
+            case AF_INET:
+                let address = bytes.load(as: sockaddr_in.self)
+                return (
+                    .v4(IPv4Address(rawValue: UInt32(bigEndian: address.sin_addr.s_addr))),
+                    UInt16(bigEndian: address.sin_port)
+                )
+            case AF_INET6:
+                let address = bytes.load(as: sockaddr_in6.self)
+                let halves = withUnsafeBytes(of: address.sin6_addr) {
+                    (
+                        UInt64(bigEndian: $0.loadUnaligned(as: UInt64.self)),
+                        UInt64(bigEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+                    )
+                }
+                return (.v6(IPv6Address(high: halves.0, low: halves.1)), UInt16(bigEndian: address.sin6_port))
+            default:
+                return nil
             }
         }
     }

@@ -1,5 +1,6 @@
 import NIOCore
 import SleepProxyTestSupport
+import SleepProxyWire
 import Testing
 
 @testable import SleepProxyIO
@@ -104,11 +105,11 @@ struct MailboxLaneTests {
             capacity: capacity, lanes: EngineRunner.Event.lanes, lane: { $0.lane })
         for _ in 0..<capacity { #expect(mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false))) }
         #expect(!mailbox.post(.frame(bytes: [], interfaceIndex: 1, outgoing: false)))
-        let remote = try SocketAddress(ipAddress: "192.0.2.2", port: 5353)
+        let source = IPAddress.v4(IPv4Address(192, 0, 2, 2))
         for _ in 0..<capacity {
-            #expect(mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
+            #expect(mailbox.post(.mdns(bytes: [], source: source, port: 5353, interfaceIndex: 1, destination: nil)))
         }
-        #expect(!mailbox.post(.mdns(bytes: [], remote: remote, interfaceIndex: 1, destination: nil)))
+        #expect(!mailbox.post(.mdns(bytes: [], source: source, port: 5353, interfaceIndex: 1, destination: nil)))
         #expect(mailbox.post(.linksChanged))
         #expect(
             mailbox.dropped(lane: EngineRunner.Event.framesLane) == 1
@@ -151,14 +152,14 @@ struct EngineBatchTests {
 struct EngineBatchOrderTests {
     static func mdns(port: Int) throws -> EngineRunner.Event {
         .mdns(
-            bytes: [UInt8(port & 0xFF)], remote: try SocketAddress(ipAddress: "192.0.2.20", port: port),
+            bytes: [UInt8(port & 0xFF)], source: .v4(IPv4Address(192, 0, 2, 20)), port: UInt16(port),
             interfaceIndex: 2, destination: nil)
     }
 
     static func describe(_ events: [EngineRunner.Event]) -> [String] {
         events.map { event in
             switch event {
-            case .mdns(_, let remote, _, _): "mdns \(remote.port ?? 0)"
+            case .mdns(_, _, let port, _, _): "mdns \(port)"
             case .frame(let bytes, _, _): "frame \(bytes.first ?? 0)"
             case .linksChanged: "links"
             default: "other"

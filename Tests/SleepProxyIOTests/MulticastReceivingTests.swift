@@ -26,14 +26,19 @@ struct MulticastReceivingTests {
     /// sender bound to 127.0.0.1; the receiving socket's port.
     static func sockets() throws -> (receiver: CInt, sender: CInt, port: UInt16) {
         let receiver = try MulticastSockets.boundSocket(family: .v4, port: 0)
+        let sender = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        #expect(sender >= 0)
+        return (receiver, sender, Self.port(of: receiver))
+    }
+
+    /// The port a socket is bound to (after a first send, for one the system bound then).
+    static func port(of socket: CInt) -> UInt16 {
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(receiver, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
         }
-        let sender = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        #expect(sender >= 0)
-        return (receiver, sender, UInt16(bigEndian: address.sin_port))
+        return UInt16(bigEndian: address.sin_port)
     }
 
     static func send(_ count: Int, of size: Int, from sender: CInt, to port: UInt16) {
@@ -67,6 +72,7 @@ struct MulticastReceivingTests {
         let sink = Sink()
         let sockets = MulticastSockets(.mdns, logger: Logger(label: "test"), sink: { sink.post($0) })
         Self.send(1, of: 100, from: sender, to: port)
+        let senderPort = Self.port(of: sender)
         Self.send(1, of: DNSMessage.maximumSize, from: sender, to: port)
         Self.send(1, of: DNSMessage.maximumSize + 1, from: sender, to: port)
         #expect(Self.readable(receiver))
@@ -76,15 +82,31 @@ struct MulticastReceivingTests {
         #expect(events.count == 2, "the one past RFC 6762's 9,000 bytes is dropped")
         let loopback = Int(if_nametoindex("lo"))
         for (event, size) in zip(events, [100, DNSMessage.maximumSize]) {
-            guard case .mdns(let bytes, let remote, let index, let destination) = event else {
+            guard case .mdns(let bytes, let source, let port, let index, let destination) = event else {
                 Issue.record("not an mDNS packet: \(event)")
                 continue
             }
             #expect(bytes.count == size && bytes.allSatisfy { $0 == 0xAB })
-            #expect(remote.ipAddress == "127.0.0.1" && index == loopback)
+            #expect(source == .v4(IPv4Address(127, 0, 0, 1)) && port == senderPort && index == loopback)
             #expect(destination == .v4(IPv4Address(127, 0, 0, 1)))
             #expect(event.lane == EngineRunner.Event.mdnsLane)
         }
+    }
+
+    @Test func anIPv6SourceKeepsItsAddressAndPortAndLosesItsScope() throws {
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_port = UInt16(5353).bigEndian
+        address.sin6_scope_id = 7
+        let bytes: [UInt8] = [0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x11, 0x22, 0xFF, 0xFE, 0x33, 0x44, 0x55]
+        withUnsafeMutableBytes(of: &address.sin6_addr) { $0.copyBytes(from: bytes) }
+        var storage = sockaddr_storage()
+        withUnsafeMutableBytes(of: &storage) { target in
+            withUnsafeBytes(of: address) { target.copyMemory(from: $0) }
+        }
+        let endpoint = try #require(MulticastSockets.endpoint(storage))
+        #expect(endpoint.address == .v6(try #require(IPv6Address(bytes: bytes))) && endpoint.port == 5353)
+        #expect(MulticastSockets.endpoint(sockaddr_storage()) == nil, "no family, no address")
     }
 
     @Test func oneLookReadsAtMostABurstAndLeavesTheRestForTheNext() throws {

@@ -170,7 +170,7 @@ struct MulticastSocketTests {
             return waitUntil(timeout: 5, interval: 0.01) {
                 self.sockets.receive(self.sockets.receivingSockets)
                 return self.events.withLockedValue {
-                    $0.contains { if case .mdns(let bytes, _, _, _) = $0 { bytes == query } else { false } }
+                    $0.contains { if case .mdns(let bytes, _, _, _, _) = $0 { bytes == query } else { false } }
                 }
             }
         }
