@@ -39,5 +39,6 @@ extension EngineRunner {
         self.packets?.serve(served.map { (index: $0.index, name: $0.name) })
         self.mdns?.serve(served)
         self.ssdpSockets?.serve(served)
+        self.notePolledSockets()
     }
 }

@@ -78,7 +78,7 @@ extension EngineRunner {
                 timeout = 1
             }
             let (events, stopped) = self.mailbox.take(
-                timeout: timeout, watching: self.receivingSockets, receive: self.receiveDatagrams)
+                timeout: timeout, watching: self.polledSockets.all, receive: self.receiveDatagrams)
             if stopped {
                 self.finish()
                 break

@@ -33,7 +33,7 @@ extension EngineRunner {
     func answerWaitingQueries(into batch: inout Batch) {
         self.answer(
             self.mailbox.take(
-                lane: Event.mdnsLane, watching: self.mdns?.receivingSockets ?? [], receive: self.receiveDatagrams),
+                lane: Event.mdnsLane, watching: self.polledSockets.mdns, receive: self.receiveDatagrams),
             into: &batch)
     }
 
@@ -47,7 +47,7 @@ extension EngineRunner {
         sync.begin(write)
         while true {
             let (waiting, finished) = self.mailbox.take(
-                lane: Event.mdnsLane, waitingUntil: { sync.isFinished }, watching: self.mdns?.receivingSockets ?? [],
+                lane: Event.mdnsLane, waitingUntil: { sync.isFinished }, watching: self.polledSockets.mdns,
                 receive: self.receiveDatagrams)
             self.answer(waiting, into: &batch)
             if finished { break }
@@ -55,13 +55,24 @@ extension EngineRunner {
         try sync.take()?.get()
     }
 
-    /// The multicast sockets the engine thread reads itself (`MulticastSockets.receive`).
-    var receivingSockets: [CInt] { (self.mdns?.receivingSockets ?? []) + (self.ssdpSockets?.receivingSockets ?? []) }
+    /// The multicast sockets the engine thread reads itself (`MulticastSockets.receive`), noted again after each
+    /// `serve`, which alone opens and closes them (asking the sockets at every batch took their lock and built
+    /// arrays, on a busy LAN's every datagram).
+    func notePolledSockets() {
+        self.polledSockets.mdns = self.mdns?.receivingSockets ?? []
+        self.polledSockets.ssdp = self.ssdpSockets?.receivingSockets ?? []
+        self.polledSockets.all = self.polledSockets.mdns + self.polledSockets.ssdp
+    }
 
     /// What waits on `readable` goes to the mailbox's lanes, on the engine thread.
     func receiveDatagrams(_ readable: [CInt]) {
-        self.mdns?.receive(readable)
-        self.ssdpSockets?.receive(readable)
+        for socket in readable {
+            if self.polledSockets.mdns.contains(socket) {
+                self.mdns?.receive(from: socket, into: &self.datagramBuffer)
+            } else if self.polledSockets.ssdp.contains(socket) {
+                self.ssdpSockets?.receive(from: socket, into: &self.datagramBuffer)
+            }
+        }
     }
 
     private func answer(_ waiting: [Event], into batch: inout Batch) {

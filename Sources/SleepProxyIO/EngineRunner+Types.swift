@@ -48,6 +48,12 @@ extension EngineRunner {
 
     /// Events queued for the engine at most, per lane (`Event.lane`); beyond it they are dropped (and counted).
     static let mailboxCapacity = 4096
+    /// How long a captured frame of a device's routine address resolution (`CaptureWatch.isRoutine`) waits for the
+    /// engine at most before it wakes the engine itself (`Mailbox.post(_:prompt:)`; the capture reader looks every
+    /// `PacketLinks.receiveTimeout` when the link is quiet). Ours: what such a frame teaches (a peer's address, a
+    /// scanner's requests, in their order) is as true a quarter of a second later, and on a LAN of hundreds of
+    /// devices these frames were a quarter of what woke the engine (docs/busy-lan.md).
+    static let routineFrameDelay: Duration = .milliseconds(250)
     /// Registrations made durable (one fdatasync) and answered together at most.
     static let maximumBatch = 32
     /// Events of any kind processed between two chances to answer registrations. Captured frames and mDNS

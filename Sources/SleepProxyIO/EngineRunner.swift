@@ -36,6 +36,10 @@ public final class EngineRunner: @unchecked Sendable {
     var engine: ProxyEngine
     var mdns: MulticastSockets?
     var ssdpSockets: MulticastSockets?
+    /// The multicast sockets' descriptors the engine polls (`notePolledSockets`), and the buffer it reads
+    /// datagrams into; both the engine thread's alone.
+    var polledSockets: (mdns: [CInt], ssdp: [CInt], all: [CInt]) = ([], [], [])
+    var datagramBuffer: [UInt8] = []
     var packets: PacketLinks?
     var neighbours: NeighbourTable?
     /// Interfaces whose capture filter must follow the takeover's addresses; rebuilt once per pass of the engine
@@ -130,7 +134,8 @@ public final class EngineRunner: @unchecked Sendable {
     /// Opens the state directory and restores every unexpired registration, so they are served from the start.
     public init(configuration: Configuration, logger: Logger) throws {
         let mailbox = try Mailbox<Event>(
-            capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, lane: { $0.lane })
+            capacity: EngineRunner.mailboxCapacity, lanes: Event.lanes, routineDelay: EngineRunner.routineFrameDelay,
+            lane: { $0.lane })
         self.mailbox = mailbox
         self.configuration = configuration
         self.logger = logger
@@ -181,9 +186,9 @@ public final class EngineRunner: @unchecked Sendable {
             takeover = Takeover(configuration: takeoverConfiguration)
             self.packets = PacketLinks(
                 logger: logger,
-                sink: { [mailbox] bytes, index, outgoing in
-                    mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing))
-                })
+                sink: { [mailbox] bytes, index, outgoing, routine in
+                    mailbox.post(.frame(bytes: bytes, interfaceIndex: index, outgoing: outgoing), prompt: !routine)
+                }, idle: { [mailbox] in mailbox.wakeIfRoutineOverdue() })
             do {
                 self.neighbours = try NeighbourTable(logger: logger)
             } catch {

@@ -29,15 +29,31 @@ final class Mailbox<Event>: @unchecked Sendable {
     /// An eventfd written when something comes for a consumer waiting in poll (`consumerWaiting`), once a wait.
     private let wake: CInt
     private var consumerWaiting = false
+    /// How long an event posted without a wake-up (`post(_:prompt:)`) waits for the consumer at most, in
+    /// nanoseconds; and when the oldest such event came (the monotonic clock), while the consumer waits.
+    private let routineDelay: UInt64
+    private var routineSince: UInt64?
+    /// Wake-ups written for the consumer (for the tests).
+    private var wakeUps = 0
+    /// The consumer's poll set and what it found readable, kept from one wait to the next.
+    private var pollEntries: [pollfd] = []
+    private var readable: [CInt] = []
 
-    /// `lanes` lanes of `capacity` events each; `lane` tells an event's lane (0 ..< lanes). Throws when the
-    /// system has no descriptor to give for the consumer's wake-up.
-    init(capacity: Int, lanes: Int = 1, lane: @escaping @Sendable (Event) -> Int = { _ in 0 }) throws(SystemCallError) {
-        precondition(lanes >= 1 && capacity >= 1)
+    /// `lanes` lanes of `capacity` events each; `lane` tells an event's lane (0 ..< lanes); an event posted as not
+    /// prompt waits `routineDelay` at most. Throws when the system has no descriptor to give for the consumer's
+    /// wake-up.
+    init(
+        capacity: Int, lanes: Int = 1, routineDelay: Duration = .milliseconds(250),
+        lane: @escaping @Sendable (Event) -> Int = { _ in 0 }
+    ) throws(SystemCallError) {
+        precondition(lanes >= 1 && capacity >= 1 && routineDelay >= .zero)
         let wake = csp_wake_descriptor()
         guard wake >= 0 else { throw SystemCallError(function: "eventfd", errno: errno) }
         self.wake = wake
         self.capacity = capacity
+        self.routineDelay =
+            UInt64(routineDelay.components.seconds) * 1_000_000_000
+            + UInt64(routineDelay.components.attoseconds / 1_000_000_000)
         self.queues = Array(repeating: [], count: lanes)
         self.droppedByLane = Array(repeating: 0, count: lanes)
         self.lane = lane
@@ -46,8 +62,13 @@ final class Mailbox<Event>: @unchecked Sendable {
     deinit { close(self.wake) }
 
     /// Queues an event; false when its lane is full or the mailbox is stopped.
+    ///
+    /// Not `prompt`: nothing is urgent about it (a device's routine address resolution, `CaptureWatch`), so a
+    /// waiting consumer is not woken for it alone; it is taken, in its order, with the next event that does wake
+    /// the consumer, or once it has waited `routineDelay` (looked at on every post and `wakeIfRoutineOverdue`).
+    /// Waking a thread costs more than handling such an event (docs/busy-lan.md).
     @discardableResult
-    func post(_ event: Event) -> Bool {
+    func post(_ event: Event, prompt: Bool = true) -> Bool {
         let lane = min(max(0, self.lane(event)), self.queues.count - 1)
         self.lock.lock()
         defer { self.lock.unlock() }
@@ -57,8 +78,32 @@ final class Mailbox<Event>: @unchecked Sendable {
         }
         self.sequence &+= 1
         self.queues[lane].append((self.sequence, event))
-        self.wakeConsumer()
+        if prompt {
+            self.wakeConsumer()
+        } else if self.consumerWaiting {
+            let now = Self.monotonicNanoseconds()
+            if let since = self.routineSince {
+                if now &- since >= self.routineDelay { self.wakeConsumer() }
+            } else {
+                self.routineSince = now
+            }
+        }
         return true
+    }
+
+    /// Wakes the consumer if an event posted as not prompt has waited `routineDelay` (the posting thread calls
+    /// this when it has nothing else to post for a while).
+    func wakeIfRoutineOverdue() {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        guard let since = self.routineSince, Self.monotonicNanoseconds() &- since >= self.routineDelay else { return }
+        self.wakeConsumer()
+    }
+
+    private static func monotonicNanoseconds() -> UInt64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
     }
 
     /// Waits until there are events, one of `descriptors` can be read, `timeout` passes, or the mailbox is
@@ -76,23 +121,28 @@ final class Mailbox<Event>: @unchecked Sendable {
         if idle || !descriptors.isEmpty {
             self.receiveLocked(self.waitLocked(seconds: idle ? timeout : 0, watching: descriptors), receive)
         }
+        let count = self.queues.reduce(0) { $0 + $1.count }
+        guard count > 0 else { return ([], self.stopped) }
         var taken: [Event] = []
-        taken.reserveCapacity(self.queues.reduce(0) { $0 + $1.count })
-        // Each lane is in arrival order already: merge them by always taking the earliest head.
-        var heads = Array(repeating: 0, count: self.queues.count)
-        while true {
-            var earliest: Int? = nil
-            for index in self.queues.indices where heads[index] < self.queues[index].count {
-                if let current = earliest,
-                    self.queues[current][heads[current]].sequence <= self.queues[index][heads[index]].sequence
-                {
-                    continue
+        taken.reserveCapacity(count)
+        // Each lane is in arrival order already: merge them by always taking the earliest head. The heads on the
+        // stack: this runs at every wake-up.
+        withUnsafeTemporaryAllocation(of: Int.self, capacity: self.queues.count) { heads in
+            heads.initialize(repeating: 0)
+            while true {
+                var earliest: Int? = nil
+                for index in self.queues.indices where heads[index] < self.queues[index].count {
+                    if let current = earliest,
+                        self.queues[current][heads[current]].sequence <= self.queues[index][heads[index]].sequence
+                    {
+                        continue
+                    }
+                    earliest = index
                 }
-                earliest = index
+                guard let index = earliest else { break }
+                taken.append(self.queues[index][heads[index]].event)
+                heads[index] += 1
             }
-            guard let index = earliest else { break }
-            taken.append(self.queues[index][heads[index]].event)
-            heads[index] += 1
         }
         for index in self.queues.indices { self.queues[index].removeAll(keepingCapacity: true) }
         return (taken, self.stopped)
@@ -141,6 +191,8 @@ final class Mailbox<Event>: @unchecked Sendable {
     private func wakeConsumer() {
         guard self.consumerWaiting else { return }
         self.consumerWaiting = false
+        self.routineSince = nil
+        self.wakeUps += 1
         var one: UInt64 = 1
         _ = write(self.wake, &one, MemoryLayout<UInt64>.size)
     }
@@ -150,20 +202,27 @@ final class Mailbox<Event>: @unchecked Sendable {
     /// descriptors with something to read, or an error to collect.
     private func waitLocked(seconds: Double, watching descriptors: [CInt]) -> [CInt] {
         let milliseconds = CInt(max(0, min(seconds, 86_400) * 1000).rounded(.up))
-        var entries = [pollfd(fd: self.wake, events: Int16(POLLIN), revents: 0)]
-        entries.reserveCapacity(descriptors.count + 1)
-        for descriptor in descriptors { entries.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)) }
+        // The same two arrays every time (the consumer's alone): allocating them was a visible part of a busy LAN's
+        // cost, paid on every datagram (docs/busy-lan.md).
+        self.pollEntries.removeAll(keepingCapacity: true)
+        self.pollEntries.append(pollfd(fd: self.wake, events: Int16(POLLIN), revents: 0))
+        for descriptor in descriptors {
+            self.pollEntries.append(pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0))
+        }
         if milliseconds > 0 { self.consumerWaiting = true }
         self.lock.unlock()
-        let ready = poll(&entries, nfds_t(entries.count), milliseconds)
+        let ready = poll(&self.pollEntries, nfds_t(self.pollEntries.count), milliseconds)
         self.lock.lock()
         self.consumerWaiting = false
-        guard ready > 0 else { return [] }
-        if entries[0].revents != 0 {
+        self.routineSince = nil
+        self.readable.removeAll(keepingCapacity: true)
+        guard ready > 0 else { return self.readable }
+        if self.pollEntries[0].revents != 0 {
             var count: UInt64 = 0
             _ = read(self.wake, &count, MemoryLayout<UInt64>.size)
         }
-        return entries.dropFirst().compactMap { $0.revents != 0 ? $0.fd : nil }
+        for entry in self.pollEntries.dropFirst() where entry.revents != 0 { self.readable.append(entry.fd) }
+        return self.readable
     }
 
     /// The lock held: `receive` runs without it (it posts here).
@@ -172,6 +231,13 @@ final class Mailbox<Event>: @unchecked Sendable {
         self.lock.unlock()
         receive(readable)
         self.lock.lock()
+    }
+
+    /// Whether the consumer waits in poll now, and how often it was woken (for the tests).
+    var consumer: (waiting: Bool, wakeUps: Int) {
+        self.lock.lock()
+        defer { self.lock.unlock() }
+        return (self.consumerWaiting, self.wakeUps)
     }
 
     /// Events refused because their lane was full or the mailbox stopped, in all lanes.

@@ -16,8 +16,9 @@ import SleepProxyWire
 public final class PacketLinks: @unchecked Sendable {
     // @unchecked: `links` is guarded by `lock`; each link's socket is used by its reader thread and by `send`
     // (send on a packet socket is thread-safe in the kernel).
-    /// Hands a frame to the engine; false when the engine's queue refused it.
-    public typealias Sink = @Sendable (_ frame: [UInt8], _ interfaceIndex: Int, _ outgoing: Bool) -> Bool
+    /// Hands a frame to the engine; false when the engine's queue refused it. `routine`: nothing is urgent about
+    /// it (`CaptureWatch.isRoutine`).
+    public typealias Sink = @Sendable (_ frame: [UInt8], _ index: Int, _ outgoing: Bool, _ routine: Bool) -> Bool
 
     /// Bytes of captured frames waiting for the engine at most (our own bound): the mailbox counts events, and a
     /// burst of large frames (GRO can hand a packet socket 64 KiB at once) must not pin hundreds of MB on a small
@@ -44,6 +45,8 @@ public final class PacketLinks: @unchecked Sendable {
         var program: [CaptureFilter.Instruction] = []
         let stopped = NIOLockedFlag()
         let finished = DispatchSemaphore(value: 0)
+        /// What the filter watches now, read by the reader thread for every frame.
+        let watched = NIOLockedValueBox(CaptureWatch.unknown)
 
         init(index: Int, name: String, receiveFD: Int32, sendFD: Int32) {
             self.index = index
@@ -55,14 +58,17 @@ public final class PacketLinks: @unchecked Sendable {
 
     private let logger: Logger
     private let sink: Sink
+    /// Called by a reader that waited `receiveTimeout` for a frame in vain.
+    private let idle: @Sendable () -> Void
     private let lock = NIOLock()
     private var links: [Int: Link] = [:]
     /// How long a reader blocks before looking at its stop flag.
     static let receiveTimeout = timeval(tv_sec: 0, tv_usec: 200_000)
 
-    public init(logger: Logger, sink: @escaping Sink) {
+    public init(logger: Logger, sink: @escaping Sink, idle: @escaping @Sendable () -> Void = {}) {
         self.logger = logger
         self.sink = sink
+        self.idle = idle
     }
 
     /// Opens links on `interfaces` (index, name) not yet open and closes the others.
@@ -152,6 +158,7 @@ public final class PacketLinks: @unchecked Sendable {
                     reportedDown = true
                     self.logger.notice("packets: \(link.name) is down; waiting for it to come back")
                 }
+                if code == EAGAIN || code == EWOULDBLOCK { self.idle() }
                 if code != EAGAIN, code != EWOULDBLOCK, code != EINTR, code != ENETDOWN {
                     self.logger.warning(
                         "packets: receive on \(link.name): \(SystemCallError(function: "recvfrom", errno: code))")
@@ -165,7 +172,11 @@ public final class PacketLinks: @unchecked Sendable {
                 self.droppedLock.withLock { self.dropped += 1 }
                 continue
             }
-            if !self.sink(Array(buffer[0..<count]), link.index, address.sll_pkttype == UInt8(PACKET_OUTGOING)) {
+            let routine = buffer.withUnsafeBytes { bytes in
+                link.watched.withLockedValue { $0.isRoutine(UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
+            }
+            let outgoing = address.sll_pkttype == UInt8(PACKET_OUTGOING)
+            if !self.sink(Array(buffer[0..<count]), link.index, outgoing, routine) {
                 self.budget.give(count)
                 self.droppedLock.withLock { self.dropped += 1 }
             }
@@ -195,6 +206,11 @@ public final class PacketLinks: @unchecked Sendable {
         interfaceIndex: Int
     ) {
         guard let link = self.lock.withLock({ self.links[interfaceIndex] }) else { return }
+        // Before the filter: a frame the old filter passed about an address watched from now on is never taken
+        // for routine.
+        link.watched.withLockedValue {
+            $0 = CaptureWatch(v4: v4.map { Set($0) }, v6: v6.map { Set($0) }, macs: Set(macs))
+        }
         let program = CaptureFilter.program(v4: v4, v6: v6, macs: macs, nameService: nameService)
         if program != link.program {
             do {

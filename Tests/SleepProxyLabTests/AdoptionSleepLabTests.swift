@@ -125,7 +125,7 @@ final class AdoptionSleepLabTests: ThreeHostSuite {
         let dug = try Queriers.dig(in: self.querier, server: "192.0.2.1", name: "Bueros-MacBook.local", type: "A")
         #expect(dug.isEmpty, "the proxy answered for an awake host: \(dug)\n\(daemon.output)")
         let found = try Queriers.zeroconf(in: self.querier, type: "_smb._tcp.local.", seconds: 3)
-        #expect(found.isEmpty, "\(found)")
+        #expect(found.isEmpty, "\(found)\n\(daemon.output)")
     }
 
     @Test func aPCAwakeAndQuietAcrossARestartIsHeldWithItsNameWhenItSleeps() throws {
