@@ -6,6 +6,10 @@
 /// about them is urgent, so the capture reader queues them without waking the engine (`Mailbox.post(_:prompt:)`);
 /// they are handled, in their order, with the next event that does wake it, a fraction of a second later at most.
 /// Anything this cannot read for certain counts as not routine.
+///
+/// It reads the few fields it needs at fixed offsets instead of through `EthernetFrame` and `ARPPacket`: it runs on
+/// the capture reader for every frame, before the engine sees it, and the decoders copy the frame into buffers;
+/// the engine still decodes and validates every frame it is handed, routine or not.
 public struct CaptureWatch: Hashable, Sendable {
     /// The watched addresses of each family; nil when the filter passes the family whole (its addresses were not
     /// listed), so that every frame of that family may concern a watched host.
