@@ -13,6 +13,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <errno.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -93,6 +96,14 @@ int csp_set_direct_io(int fd, int on) {
 }
 
 void csp_set_thread_name(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
+
+int csp_lower_thread_priority(int increment) {
+    pid_t thread = (pid_t)syscall(SYS_gettid);
+    errno = 0;
+    int current = getpriority(PRIO_PROCESS, (id_t)thread);
+    if (current == -1 && errno != 0) return -1;
+    return setpriority(PRIO_PROCESS, (id_t)thread, current + increment);
+}
 
 size_t csp_heap_bytes_in_use(void) { return mallinfo2().uordblks; }
 

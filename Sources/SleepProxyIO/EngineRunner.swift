@@ -157,7 +157,8 @@ public final class EngineRunner: @unchecked Sendable {
         let runtimeDirectory = Self.runtimeDirectory(configuration, logger: logger)
         let historyFile = HistoryFile(
             directory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory, logger: logger)
-        let historyRead = HistoryRead(historyFile)
+        let historyRead = HistoryRead(
+            historyFile, stateDirectory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory)
         var takeover: Takeover? = nil
         var warnings: [String] = []
         if let takeoverConfiguration = configuration.takeover {
@@ -224,7 +225,7 @@ public final class EngineRunner: @unchecked Sendable {
             }
         }
         self.engine = engine
-        let (history, savings) = historyRead.wait()
+        let (history, savings, spokenForAhead) = historyRead.wait()
         let (journal, replay) = try opened.get()
         if history.count > 0 { logger.info("state: restored the history of \(history.hostCount) hosts") }
         self.journal = journal
@@ -282,14 +283,15 @@ public final class EngineRunner: @unchecked Sendable {
         // The first thing the engine thread does: adopted hosts held when the proxy stopped are held again.
         self.mailbox.post(.adopt(configuration.adopted))
         // Taken only once the journal's lock is ours: a start refused because another daemon holds the directory
-        // must change nothing in it.
-        if let record = SpokenForRecord.take(
-            stateDirectory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory)
+        // must change nothing in it. Read ahead before the lock, it is used only if the file is still the one read
+        // (a daemon that was stopping then may have written a new one since).
+        if let taken = SpokenForRecord.take(
+            stateDirectory: configuration.stateDirectory, runtimeDirectory: runtimeDirectory, ahead: spokenForAhead)
         {
-            let stoppedFor = Date().timeIntervalSince1970 - record.stoppedAt
+            let stoppedFor = Date().timeIntervalSince1970 - taken.record.stoppedAt
             if stoppedFor >= 0, stoppedFor <= Double(EngineRules.resumeWindow.components.seconds) {
-                self.resumable = (record.keys, .milliseconds(Int64(stoppedFor * 1000)))
-                self.engine.restorePeers(record.proxyPeers(now: now), now: now)
+                self.resumable = (taken.keys, .milliseconds(Int64(stoppedFor * 1000)))
+                self.engine.restorePeers(taken.record.proxyPeers(now: now), now: now)
             } else {
                 logger.info(
                     "state: stopped \(Int(stoppedFor)) s ago, longer than \(EngineRules.resumeWindow.components.seconds) s: every restored host is probed before the proxy speaks for it"

@@ -1,3 +1,4 @@
+import CSleepProxyLinux
 import Dispatch
 import FoundationEssentials
 import Logging
@@ -358,24 +359,42 @@ extension EngineRunner {
     }
 }
 
-/// `HistoryFile.load` on a thread of its own, for a start that replays the journal meanwhile.
+/// What a start reads besides the journal, on a thread of its own while the journal is decoded on another and the
+/// opening thread restores its hosts: the spoken-for record first, then `HistoryFile.load` at a lower priority, so
+/// that on a two-core box the decoding and the restoring, which the first answer waits for, keep both cores
+/// (docs/scale.md, "0.8.0: the start's other reads out of the restore's way").
 final class HistoryRead: @unchecked Sendable {
-    // @unchecked: `book` and `savings` are written once by the reading thread before `done` is signalled, and
-    // read after.
+    // @unchecked: `book`, `savings` and `spokenFor` are written once by the reading thread before `done` is
+    // signalled, and read after.
     private var book: HistoryBook?
     private var savings: SavingsLedger?
+    private var spokenFor = SpokenForRecord.Ahead()
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ file: HistoryFile) {
-        DispatchQueue.global().async {
+    /// How far the history's read yields to the restore: nice 10 gets about a tenth of a core beside a busy thread
+    /// at nice 0 (the kernel's weights, 110 to 1024), and every idle moment.
+    static let priorityDecrease: Int32 = 10
+
+    init(_ file: HistoryFile, stateDirectory: URL, runtimeDirectory: URL?) {
+        let read: @Sendable (_ ownThread: Bool) -> Void = { ownThread in
+            // The record is small and the first thing the engine needs once the hosts are restored.
+            self.spokenFor = SpokenForRecord.readAhead(
+                stateDirectory: stateDirectory, runtimeDirectory: runtimeDirectory)
+            // Lowered on this thread alone, which ends with the read; failing, it reads at the usual priority.
+            if ownThread { _ = csp_lower_thread_priority(Self.priorityDecrease) }
             self.book = file.load()
             self.savings = file.savings.load()
             self.done.signal()
         }
+        do {
+            try startThread(name: "history-read") { read(true) }
+        } catch {
+            DispatchQueue.global().async { read(false) }
+        }
     }
 
-    func wait() -> (HistoryBook, SavingsLedger) {
+    func wait() -> (HistoryBook, SavingsLedger, SpokenForRecord.Ahead) {
         self.done.wait()
-        return (self.book!, self.savings!)
+        return (self.book!, self.savings!, self.spokenFor)
     }
 }

@@ -77,27 +77,76 @@ struct SpokenForRecord: Codable, Equatable {
     }
 
     /// The record to resume from: a clean stop's in the state directory, else the live copy a crash left in the
-    /// runtime directory, as of when its daemon was last alive. Both are taken away.
-    static func take(stateDirectory: URL, runtimeDirectory: URL?) -> SpokenForRecord? {
-        let live = runtimeDirectory.flatMap { directory -> SpokenForRecord? in
-            let url = directory.appendingPathComponent(self.fileName)
-            var info = stat()
-            let touched = stat(url.path, &info) == 0 ? Double(info.st_mtim.tv_sec) : nil
-            guard var record = self.take(directory: directory) else { return nil }
-            record.stoppedAt = max(record.stoppedAt, touched ?? record.stoppedAt)
-            return record
+    /// runtime directory, as of when its daemon was last alive. Both are taken away. What `ahead` read of a file
+    /// that is still the same one (`FileIdentity`) is used instead of reading it again.
+    static func take(stateDirectory: URL, runtimeDirectory: URL?, ahead: Ahead = Ahead()) -> Reading? {
+        let live = runtimeDirectory.flatMap { directory -> Reading? in
+            guard var reading = self.take(directory: directory, ahead: ahead.runtime) else { return nil }
+            reading.record.stoppedAt = max(reading.record.stoppedAt, Double(reading.file.modifiedSeconds))
+            return reading
         }
-        return self.take(directory: stateDirectory) ?? live
+        return self.take(directory: stateDirectory, ahead: ahead.state) ?? live
     }
 
     /// Reads and removes the record; nil when there is none or it cannot be read (then the hosts are probed
     /// first, which is always safe).
-    static func take(directory: URL) -> SpokenForRecord? {
+    static func take(directory: URL, ahead: Reading? = nil) -> Reading? {
         let url = directory.appendingPathComponent(self.fileName)
         defer { try? FileManager.default.removeItem(at: url) }
-        guard let size = regularFileSize(atPath: url.path), size <= self.maximumBytes,
-            let data = try? Data(contentsOf: url)
+        guard let file = FileIdentity(path: url.path) else { return nil }
+        if let ahead, ahead.file == file { return ahead }
+        return self.read(url, file)
+    }
+
+    /// Both files read, nothing removed: done on a thread of its own while the journal is decoded, before the
+    /// state directory's lock is taken (reading changes nothing in it), so that the start does not decode 10,000
+    /// hosts' JSON after the restore (docs/scale.md, "0.8.0: the start's other reads out of the restore's way").
+    static func readAhead(stateDirectory: URL, runtimeDirectory: URL?) -> Ahead {
+        func read(_ directory: URL) -> Reading? {
+            let url = directory.appendingPathComponent(self.fileName)
+            return FileIdentity(path: url.path).flatMap { self.read(url, $0) }
+        }
+        return Ahead(state: read(stateDirectory), runtime: runtimeDirectory.flatMap(read))
+    }
+
+    private static func read(_ url: URL, _ file: FileIdentity) -> Reading? {
+        guard file.size <= self.maximumBytes, let data = try? Data(contentsOf: url),
+            let record = try? JSONDecoder().decode(SpokenForRecord.self, from: data)
         else { return nil }
-        return try? JSONDecoder().decode(SpokenForRecord.self, from: data)
+        return Reading(file: file, record: record, keys: record.keys)
+    }
+
+    /// A record as read from one file, its hosts' keys parsed.
+    struct Reading: Equatable, Sendable {
+        var file: FileIdentity
+        var record: SpokenForRecord
+        var keys: [OwnerKey]
+    }
+
+    /// What `readAhead` found in each directory.
+    struct Ahead: Sendable {
+        var state: Reading?
+        var runtime: Reading?
+    }
+
+    /// Which file was read, and as it was: the record is always replaced whole (written aside and renamed over), so
+    /// the same inode, size and modification time mean the same bytes.
+    struct FileIdentity: Equatable, Sendable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int
+        var modifiedSeconds: Int
+        var modifiedNanoseconds: Int
+
+        /// nil when there is no regular file at `path`.
+        init?(path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+            self.device = UInt64(info.st_dev)
+            self.inode = UInt64(info.st_ino)
+            self.size = Int(info.st_size)
+            self.modifiedSeconds = Int(info.st_mtim.tv_sec)
+            self.modifiedNanoseconds = Int(info.st_mtim.tv_nsec)
+        }
     }
 }

@@ -59,7 +59,8 @@ struct RegistrarTests {
         // either case of `_tcp`/`_udp`, anything else (or too few labels) without one.
         let names: [(DNSName, UInt16)] = [
             ("Web._http._tcp.local.", 80), ("Stream._rtp._UDP.local.", 5004), ("Odd._x._sctp.local.", 9),
-            ("short.local.", 1), ("Tcp._http._tcpx.local.", 8),
+            ("short.local.", 1), ("Tcp._http._tcpx.local.", 8), ("Near._x._tcq.local.", 3),
+            ("Mixed._smb._TcP.local.", 445), ("Plain._x.xtcp.local.", 4), ("Mixed._x._uDp.local.", 53),
         ]
         let records = names.map { name, port in
             ProxiedRecord(
@@ -74,7 +75,7 @@ struct RegistrarTests {
         let fromSummary = registration.summary.services.map { "\($0.transport.map(\.rawValue) ?? "-")/\($0.port)" }
         let direct = registration.servicePorts.map { "\($0.transport.map(\.rawValue) ?? "-")/\($0.port)" }
         #expect(direct.sorted() == fromSummary.sorted())
-        #expect(direct.sorted() == ["-/1", "-/8", "-/9", "tcp/80", "udp/5004"])
+        #expect(direct.sorted() == ["-/1", "-/3", "-/4", "-/8", "-/9", "tcp/445", "tcp/80", "udp/5004", "udp/53"])
     }
 
     @Test func replyUsesTheLeaseFormOfTheRequestAndClamps() throws {

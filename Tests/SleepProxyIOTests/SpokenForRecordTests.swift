@@ -25,7 +25,7 @@ struct SpokenForRecordTests {
             SpokenForRecord(keys: [key], peers: [peer, unidentified], stoppedAt: Date()), directory: directory)
         let record = try #require(SpokenForRecord.take(directory: directory))
         #expect(record.keys == [key])
-        let peers = record.proxyPeers(now: .seconds(9))
+        let peers = record.record.proxyPeers(now: .seconds(9))
         #expect(peers.count == 1 && peers.first?.mac == peer.mac && peers.first?.address == peer.address)
         #expect(peers.first?.metric == 80_40_60 && peers.first?.port == 5353 && peers.first?.lastHeard == .seconds(9))
         #expect(SpokenForRecord.take(directory: directory) == nil, "taken away once read")
@@ -33,7 +33,7 @@ struct SpokenForRecordTests {
         let old = #"{"stoppedAt": 1000, "hosts": [{"interface": "eth0", "mac": "02:53:50:00:00:02"}]}"#
         try Data(old.utf8).write(to: directory.appendingPathComponent(SpokenForRecord.fileName))
         let read = try #require(SpokenForRecord.take(directory: directory))
-        #expect(read.keys == [key] && read.proxyPeers(now: .seconds(9)).isEmpty)
+        #expect(read.keys == [key] && read.record.proxyPeers(now: .seconds(9)).isEmpty)
     }
 
     /// A crash's live copy in a runtime directory in memory (a tmpfs, as /run is) is taken as of when it was last
@@ -50,10 +50,40 @@ struct SpokenForRecordTests {
         try SpokenForRecord.write(SpokenForRecord(keys: [key], stoppedAt: written), directory: runtime)
         let live = try #require(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime))
         #expect(live.keys == [key])
-        #expect(abs(live.stoppedAt - Date().timeIntervalSince1970) < 5, "its modification time, not when written")
+        #expect(
+            abs(live.record.stoppedAt - Date().timeIntervalSince1970) < 5, "its modification time, not when written")
         try SpokenForRecord.write(SpokenForRecord(keys: [key], stoppedAt: written), directory: runtime)
         try SpokenForRecord.write(SpokenForRecord(keys: [], stoppedAt: Date()), directory: state)
         #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime)?.keys == [])
         #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: runtime) == nil, "both taken away")
+    }
+
+    /// A record read ahead (before the state directory's lock) is used only while its file is the one read: one
+    /// written over since (a daemon that was stopping) is read again, and one removed since is not resumed from.
+    @Test func aRecordReadAheadIsUsedOnlyWhileItsFileIsTheSame() throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("spoken-for-\(UUID())")
+        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: state) }
+        let first = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:02")!)
+        let second = OwnerKey(interface: "eth0", primaryMAC: MACAddress("02:53:50:00:00:03")!)
+
+        try SpokenForRecord.write(SpokenForRecord(keys: [first], stoppedAt: Date()), directory: state)
+        var ahead = SpokenForRecord.readAhead(stateDirectory: state, runtimeDirectory: nil)
+        #expect(ahead.state?.keys == [first] && ahead.runtime == nil)
+        #expect(FileManager.default.fileExists(atPath: state.appendingPathComponent(SpokenForRecord.fileName).path))
+        // The same file: what was read ahead is what is taken (told apart from a fresh read by a key only the
+        // reading ahead holds).
+        ahead.state?.keys = [second]
+        #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: nil, ahead: ahead)?.keys == [second])
+
+        try SpokenForRecord.write(SpokenForRecord(keys: [first], stoppedAt: Date()), directory: state)
+        ahead = SpokenForRecord.readAhead(stateDirectory: state, runtimeDirectory: nil)
+        try SpokenForRecord.write(SpokenForRecord(keys: [second], stoppedAt: Date()), directory: state)
+        #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: nil, ahead: ahead)?.keys == [second])
+
+        try SpokenForRecord.write(SpokenForRecord(keys: [first], stoppedAt: Date()), directory: state)
+        ahead = SpokenForRecord.readAhead(stateDirectory: state, runtimeDirectory: nil)
+        try FileManager.default.removeItem(at: state.appendingPathComponent(SpokenForRecord.fileName))
+        #expect(SpokenForRecord.take(stateDirectory: state, runtimeDirectory: nil, ahead: ahead) == nil)
     }
 }

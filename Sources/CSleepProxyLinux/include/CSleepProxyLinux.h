@@ -63,6 +63,10 @@ int csp_set_direct_io(int fd, int on);
 /// Names the calling thread (prctl PR_SET_NAME: the first 15 bytes), as `ps -T` and `top -H` show it.
 void csp_set_thread_name(const char *name);
 
+/// Raises the calling thread's nice value by `increment` (setpriority on its thread ID: on Linux each thread has its
+/// own). Returns 0, or -1 with errno.
+int csp_lower_thread_priority(int increment);
+
 /// What `csp_receive_datagram` learned of one datagram besides its bytes.
 struct csp_datagram_info {
     /// Where it came from (sockaddr_in or sockaddr_in6).
