@@ -359,13 +359,12 @@ extension EngineRunner {
     }
 }
 
-/// What a start reads besides the journal, on a thread of its own while the journal is decoded on another and the
-/// opening thread restores its hosts: the spoken-for record first, then `HistoryFile.load` at a lower priority, so
-/// that on a two-core box the decoding and the restoring, which the first answer waits for, keep both cores
-/// (docs/scale.md, "0.8.0: the start's other reads out of the restore's way").
+/// What a start reads besides the journal, on a thread of its own while the journal is decoded and restored: the
+/// spoken-for record and the savings ledger, then `HistoryFile.load` at a lower priority, so that on two cores the
+/// decoding and the restoring, which the first answer waits for, keep both (docs/scale.md, "0.8.0: the start's other
+/// reads out of the restore's way").
 final class HistoryRead: @unchecked Sendable {
-    // @unchecked: `book`, `savings` and `spokenFor` are written once by the reading thread before `done` is
-    // signalled, and read after.
+    // @unchecked: the three are written once by the reading thread before `done` is signalled, and read after.
     private var book: HistoryBook?
     private var savings: SavingsLedger?
     private var spokenFor = SpokenForRecord.Ahead()
@@ -377,13 +376,14 @@ final class HistoryRead: @unchecked Sendable {
 
     init(_ file: HistoryFile, stateDirectory: URL, runtimeDirectory: URL?) {
         let read: @Sendable (_ ownThread: Bool) -> Void = { ownThread in
-            // The record is small and the first thing the engine needs once the hosts are restored.
+            // The record and the ledger are small, and read while the restoring still waits for the first hosts
+            // decoded; the history is most of the work, and what the start may wait for last.
             self.spokenFor = SpokenForRecord.readAhead(
                 stateDirectory: stateDirectory, runtimeDirectory: runtimeDirectory)
+            self.savings = file.savings.load()
             // Lowered on this thread alone, which ends with the read; failing, it reads at the usual priority.
             if ownThread { _ = csp_lower_thread_priority(Self.priorityDecrease) }
             self.book = file.load()
-            self.savings = file.savings.load()
             self.done.signal()
         }
         do {

@@ -41,9 +41,7 @@ public final class WakeLog: @unchecked Sendable {
         {
             entries = Self.read(legacy)
         } else if let history {
-            history.forEach { record in
-                if let event = record.event { entries.append(event) }
-            }
+            history.forEachEvent { entries.append($0) }
         }
         self.recentEntries = Array(entries.suffix(Self.keptEvents))
         guard !self.recentEntries.isEmpty else { return }

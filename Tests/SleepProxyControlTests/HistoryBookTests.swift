@@ -31,6 +31,23 @@ struct HistoryBookTests {
         #expect(book.count == 3)
     }
 
+    /// A wake log rebuilt from the history (after a reboot emptied the runtime directory) holds the same events as
+    /// the history's records do, in their order, and none of a host whose own bound let them go.
+    @Test func theEventsAreTheRecordsEventsInTheirOrder() {
+        var book = HistoryBook(perHost: 3, inAll: 100)
+        book.append(Self.state("a", .asleep, at: 0))
+        book.append(Self.wake("a", at: 1))
+        book.append(Self.state("b", .asleep, at: 2, note: "quiet"))
+        book.append(Self.wake("b", at: 3, kind: .declined, count: 2))
+        for second in 4..<8 { book.append(Self.wake("c", at: Double(second), kind: .declined)) }
+        var events: [WakeLogEntry] = []
+        book.forEachEvent { events.append($0) }
+        var fromRecords: [WakeLogEntry] = []
+        book.forEach { if let event = $0.event { fromRecords.append(event) } }
+        #expect(events == fromRecords)
+        #expect(events.map(\.mac) == ["a", "b", "c", "c", "c"], "c's oldest went with its own bound")
+    }
+
     @Test func theBookKeepsItsNewestRecordsInAllUpToItsBound() {
         var book = HistoryBook(perHost: 10, inAll: 4)
         for (index, mac) in ["a", "b", "c", "d"].enumerated() {
