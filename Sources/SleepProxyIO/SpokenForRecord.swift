@@ -113,10 +113,14 @@ struct SpokenForRecord: Codable, Equatable {
         guard file.size <= self.maximumBytes, let data = try? Data(contentsOf: url),
             let record = try? JSONDecoder().decode(SpokenForRecord.self, from: data)
         else { return nil }
-        return Reading(file: file, record: record, keys: record.keys)
+        // The hosts are kept as their keys alone: read ahead, the record is held through the restore, and its
+        // hosts' strings were a megabyte at 10,000 hosts beside the restore's peak (docs/memory.md).
+        var kept = record
+        kept.hosts = []
+        return Reading(file: file, record: kept, keys: record.keys)
     }
 
-    /// A record as read from one file, its hosts' keys parsed.
+    /// A record as read from one file, its hosts' keys parsed (and its `hosts` left empty).
     struct Reading: Equatable, Sendable {
         var file: FileIdentity
         var record: SpokenForRecord
