@@ -215,9 +215,6 @@ public struct HistoryBook: Sendable {
         return all
     }
 
-    /// Every kept record in arrival order, one at a time: merging a book read back at start into the one kept
-    /// since, without a copy of every record at once (a few MB at 10,000 hosts, over what the proxy holds
-    /// otherwise, at the moment a restart's memory peaks; docs/memory.md).
     /// The wake and decline events kept, oldest first: what a wake log rebuilt from the history holds. Unlike
     /// `forEach`, no record is built for the rest (10,000 hosts' lines at a restart after a reboot were 30 ms of
     /// MACs spelled out for nothing; docs/scale.md).
@@ -227,6 +224,9 @@ public struct HistoryBook: Sendable {
         }
     }
 
+    /// Every kept record in arrival order, one at a time: merging a book read back at start into the one kept
+    /// since, without a copy of every record at once (a few MB at 10,000 hosts, over what the proxy holds
+    /// otherwise, at the moment a restart's memory peaks; docs/memory.md).
     public func forEach(_ body: (HistoryRecord) -> Void) {
         for kept in self.records[self.start...] where kept.host != Kept.gone {
             let host = self.hosts[Int(kept.host)]

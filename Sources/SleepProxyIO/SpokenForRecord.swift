@@ -114,7 +114,7 @@ struct SpokenForRecord: Codable, Equatable {
             let record = try? JSONDecoder().decode(SpokenForRecord.self, from: data)
         else { return nil }
         // The hosts are kept as their keys alone: read ahead, the record is held through the restore, and its
-        // hosts' strings were a megabyte at 10,000 hosts beside the restore's peak (docs/memory.md).
+        // hosts' strings were a megabyte at 10,000 hosts beside the restore's peak (docs/scale.md).
         var kept = record
         kept.hosts = []
         return Reading(file: file, record: kept, keys: record.keys)

@@ -150,6 +150,7 @@ public struct OwnerRegistration: Hashable, Sendable {
 extension OwnerSummary.Service.TransportProtocol {
     /// From the third label of a service instance name (docs/protocol.md §4.4: `_tcp` or `_udp`, any case); nil
     /// for anything else.
+    ///
     /// Read in place, four bytes folded into one word: a restart asks this of every SRV record it restores, and
     /// the arrays the comparison used to build were a tenth of the restoring thread's waits for the allocator
     /// (docs/scale.md, "0.8.0: the start's other reads out of the restore's way").
