@@ -192,6 +192,36 @@ extension ScaleBenchmarks {
         print(
             "  restart with \(format(count)) hosts spoken for again: engine heap \(format(Double(restored) / count)) bytes/host restored, \(format(Double(peak) / count)) at its highest"
         )
+        self.restartWork(registrations, now: start)
+    }
+
+    /// The two halves of a restart's work on one core, each the median of 5 rounds: decoding the journal of
+    /// `registrations` and restoring the decoded hosts into a fresh engine. The daemon runs them side by side on
+    /// two threads (docs/scale.md), so on two idle cores its first answer follows the longer of the two.
+    static func restartWork(_ registrations: [OwnerRegistration], now: Timestamp) {
+        let timeBase = TimeBase(bootID: Array(repeating: 7, count: 16), now: now, wallNanoseconds: 1_000_000_000)
+        var journal: [UInt8] = []
+        for registration in registrations {
+            journal += RegistrationJournal.encode(.put(registration), timeBase: timeBase)
+        }
+        let clock = ContinuousClock()
+        var decoding: [Duration] = []
+        var restoring: [Duration] = []
+        let rounds = smokeRun ? 1 : 5
+        for _ in 0..<rounds {
+            var start = clock.now
+            let replay = RegistrationJournal.replay(journal, timeBase: timeBase)
+            decoding.append(clock.now - start)
+            precondition(replay.registrations.count == registrations.count, "replayed \(replay.registrations.count)")
+            var engine = self.makeEngine(maximumHosts: registrations.count)
+            start = clock.now
+            _ = engine.restore(replay.registrations, now: now)
+            restoring.append(clock.now - start)
+        }
+        let median = { (times: [Duration]) in times.sorted()[times.count / 2] }
+        print(
+            "  the restart's work on one core, \(format(Double(registrations.count))) hosts (\(journal.count / 1024) KiB of journal): decoding \(median(decoding).formattedMilliseconds), restoring \(median(restoring).formattedMilliseconds)"
+        )
     }
 }
 

@@ -181,4 +181,61 @@ struct NameInternerTests {
         let theirs = try #require(b.records.first { $0.record.name == type }?.record.name)
         #expect(mine.sharesStorage(with: theirs))
     }
+
+    /// The same spelling in a buffer of its own (`Array(storage)` would share the buffer).
+    static func copy(_ name: DNSName) -> DNSName { DNSName(uncheckedStorage: name.storage.map { $0 }) }
+
+    /// Shared, a host keeps what its records claim without deriving it again: the same addresses, and its host name
+    /// in the buffer its records now use.
+    @Test func sharingKeepsTheClaimsWithTheHostNameShared() throws {
+        let (_, first) = try Self.registrarWithFirstHost()
+        // A copy whose names are all buffers of their own, as the journal's decoding gives them.
+        let copied = first.records.map { proxied -> ProxiedRecord in
+            var record = proxied.record
+            record.name = Self.copy(record.name)
+            switch record.rdata {
+            case .srv(var srv):
+                srv.target = Self.copy(srv.target)
+                record.rdata = .srv(srv)
+            case .ptr(var ptr):
+                ptr.target = Self.copy(ptr.target)
+                record.rdata = .ptr(ptr)
+            default:
+                break
+            }
+            return ProxiedRecord(record: record, registeredAt: proxied.registeredAt)
+        }
+        var decoded = first
+        decoded.records = copied
+        // Derived from the copies, the host name is a reverse mapping's target: not the buffer the records keep.
+        #expect(decoded.hostName.map { name in !copied.contains { $0.record.name.sharesStorage(with: name) } } == true)
+        var interner = NameInterner()
+        let shared = interner.intern(decoded)
+        #expect(shared == decoded)
+        let derived = OwnerSummary.claims(of: shared.records.map(\.record))
+        #expect(shared.addresses == derived.addresses && shared.hostName == derived.hostName)
+        let hostName = try #require(shared.hostName)
+        let aRecord = try #require(shared.records.first { $0.record.name == hostName }?.record.name)
+        #expect(hostName.sharesStorage(with: aRecord), "the claimed host name is the records' buffer")
+    }
+
+    /// A host's names are scanned up to `linearLimit`, then kept in a hash table: found alike on both sides, each
+    /// spelling kept once, case told apart.
+    @Test(arguments: [NameInterner.HostNames.linearLimit, NameInterner.HostNames.linearLimit + 1])
+    func aHostsTableFindsEveryNameAtAndPastItsScanLimit(count: Int) throws {
+        var table = NameInterner.HostNames()
+        let names = try (0..<count).map { try DNSName(parsing: "host-\($0).local.") }
+        for name in names {
+            #expect(table.find(name) == nil)
+            table.add(name)
+        }
+        #expect(table.count == count)
+        for name in names {
+            let copy = Self.copy(name)
+            let found = try #require(table.find(copy))
+            #expect(found.sharesStorage(with: name) && !found.sharesStorage(with: copy))
+        }
+        #expect(table.find(try DNSName(parsing: "HOST-0.local.")) == nil, "another spelling is another name")
+        #expect(table.find(try DNSName(parsing: "host-\(count).local.")) == nil)
+    }
 }

@@ -31,8 +31,14 @@ struct NameInterner {
     }
 
     /// Replaces `name` by its shared copy (the host's own first, `own`); true when that changed which buffer it uses.
-    private mutating func share(_ name: inout DNSName, own: [Spelling: DNSName]) -> Bool {
-        let shared = own[Spelling(name)] ?? self.canonical(name)
+    private mutating func share(_ name: inout DNSName, own: inout HostNames) -> Bool {
+        let shared: DNSName
+        if let known = own.find(name) {
+            shared = known
+        } else {
+            shared = self.canonical(name)
+            own.add(shared)
+        }
         guard !shared.sharesStorage(with: name) else { return false }
         name = shared
         return true
@@ -44,27 +50,28 @@ struct NameInterner {
     /// Remembering, the host's own names (those of its unique records: its host name, its instances, its reverse
     /// mappings) are shared among its records through a table of its own, and only the rest (service types, the
     /// names hosts have in common) is remembered for later hosts: a table of every host's names was 4 MB at 10,000
-    /// hosts, and a restart's replay, at its highest memory, held it (docs/memory.md).
+    /// hosts, and a restart's replay, at its highest memory, held it (docs/memory.md). The host's table also keeps
+    /// the common names once looked up, so a name its records repeat is looked up once (docs/scale.md).
     mutating func intern(_ registration: OwnerRegistration) -> OwnerRegistration {
-        var own: [Spelling: DNSName] = [:]
+        var own = HostNames()
         if self.remembers {
             for proxied in registration.records where proxied.record.cacheFlush {
-                let name = Spelling(proxied.record.name)
-                if own[name] == nil { own[name] = self.table[name] ?? proxied.record.name }
+                let name = proxied.record.name
+                if own.find(name) == nil { own.add(self.table[Spelling(name)] ?? name) }
             }
         }
         var records: [ProxiedRecord]? = nil
         for (index, proxied) in registration.records.enumerated() {
             var record = proxied.record
-            var changed = self.share(&record.name, own: own)
+            var changed = self.share(&record.name, own: &own)
             switch record.rdata {
             case .ptr(var ptr):
-                if self.share(&ptr.target, own: own) {
+                if self.share(&ptr.target, own: &own) {
                     record.rdata = .ptr(ptr)
                     changed = true
                 }
             case .srv(var srv):
-                if self.share(&srv.target, own: own) {
+                if self.share(&srv.target, own: &own) {
                     record.rdata = .srv(srv)
                     changed = true
                 }
@@ -76,9 +83,41 @@ struct NameInterner {
             records![index].record = record
         }
         guard let records else { return registration }
-        var result = registration
-        result.records = records
-        return result
+        return registration.withNamesShared(
+            records: records, hostName: registration.hostName.map { own.find($0) ?? $0 })
+    }
+}
+
+extension NameInterner {
+    /// One host's names, each spelling once: a typical Mac's 24 records name about 18 (41 times in all), so a
+    /// scan comparing lengths first beats hashing every one of them (a quarter of a restart's decoding at 10,000
+    /// hosts went to hashing them, docs/scale.md). Past `linearLimit` names (a registration only a hostile or
+    /// unusual host sends) the rest go in a hash table, so the scan never grows with the registration.
+    struct HostNames {
+        /// Names scanned before the hash table takes over: above a typical Mac's 18, far below where scanning
+        /// costs more than hashing.
+        static let linearLimit = 32
+
+        private var names: [DNSName] = []
+        private var overflow: [Spelling: DNSName] = [:]
+
+        var count: Int { self.names.count + self.overflow.count }
+
+        /// The copy kept for `name`'s exact spelling (case included), if any.
+        func find(_ name: DNSName) -> DNSName? {
+            for kept in self.names where kept.hasSpelling(of: name) { return kept }
+            return self.overflow.isEmpty ? nil : self.overflow[Spelling(name)]
+        }
+
+        /// Keeps `name`, whose spelling `find` did not know.
+        mutating func add(_ name: DNSName) {
+            if self.names.count < Self.linearLimit {
+                if self.names.isEmpty { self.names.reserveCapacity(Self.linearLimit) }
+                self.names.append(name)
+            } else {
+                self.overflow[Spelling(name)] = name
+            }
+        }
     }
 }
 
@@ -99,6 +138,16 @@ extension NameInterner {
 }
 
 extension DNSName {
+    /// The same bytes, case included (`==` ignores case): the same buffer, or equal lengths and contents.
+    func hasSpelling(of other: DNSName) -> Bool {
+        self.storage.withUnsafeBufferPointer { mine in
+            other.storage.withUnsafeBufferPointer { theirs in
+                mine.count == theirs.count
+                    && (mine.baseAddress == theirs.baseAddress || mine.elementsEqual(theirs))
+            }
+        }
+    }
+
     /// The same buffer, not only the same bytes.
     func sharesStorage(with other: DNSName) -> Bool {
         self.storage.withUnsafeBufferPointer { mine in

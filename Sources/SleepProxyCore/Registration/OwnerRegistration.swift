@@ -104,6 +104,20 @@ public struct OwnerRegistration: Hashable, Sendable {
         self.lastMessageID = lastMessageID
     }
 
+    /// This registration with `records`, equal to its own (the same names spelled alike, in other buffers:
+    /// `NameInterner`), in their place; what its records claim stays as derived, the host name in `hostName`'s
+    /// buffer. Setting `records` would derive it all again: a third of the journal replay's name sharing at 10,000
+    /// hosts (docs/scale.md).
+    func withNamesShared(records: [ProxiedRecord], hostName: DNSName?) -> OwnerRegistration {
+        // Given to the initialiser, adopted addresses are merged again into addresses that hold them already: the
+        // same set.
+        OwnerRegistration(
+            key: self.key, owner: self.owner, records: records, registeredAt: self.registeredAt,
+            updatedAt: self.updatedAt, leaseExpiry: self.leaseExpiry, grantedLease: self.grantedLease,
+            lastMessageID: self.lastMessageID, claims: (hostName, self.addresses),
+            adoptedAddresses: self.adoptedAddresses, windows: self.windows)
+    }
+
     /// The host name and the addresses to take over, derived once from `records`: the store, the policy checks
     /// and the packet path read them on every event. The rest of the summary is derived on demand, so a host
     /// costs memory for its records only.

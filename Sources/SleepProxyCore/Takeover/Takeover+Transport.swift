@@ -150,7 +150,8 @@ extension Takeover {
                 .event(
                     WakeEvent(
                         kind: rule == .noService ? .ignored : .declined, at: now, host: host.key,
-                        hostName: host.hostName, trigger: trigger, rule: rule, count: report.count, scan: report.scan))
+                        hostName: host.hostName?.description, trigger: trigger, rule: rule, count: report.count,
+                        scan: report.scan))
             ]
         case .hold, .ignore:
             return []

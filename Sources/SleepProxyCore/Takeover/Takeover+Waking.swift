@@ -19,7 +19,10 @@ extension Takeover {
         self.statistics.wakes += 1
         host.wake = WakeProgress(trigger: trigger, rule: rule, startedAt: now, next: now)
         var actions: [TakeoverAction] = [
-            .event(WakeEvent(kind: .wake, at: now, host: key, hostName: host.hostName, trigger: trigger, rule: rule))
+            .event(
+                WakeEvent(
+                    kind: .wake, at: now, host: key, hostName: host.hostName?.description, trigger: trigger, rule: rule)
+            )
         ]
         actions += self.sendBurst(&host, now: now)
         // Apple sends an NA with the owner's MAC here (docs/protocol.md §4.6). We do not: a host that does not
@@ -66,7 +69,8 @@ extension Takeover {
             actions.append(
                 .event(
                     WakeEvent(
-                        kind: .awake, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger,
+                        kind: .awake, at: now, host: host.key, hostName: host.hostName?.description,
+                        trigger: wake.trigger,
                         seconds: seconds)))
             if let index = self.index(of: host.key.interface), let context = self.interfaces[index] {
                 // First the neighbours' caches, so that the client's answer to the host's SYN-ACK goes to the host
@@ -86,7 +90,8 @@ extension Takeover {
             actions.append(
                 .event(
                     WakeEvent(
-                        kind: .noResponse, at: now, host: host.key, hostName: host.hostName, trigger: wake.trigger,
+                        kind: .noResponse, at: now, host: host.key, hostName: host.hostName?.description,
+                        trigger: wake.trigger,
                         attempts: wake.attempts)))
         }
         host.replay.removeAll()
