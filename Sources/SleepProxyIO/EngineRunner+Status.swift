@@ -67,6 +67,7 @@ extension EngineRunner {
             self.status.batches += 1
             self.status.handBacks = counts.handBacks
             self.status.repeatedQuestions = counts.repeatedQuestions
+            self.status.windows = counts.windows
             if let responder = counts.responder {
                 self.status.responder = responder
                 self.status.instanceLabel = counts.instanceLabel

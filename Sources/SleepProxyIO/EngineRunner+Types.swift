@@ -171,6 +171,8 @@ extension EngineRunner {
         public var hostsByState: [HostState: Int] = [:]
         /// Nil with `--no-ssdp`.
         public var ssdp: SSDPStatistics?
+        /// What was answered for sleeping Windows PCs (docs/windows.md).
+        public var windows = WindowsStatistics()
         /// What the proxy saved since it started (`EngineRunner.creditSavings`).
         public var savings: SavingsCounters?
         /// SSDP entries learned for registered hosts, and heard from addresses not registered.

@@ -128,6 +128,7 @@ public final class HTTPEndpoint: @unchecked Sendable {
             self.count("sleepproxy_hand_backs_total", ["signal": signal.rawValue], status.handBacks[signal] ?? 0)
         }
         self.count("sleepproxy_magic_packets_total", [:], status.takeover.magicPackets)
+        self.countWindows(status.windows)
         self.count("sleepproxy_arp_replies_total", [:], status.takeover.arpReplies)
         self.count("sleepproxy_neighbour_advertisements_total", [:], status.takeover.neighbourAdvertisements)
         self.count("sleepproxy_ignored_connections_total", [:], status.takeover.ignoredConnections)
@@ -224,5 +225,19 @@ public final class HTTPEndpoint: @unchecked Sendable {
         self.last[key] = value
         let counter = CoreMetrics.Counter(label: name, dimensions: dimensions, factory: self.factory)
         if delta > 0 { counter.increment(by: delta) } else { counter.increment(by: 0) }
+    }
+}
+
+extension HTTPEndpoint {
+    /// What was answered for sleeping Windows PCs (docs/windows.md), counted like the mDNS and SSDP sides.
+    fileprivate func countWindows(_ windows: WindowsStatistics) {
+        self.count("sleepproxy_windows_answers_total", ["kind": "netbios_name"], windows.nameQueries)
+        self.count("sleepproxy_windows_answers_total", ["kind": "netbios_node_status"], windows.nodeStatus)
+        self.count("sleepproxy_windows_answers_total", ["kind": "llmnr"], windows.llmnrAnswers)
+        self.count("sleepproxy_windows_answers_total", ["kind": "wsd_match"], windows.wsdMatches)
+        self.count("sleepproxy_windows_metadata_refused_total", [:], windows.metadataRefused)
+        self.count("sleepproxy_windows_name_conflicts_total", [:], windows.conflicts)
+        self.count("sleepproxy_windows_matches_dropped_total", [:], windows.matchesDropped)
+        self.count("sleepproxy_parse_errors_total", ["reason": "windows_malformed"], windows.malformed)
     }
 }

@@ -155,4 +155,21 @@ extension ThreeHostSuite {
     var proxy: LabHost { self.setup.proxy }
     var sleeper: SleepingHost { self.setup.sleeper }
     var state: URL { self.setup.state }
+
+    /// Every sample of the daemon's Prometheus endpoint (its default address, in the proxy's namespace), by its
+    /// series (`name{labels}`).
+    func scrape() throws -> [String: Double] {
+        let result = try self.proxy.run([
+            "/usr/bin/python3", "-c",
+            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
+        ])
+        var samples: [String: Double] = [:]
+        for line in result.stdout.split(separator: "\n") where !line.hasPrefix("#") {
+            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
+                continue
+            }
+            samples[String(line[..<space])] = value
+        }
+        return samples
+    }
 }

@@ -22,22 +22,6 @@ final class MetricsLabTests: ThreeHostSuite {
             "querier", mac: MACAddress("02:53:50:00:00:30")!, ipv4: ["192.0.2.30/24"], ipv6: ["2001:db8::30/64"])
     }
 
-    /// Every sample of the scrape, by its series (`name{labels}`).
-    func scrape() throws -> [String: Double] {
-        let result = try self.proxy.run([
-            "/usr/bin/python3", "-c",
-            "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9580/metrics', timeout=5).read().decode())",
-        ])
-        var samples: [String: Double] = [:]
-        for line in result.stdout.split(separator: "\n") where !line.hasPrefix("#") {
-            guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
-                continue
-            }
-            samples[String(line[..<space])] = value
-        }
-        return samples
-    }
-
     /// Waits (bounded) until every series in `moved` has grown past its value in `before`; returns those that
     /// did not.
     func waitForGrowth(of moved: [String], since before: [String: Double], timeout: Double = 10) throws -> [String] {

@@ -189,6 +189,21 @@ final class WindowsLabTests: ThreeHostSuite {
             ], timeout: .seconds(15))
         #expect(refused.stdout.hasPrefix("refused"), "\(refused)")
         print("windows lab: metadata connection \(refused.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) ms")
+        // A dashboard sees the same: every kind of answer counted, the refusal too (the counts are published with
+        // the batch that answered, so they are read until they show).
+        let expected: [String: Double] = [
+            #"sleepproxy_windows_answers_total{kind="netbios_name"}"#: 2,
+            #"sleepproxy_windows_answers_total{kind="netbios_node_status"}"#: 2,
+            #"sleepproxy_windows_answers_total{kind="llmnr"}"#: 2,
+            #"sleepproxy_windows_answers_total{kind="wsd_match"}"#: 2,
+            "sleepproxy_windows_metadata_refused_total": 1,
+        ]
+        var samples: [String: Double] = [:]
+        let counted = try waitUntil(timeout: 10, interval: 0.2) {
+            samples = try self.scrape()
+            return expected.allSatisfy { (samples[$0.key] ?? 0) >= $0.value }
+        }
+        #expect(counted, "\(samples.filter { $0.key.hasPrefix("sleepproxy_windows") })")
         // Finding it woke nothing; nor does Home Assistant's nmap tracker (from another machine: a scanner's
         // source wakes nothing for 10 minutes, docs/waking.md).
         let scanner = try self.lab.addHost("scanner", mac: MACAddress("02:53:50:00:00:60")!, ipv4: ["192.0.2.60/24"])

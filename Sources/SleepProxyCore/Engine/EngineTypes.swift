@@ -56,6 +56,8 @@ public struct EngineCounts: Sendable {
     public var handBacks: [HandBackSignal: Int]
     /// Multicast questions dropped as a storming device's repeats (`RepeatedQuestions`).
     public var repeatedQuestions = 0
+    /// What was answered for sleeping Windows PCs (docs/windows.md).
+    public var windows = WindowsStatistics()
 }
 
 /// A registration's reply and where it goes (the datagram's source; only an address a reply can go to,

@@ -25,7 +25,7 @@ extension ProxyEngine {
             registrations: self.registrar.statistics, responder: self.responder?.statistics,
             instanceLabel: self.responder?.configuration.instanceLabel, takeover: self.takeover?.statistics,
             wakeDecisions: self.takeover?.gate.statistics, ssdp: self.ssdp?.statistics, handBacks: self.handBacks,
-            repeatedQuestions: self.repeatedQuestions.coalesced)
+            repeatedQuestions: self.repeatedQuestions.coalesced, windows: self.windows.statistics)
     }
 
     /// How many hosts are in each state.

@@ -361,4 +361,6 @@ public struct WindowsStatistics: Hashable, Sendable {
     /// Matches not queued because `WindowsRules.maximumPendingMatches` were waiting (a flood of Probes).
     public var matchesDropped = 0
     public var malformed = 0
+
+    public init() {}
 }
