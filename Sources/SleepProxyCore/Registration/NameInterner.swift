@@ -89,13 +89,14 @@ struct NameInterner {
 }
 
 extension NameInterner {
-    /// One host's names, each spelling once: a typical Mac's 24 records name about 18 (41 times in all), so a
-    /// scan comparing lengths first beats hashing every one of them (a quarter of a restart's decoding at 10,000
-    /// hosts went to hashing them, docs/scale.md). Past `linearLimit` names (a registration only a hostile or
-    /// unusual host sends) the rest go in a hash table, so the scan never grows with the registration.
+    /// One host's names, each spelling once: a typical Mac's 24 records name about 18 (41 times in all), found
+    /// again by comparing lengths, then bytes, without hashing them or making a table for each host (sharing names
+    /// was a quarter of a restart's decoding at 10,000 hosts, docs/scale.md). Past `linearLimit` names (a
+    /// registration only a hostile or unusual host sends) the rest go in a hash table, so the scan never grows with
+    /// the registration.
     struct HostNames {
-        /// Names scanned before the hash table takes over: above a typical Mac's 18, far below where scanning
-        /// costs more than hashing.
+        /// Names scanned before the hash table takes over: a typical Mac's 18 with room to spare, and a bound on
+        /// every scan.
         static let linearLimit = 32
 
         private var names: [DNSName] = []
