@@ -5,7 +5,7 @@ import SleepProxyWire
 /// The composed engine driven by an arbitrary program (docs/fuzzing.md): each step is a registration (well
 /// formed or raw bytes), an mDNS packet (a question, a host's own announcement or probe, an Owner option, raw
 /// bytes), an SSDP datagram, a captured frame (ARP, neighbour discovery, a SYN, an adopted host's own mDNS, its
-/// sleep goodbyes or other traffic, a quiet resume, raw bytes), an admin command (adopting a host, a restart of the
+/// sleep goodbyes or other traffic, a quiet resume, Windows' name services, raw bytes), an admin command (adopting a host, a restart of the
 /// proxy among them) or a step of time, read from the program's bytes. After every step the invariants below are
 /// checked; a violation is returned as a sentence (the fuzz target traps on it, the test records it).
 ///
@@ -50,6 +50,9 @@ public struct EngineProgram {
     public private(set) var reachedHeldAfterGoodbyes = false
     public internal(set) var reachedQuietResume = false
     public private(set) var reachedRestartWithLearned = false
+    /// Whether the proxy ever answered a Windows client for a sleeping PC (NetBIOS, LLMNR or WS-Discovery from the
+    /// PC's address): the Windows steps reached past learning.
+    public private(set) var reachedWindowsAnswer = false
     /// Hosts whose service PTR said goodbye since they were last held.
     var saidGoodbye: Set<Int> = []
     /// Hosts a magic packet went to since they last came up: a program's time step lets them answer.
@@ -102,6 +105,9 @@ public struct EngineProgram {
             if let violation = self.checked(self.step(operation), operation) { return violation }
             // Time passed: the hosts woken meanwhile may come up, a step of their own.
             if operation % 12 >= 10, let violation = self.checked(self.answerWakes(), operation) { return violation }
+            if operation % 12 >= 10, let violation = self.checked(self.windowsClientAsks(), operation) {
+                return violation
+            }
             if let violation = self.idleTickActs() {
                 return "step \(self.steps) (operation \(operation % 12)): \(violation)"
             }
@@ -124,6 +130,7 @@ public struct EngineProgram {
             return "step \(self.steps) (operation \(operation % 12)): \(violation)"
         }
         if !self.reachedAsleep { self.reachedAsleep = !self.engine.hosts(in: .asleep).isEmpty }
+        if !self.reachedWindowsAnswer { self.reachedWindowsAnswer = actions.contains(where: Self.isWindowsAnswer) }
         for action in actions {
             switch action {
             case .packet(.sendWakeDatagram(let bytes, _)): self.noteMagic(bytes)
@@ -190,9 +197,12 @@ public struct EngineProgram {
                 interfaceIndex: Self.interface.index, now: self.now)
         case 6: return self.frame(host)
         case 7:
-            let length = Int(self.byte() ?? 0) % Self.rawLength
+            // Half of them Windows' name services (EngineProgram+Windows.swift), half raw frame bytes.
+            let length = Int(self.byte() ?? 0)
+            if length & 1 == 1 { return self.windowsFrame(host) }
             return self.engine.receiveFrame(
-                self.bytes(length), interfaceIndex: Self.interface.index, outgoing: false, now: self.now)
+                self.bytes(length % Self.rawLength), interfaceIndex: Self.interface.index, outgoing: false,
+                now: self.now)
         case 8:
             let length = Int(self.byte() ?? 0) % Self.rawLength
             let bytes = self.bytes(length)

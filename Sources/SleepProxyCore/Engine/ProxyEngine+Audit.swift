@@ -1,3 +1,4 @@
+import NIOCore
 import SleepProxyWire
 
 extension ProxyEngine {
@@ -39,6 +40,17 @@ extension ProxyEngine {
         if let silenced = self.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {
             return "the responder keeps \(stale) silenced after it was let go"
         }
+        // The same for a PC's Windows names (docs/windows.md): answered only for a held host spoken for, and for
+        // every such host that showed any.
+        for key in self.windows.held.keys where store[key] == nil || !self.isSpokenFor(key) {
+            return "Windows names are answered for \(key), "
+                + (store[key] == nil ? "which is no longer held" : "which its lifecycle says is awake")
+        }
+        for (key, registration) in store.owners
+        where registration.windows?.isEmpty == false && self.isSpokenFor(key) && self.windows.held[key] == nil {
+            return "Windows names are not answered for \(key), which the proxy speaks for"
+        }
+        if let violation = self.windowsAnswerViolation(in: actions) { return violation }
         // Never a host's record answered or announced while the proxy is not speaking for it: its records go out
         // only while it is asleep or being woken (goodbyes for a host just removed are not its records any more).
         let sent = actions.lazy.compactMap { action -> MDNSTransmission? in
@@ -67,5 +79,41 @@ extension ProxyEngine {
             }
         }
         return nil
+    }
+
+    /// A datagram from a name-service port and the address of a host the proxy does not speak for (held and awake,
+    /// or adopted and not held): an answer that contradicts the host itself (the proxy's own questions go from its
+    /// own address).
+    func windowsAnswerViolation(in actions: [EngineAction]) -> String? {
+        var silent: [IPAddress: OwnerKey]? = nil
+        for case .packet(.sendFrame(let bytes, _)) in actions where WindowsFrames.isFromNameService(bytes) {
+            guard let frame = try? EthernetFrame(decoding: ByteBuffer(bytes: bytes)),
+                let (source, _, _) = WindowsFrames.udp(in: frame)
+            else { continue }
+            if silent == nil { silent = self.silentAddresses() }
+            if let key = silent?[source] { return "a Windows answer from \(source) (\(key)) while it is not asleep" }
+        }
+        return nil
+    }
+
+    /// The addresses of held hosts the proxy does not speak for and of adopted hosts it does not hold (awake, or
+    /// handed back), but none another host spoken for or the proxy itself has.
+    private func silentAddresses() -> [IPAddress: OwnerKey] {
+        var silent: [IPAddress: OwnerKey] = [:]
+        var spoken: Set<IPAddress> = Set(self.interfaces.values.flatMap { $0.prefixes.map(\.address) })
+        for (mac, host) in self.adoption.hosts {
+            guard let interface = host.interface else { continue }
+            let key = OwnerKey(interface: interface, primaryMAC: mac)
+            if self.registrar.store[key] == nil { for address in host.addresses { silent[address] = key } }
+        }
+        for (key, registration) in self.registrar.store.owners {
+            if self.isSpokenFor(key) {
+                spoken.formUnion(registration.addresses)
+            } else {
+                for address in registration.addresses { silent[address] = key }
+            }
+        }
+        for address in spoken { silent[address] = nil }
+        return silent
     }
 }

@@ -146,18 +146,25 @@ extension ProxyEngine {
 
 /// Reading the frames the Windows side wants straight from their bytes: every frame of the link passes here.
 public enum WindowsFrames {
-    /// Whether the frame is UDP (IPv4 first fragment, or IPv6 without extension headers) to port 137 or 5355.
-    public static func isNameService(_ bytes: [UInt8]) -> Bool {
+    /// Whether the frame is UDP (IPv4 first fragment, or IPv6 without extension headers) to port 137, 5355 or 3702.
+    public static func isNameService(_ bytes: [UInt8]) -> Bool { Self.nameServicePort(bytes, portOffset: 2) }
+
+    /// Whether the frame is such UDP from one of those ports (an answer, or the proxy's own question).
+    public static func isFromNameService(_ bytes: [UInt8]) -> Bool { Self.nameServicePort(bytes, portOffset: 0) }
+
+    /// Read from the bytes before anything is decoded: every captured frame is asked. `portOffset`: 0 for the
+    /// source port, 2 for the destination.
+    private static func nameServicePort(_ bytes: [UInt8], portOffset: Int) -> Bool {
         guard bytes.count >= 14 else { return false }
         let etherType = UInt16(bytes[12]) << 8 | UInt16(bytes[13])
         let portAt: Int
         switch etherType {
         case 0x0800:
             guard bytes.count >= 34, bytes[23] == 17, bytes[20] & 0x1F == 0, bytes[21] == 0 else { return false }
-            portAt = 14 + Int(bytes[14] & 0x0F) * 4 + 2
+            portAt = 14 + Int(bytes[14] & 0x0F) * 4 + portOffset
         case 0x86DD:
             guard bytes.count >= 62, bytes[20] == 17 else { return false }
-            portAt = 14 + 40 + 2
+            portAt = 14 + 40 + portOffset
         default:
             return false
         }

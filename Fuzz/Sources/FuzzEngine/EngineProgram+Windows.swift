@@ -1,0 +1,1 @@
+../../../Tests/SleepProxyCoreTests/EngineProgram+Windows.swift
