@@ -26,9 +26,10 @@ extension ProxyEngine {
         if counted != store.hostCount { return "\(counted) hosts in the state counts, \(store.hostCount) held" }
         let listed = HostState.held.reduce(0) { $0 + self.hosts(in: $1).count }
         if listed != store.hostCount { return "\(listed) hosts listed by state, \(store.hostCount) held" }
-        // One truth about speaking: the responder's and SSDP's marks agree with each host's lifecycle, and they
-        // keep none for a host no longer held.
-        for key in store.owners.keys {
+        // One truth about speaking: the responder's, SSDP's and the Windows names' marks agree with each host's
+        // lifecycle (a PC's names are marked when it showed any, docs/windows.md), and they keep none for a host no
+        // longer held.
+        for (key, registration) in store.owners {
             let speaks = self.isSpokenFor(key)
             if let responder = self.responder, responder.silenced.contains(key) == speaks {
                 return "the responder \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
@@ -36,19 +37,16 @@ extension ProxyEngine {
             if let ssdp = self.ssdp, ssdp.isSpeaking(for: key) != speaks {
                 return "SSDP \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
             }
+            if (self.windows.held[key] != nil) != (speaks && registration.windows?.isEmpty == false) {
+                return "the Windows names \(speaks ? "are silent for" : "are answered for") \(key), "
+                    + "its lifecycle says otherwise"
+            }
         }
         if let silenced = self.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {
             return "the responder keeps \(stale) silenced after it was let go"
         }
-        // The same for a PC's Windows names (docs/windows.md): answered only for a held host spoken for, and for
-        // every such host that showed any.
-        for key in self.windows.held.keys where store[key] == nil || !self.isSpokenFor(key) {
-            return "Windows names are answered for \(key), "
-                + (store[key] == nil ? "which is no longer held" : "which its lifecycle says is awake")
-        }
-        for (key, registration) in store.owners
-        where registration.windows?.isEmpty == false && self.isSpokenFor(key) && self.windows.held[key] == nil {
-            return "Windows names are not answered for \(key), which the proxy speaks for"
+        if let stale = self.windows.held.keys.first(where: { store[$0] == nil }) {
+            return "the Windows names are answered for \(stale) after it was let go"
         }
         if let violation = self.windowsAnswerViolation(in: actions) { return violation }
         // Never a host's record answered or announced while the proxy is not speaking for it: its records go out
