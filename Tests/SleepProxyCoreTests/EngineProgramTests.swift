@@ -111,6 +111,30 @@ struct EngineProgramTests {
         #expect(program.engine.hosts(in: .asleep).count == 1, "\(program.engine.hostsByState)")
     }
 
+    /// Found by `scripts/fuzz engine` once programs spoke Windows: an adopted PC held asleep registered itself with
+    /// message ID 0, the ID of the proxy's stand-in for it, and was taken for a retransmission: still spoken for,
+    /// its Windows names still answered from what it had taught. The first byte adopts hosts 0 and 1, as the fuzz
+    /// target does.
+    @Test func aPCsOwnRegistrationReplacingItsStandInIsNew() {
+        let bytes: [UInt8] = [
+            50, 230, 0, 0, 0, 0, 0, 0, 0, 32, 192, 39, 174, 45, 252, 147, 202, 72, 158, 12, 188, 186, 236, 216,
+            46, 204, 255, 59, 217, 234, 119, 35, 112, 116, 105, 111, 110, 97, 108, 9, 23, 36, 61, 78, 0, 0, 0, 4,
+            239, 124, 76, 122, 160, 214, 21, 250, 127, 94, 224, 96, 58, 243, 195, 247, 8, 255, 111, 196, 17, 238, 71,
+            150,
+            123, 160, 136, 221, 13, 180, 85, 62, 188, 111, 38, 87, 234, 54, 199, 73, 43, 50, 253, 130, 155, 26, 134, 96,
+            58, 243, 195, 247, 8, 255, 111, 196, 17, 238, 71, 150, 123, 160, 136, 221, 116, 117, 117, 117, 213, 213,
+            213, 213,
+            213, 213, 213, 213, 43, 50, 253, 130, 155, 26, 134, 86, 136, 191, 43, 130, 85, 18, 111, 59, 229, 18, 182,
+            239,
+            17, 97, 246, 24, 149, 46, 86, 33, 142, 104, 3, 3, 146, 22, 241, 53, 199, 201, 43, 50, 253, 130, 155, 26,
+            134, 86, 136, 191, 43, 130, 3, 146, 22, 241, 132, 36, 204, 17, 100, 88, 23, 24, 231, 96, 247, 10, 66, 111,
+            70, 82, 95, 199, 139, 217, 212, 40, 5, 0, 0, 80, 83, 2, 0, 0, 166, 62, 254, 238, 87, 78, 105, 222,
+            172, 234, 119, 33, 204, 17, 100, 88, 75,
+        ]
+        var program = EngineProgram(bytes, adopting: Int(bytes[0] & 3))
+        #expect(program.run() == nil)
+    }
+
     /// Found by `scripts/fuzz engine` once programs adopted hosts: an adopted host going quiet while the proxy held
     /// its limit of hosts was held all the same (7 of 6). It now waits, like a registration refused.
     @Test func anAdoptedHostIsHeldOnlyWithinTheLimits() {

@@ -197,6 +197,25 @@ struct WindowsNamesTests {
         #expect(!removed445.wakes(p139, macs: [mac], registered: [WakePolicy.smb]))
     }
 
+    /// The PC registers itself (a sleep-proxy client on it, or its own responder's registration): the proxy's
+    /// stand-in gives way whatever the registration's message ID, 0 (the stand-in's own) included, and a host that
+    /// has just shown it is awake is not answered for by name.
+    @Test func aPCsOwnRegistrationShowsItAwakeWhateverItsMessageID() throws {
+        var h = try Self.sleepingPC()
+        let registration = SleepRegistration(
+            hostName: "winpc.local.", addresses: [V.pcV4], services: [],
+            owner: OwnerOption(sequence: 1, primaryMAC: V.pcMAC), lease: 7200)
+        for message in registration.messages(id: 0, maximumSize: 1440) {
+            let actions = h.engine.receiveRegistration(
+                message.encoded(options: .appleUpdate), from: V.pcV4, on: Lab.eth0, now: h.now)
+            #expect(h.engine.auditViolation(after: actions) == nil)
+        }
+        #expect(h.engine.registration(Self.key)?.isAdopted == false)
+        #expect(h.engine.state(of: Self.key) != .asleep, "\(h.engine.hostsByState)")
+        #expect(
+            Self.sent(h.frame(Self.fromClient(V.nameQuery, port: 137, sourcePort: 55849, to: Self.broadcast))).isEmpty)
+    }
+
     // MARK: - WS-Discovery
 
     static let wsdGroup = IPAddress("239.255.255.250")!

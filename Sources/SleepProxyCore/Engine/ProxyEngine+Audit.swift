@@ -37,9 +37,10 @@ extension ProxyEngine {
             if let ssdp = self.ssdp, ssdp.isSpeaking(for: key) != speaks {
                 return "SSDP \(speaks ? "is silent for" : "speaks for") \(key), its lifecycle says otherwise"
             }
-            if (self.windows.held[key] != nil) != (speaks && registration.windows?.isEmpty == false) {
-                return "the Windows names \(speaks ? "are silent for" : "are answered for") \(key), "
-                    + "its lifecycle says otherwise"
+            let answered = self.windows.held[key] != nil
+            if answered != (speaks && registration.windows?.isEmpty == false) {
+                return "the Windows names \(answered ? "are answered for" : "are silent for") \(key), "
+                    + (speaks ? "whose registration shows \(answered ? "none" : "some")" : "which is awake")
             }
         }
         if let silenced = self.responder?.silenced, let stale = silenced.first(where: { store[$0] == nil }) {

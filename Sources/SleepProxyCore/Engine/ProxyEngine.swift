@@ -181,14 +181,20 @@ public struct ProxyEngine: Sendable {
         // A new registration (not a retransmission, not a further part of the same one) was sent by a host that
         // is therefore awake this moment: Apple's clients register right before sleeping, avahi-based ones often
         // seconds before (docs/coexistence.md). The proxy stays silent until the host is shown to be quiet.
+        // An adopted host's stand-in carries no message ID of the host's: the host's own registration replacing it
+        // is new whatever its ID (found by `scripts/fuzz engine`: one with ID 0 was taken for a retransmission, and
+        // the proxy went on speaking for a host that had just shown it was awake).
         let isNew =
             acceptance.previous == nil || acceptance.startedNewEpoch
             || acceptance.previous!.lastMessageID != registration.lastMessageID
+            || acceptance.previous!.isAdopted != registration.isAdopted
         if isNew {
             actions += self.enter(
                 registration, fromPeer ? .handedOver : .registered, previous: acceptance.previous, now: now)
         } else {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
+            // What is answered over NetBIOS and LLMNR follows the registration as the records do.
+            if self.isSpokenFor(registration.key) { self.windows.speak(for: registration) }
             actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
         }
         if fromPeer { self.takeover?.handedOver(registration.key, by: source, now: now) }

@@ -85,10 +85,10 @@ public struct WindowsNames: Sendable {
         public var conflict: String? = nil
     }
 
-    /// The host sleeps: its names are answered from now.
+    /// The host sleeps: its names are answered from now (those of this registration: any it had before go).
     public mutating func speak(for registration: OwnerRegistration) {
-        guard let identity = registration.windows, !identity.isEmpty else { return }
         self.silence(registration.key)
+        guard let identity = registration.windows, !identity.isEmpty else { return }
         var held = Held(identity: identity, v4: [], v6: [])
         for address in registration.addresses {
             switch address {
