@@ -216,6 +216,19 @@ struct WindowsNamesTests {
             Self.sent(h.frame(Self.fromClient(V.nameQuery, port: 137, sourcePort: 55849, to: Self.broadcast))).isEmpty)
     }
 
+    /// Speaking for a host's registration answers that registration's names and no others: one that shows none
+    /// (its Windows names forgotten) leaves nothing of the old ones answered.
+    @Test func speakingForARegistrationWithoutNamesDropsTheOldOnes() throws {
+        var h = try Self.sleepingPC()
+        var registration = try #require(h.engine.registration(Self.key))
+        let query = Self.fromClient(V.nameQuery, port: 137, sourcePort: 55849, to: Self.broadcast)
+        #expect(Self.sent(h.frame(query)).count == 1, "answered while its names are known")
+        registration.windows = nil
+        h.engine.windows.speak(for: registration)
+        #expect(h.engine.windows.held[Self.key] == nil)
+        #expect(Self.sent(h.frame(query)).isEmpty)
+    }
+
     // MARK: - WS-Discovery
 
     static let wsdGroup = IPAddress("239.255.255.250")!

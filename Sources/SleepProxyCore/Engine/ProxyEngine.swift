@@ -193,8 +193,6 @@ public struct ProxyEngine: Sendable {
                 registration, fromPeer ? .handedOver : .registered, previous: acceptance.previous, now: now)
         } else {
             self.responder?.registered(registration, previous: acceptance.previous, now: now)
-            // What is answered over NetBIOS and LLMNR follows the registration as the records do.
-            if self.isSpokenFor(registration.key) { self.windows.speak(for: registration) }
             actions += self.withTakeover(now: now) { $0.registered(registration, now: now) }
         }
         if fromPeer { self.takeover?.handedOver(registration.key, by: source, now: now) }
